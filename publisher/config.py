@@ -1,0 +1,290 @@
+"""One typed configuration tree: TOML file, then PUBLISHER_* environment variables, then CLI --set.
+
+Every value is checked before any connection opens, and every complaint names the key.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import tomllib
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from publisher.events import EVENT_LOG_COLUMNS
+
+ENV_PREFIX = "PUBLISHER_"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot work; the message names the key and what it expects."""
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    url: str = "sqlite:///publisher.db"
+    """SQLAlchemy URL of the database that holds the event log and the published tables."""
+    user: str | None = None
+    """The publisher's own database user, for loopback; default: the connection's user."""
+    schema: str | None = None
+    """Schema of the tables and `schema=` in associations; default: the database's own."""
+
+
+@dataclass(frozen=True)
+class EventLogColumns:
+    record_id: str = "record_id"
+    status: str = "status"
+    event_type: str = "event_type"
+    event_time: str = "event_time"
+    perpetrator: str = "perpetrator"
+    table_name: str = "table_name"
+    table_key: str = "table_key"
+    column_name: str = "column_name"
+    old_value: str = "old_value"
+    new_value: str = "new_value"
+
+    def in_order(self) -> tuple[str, ...]:
+        return tuple(getattr(self, name) for name in EVENT_LOG_COLUMNS)
+
+
+@dataclass(frozen=True)
+class EventLogConfig:
+    table: str = "event_log"
+    columns: EventLogColumns = field(default_factory=EventLogColumns)
+
+
+@dataclass(frozen=True)
+class PublisherSettings:
+    polling_interval: float = 10.0
+    """Seconds of idle time between cycles."""
+    time_of_day: tuple[str, ...] = ()
+    """Fixed times of day (HH:MM[:SS], local time) instead of an interval."""
+    query_limit: int = 10000
+    batch_size: int = 128
+    allow_loopback: bool = False
+    future_events: bool = False
+    delete_processed_rows: bool = False
+    post_polling_statements: tuple[str, ...] = ()
+    heartbeat_interval: float = 0.0
+    """Minutes of idleness after which a heartbeat document is published; 0 = off."""
+    insert_row_operation: Literal["modify", "add"] = "modify"
+    """What a type-5 event publishes: the vendor's <modify>, or an <add> of the current row."""
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    directory: str = "out"
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    master: str = "local[*]"
+    read_partitions: int = 0
+    """Partitions of the event log read; 0 = Spark's default parallelism."""
+    conf: Mapping[str, str] = field(default_factory=dict)
+    """Extra Spark settings, e.g. {"spark.driver.memory" = "4g"}."""
+
+
+@dataclass(frozen=True)
+class Config:
+    database: DatabaseConfig = field(default_factory=DatabaseConfig)
+    event_log: EventLogConfig = field(default_factory=EventLogConfig)
+    publisher: PublisherSettings = field(default_factory=PublisherSettings)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+
+
+def load_config(
+    path: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Sequence[str] = (),
+) -> Config:
+    """Read the TOML file, apply PUBLISHER_<SECTION>_<KEY> variables and `key.path=value` overrides."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"configuration file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"configuration file {path} is not valid TOML: {exc}") from None
+    environ = os.environ if environ is None else environ
+    leaves = _leaf_paths(Config)
+    for dotted in leaves:
+        env_name = ENV_PREFIX + dotted.replace(".", "_").upper()
+        if env_name in environ:
+            _set_path(raw, dotted, _parse_scalar(environ[env_name]))
+    for item in overrides:
+        dotted, sep, text = item.partition("=")
+        dotted = dotted.strip()
+        if not sep or not dotted:
+            raise ConfigError(f"--set expects key.path=value, got {item!r}")
+        if dotted not in leaves and not _is_mapping_entry(dotted):
+            raise ConfigError(f"--set {dotted}: unknown key (known: {', '.join(sorted(leaves))})")
+        _set_path(raw, dotted, _parse_scalar(text))
+    config = _build(Config, raw, "")
+    _check(config, raw)
+    return config
+
+
+def _leaf_paths(cls: type, prefix: str = "") -> set[str]:
+    paths: set[str] = set()
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            paths |= _leaf_paths(hint, f"{prefix}{f.name}.")  # type: ignore[arg-type]
+        else:
+            paths.add(prefix + f.name)
+    return paths
+
+
+def _is_mapping_entry(dotted: str) -> bool:
+    return dotted.startswith("spark.conf.") and len(dotted) > len("spark.conf.")
+
+
+def _set_path(raw: dict[str, Any], dotted: str, value: Any) -> None:
+    if _is_mapping_entry(dotted):
+        raw.setdefault("spark", {}).setdefault("conf", {})[dotted[len("spark.conf.") :]] = value
+        return
+    *parents, last = dotted.split(".")
+    node = raw
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+
+
+def _parse_scalar(text: str) -> Any:
+    """Environment and --set values are TOML values when they parse as one, plain strings otherwise."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    where = prefix.rstrip(".") or "the configuration"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a table, got {_show(raw)}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        raise ConfigError(
+            f"{prefix}{unknown[0]}: unknown key (known in {where}: {', '.join(sorted(names))})"
+        )
+    values: dict[str, Any] = {}
+    for name, value in raw.items():
+        hint = hints[name]
+        key = prefix + name
+        if dataclasses.is_dataclass(hint):
+            values[name] = _build(hint, value, key + ".")  # type: ignore[arg-type]
+        else:
+            values[name] = _coerce(hint, value, key)
+    return cls(**values)
+
+
+def _coerce(hint: Any, value: Any, key: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        if value is None or value == "":
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(inner, value, key)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{key}: expected one of {', '.join(map(repr, args))}, got {_show(value)}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{key}: expected a list of strings, got {_show(value)}")
+        return tuple(value)
+    if origin is Mapping or hint is Mapping:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a table of settings, got {_show(value)}")
+        return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {_show(value)}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected a whole number, got {_show(value)}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {_show(value)}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {_show(value)}")
+        return value
+    raise ConfigError(f"{key}: unsupported setting type {hint}")  # pragma: no cover
+
+
+def _show(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def _check(config: Config, raw: Mapping[str, Any]) -> None:
+    """Rules across keys and ranges that types alone cannot say."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        make_url(config.database.url)
+    except ArgumentError:
+        raise ConfigError(
+            f"database.url: {config.database.url!r} is not a SQLAlchemy URL "
+            "(e.g. sqlite:///demo.db or postgresql://user@host/db)"
+        ) from None
+    p = config.publisher
+    positive = {
+        "publisher.query_limit": p.query_limit,
+        "publisher.batch_size": p.batch_size,
+        "publisher.polling_interval": p.polling_interval,
+    }
+    for key, number in positive.items():
+        if number <= 0:
+            raise ConfigError(f"{key}: expected a number above 0, got {number}")
+    if p.heartbeat_interval < 0:
+        raise ConfigError(f"publisher.heartbeat_interval: expected minutes >= 0, got {p.heartbeat_interval}")
+    if config.spark.read_partitions < 0:
+        raise ConfigError(f"spark.read_partitions: expected 0 (automatic) or more, got {config.spark.read_partitions}")
+    for text in p.time_of_day:
+        parse_time_of_day(text, "publisher.time_of_day")
+    if p.time_of_day and "polling_interval" in raw.get("publisher", {}):
+        raise ConfigError(
+            "publisher.time_of_day excludes publisher.polling_interval: set one of them, not both"
+        )
+    for i, statement in enumerate(p.post_polling_statements):
+        if not statement.strip():
+            raise ConfigError(f"publisher.post_polling_statements[{i}]: empty statement")
+    if not config.event_log.table.strip():
+        raise ConfigError("event_log.table: expected a table name, got an empty string")
+    names = config.event_log.columns.in_order()
+    for role, name in zip(EVENT_LOG_COLUMNS, names):
+        if not name.strip():
+            raise ConfigError(f"event_log.columns.{role}: expected a column name, got an empty string")
+    lowered = [n.lower() for n in names]
+    for role, name in zip(EVENT_LOG_COLUMNS, lowered):
+        if lowered.count(name) > 1:
+            raise ConfigError(f"event_log.columns.{role}: {name!r} names two columns of the event log")
+    if not config.output.directory.strip():
+        raise ConfigError("output.directory: expected a path, got an empty string")
+    if not config.spark.master.strip():
+        raise ConfigError("spark.master: expected a Spark master URL such as local[*]")
+
+
+def parse_time_of_day(text: str, key: str = "time_of_day") -> dt.time:
+    for fmt in ("%H:%M:%S", "%H:%M"):
+        try:
+            return dt.datetime.strptime(text.strip(), fmt).time()
+        except ValueError:
+            continue
+    raise ConfigError(f"{key}: expected HH:MM or HH:MM:SS, got {text!r}")

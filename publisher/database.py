@@ -1,0 +1,48 @@
+"""Connections and the few facts about a database that differ by dialect."""
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+from publisher.config import Config
+
+
+class DatabaseUnavailableError(RuntimeError):
+    """The database cannot be reached; retrying later may succeed."""
+
+
+def connect(config: Config) -> Engine:
+    """An engine for the configured URL; SQLite waits on a locked file instead of failing at once."""
+    url = make_url(config.database.url)
+    kwargs: dict[str, object] = {"future": True}
+    if url.get_backend_name() == "sqlite":
+        kwargs["connect_args"] = {"timeout": 30}
+    return create_engine(url, **kwargs)
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def table_schema(config: Config, engine: Engine) -> str | None:
+    """The schema that qualifies table names in SQL: none on SQLite, which has no schemas."""
+    if is_sqlite(engine):
+        return None
+    return config.database.schema
+
+
+def association_schema(config: Config, engine: Engine) -> str:
+    """The `schema=` of associations: the configured one, else the database's default."""
+    if config.database.schema:
+        return config.database.schema
+    if is_sqlite(engine):
+        return "main"
+    with engine.connect() as conn:
+        return str(conn.execute(text("SELECT current_schema()")).scalar_one())
+
+
+def publisher_user(config: Config, engine: Engine) -> str | None:
+    """Whose changes are loopback: the configured user, else the connection's login user."""
+    if config.database.user:
+        return config.database.user
+    return engine.url.username

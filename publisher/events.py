@@ -1,0 +1,64 @@
+"""The vocabulary of the event log: event types, their categories, row statuses."""
+from __future__ import annotations
+
+import enum
+
+
+class EventType(enum.IntEnum):
+    """The eight event types a trigger may log (SPEC §3)."""
+
+    INSERT_FIELD = 1
+    UPDATE_FIELD = 2
+    UPDATE_FIELD_REMOVE_ALL = 3
+    DELETE_ROW = 4
+    INSERT_ROW_QUERY_BACK = 5
+    UPDATE_ROW_QUERY_BACK = 6
+    INSERT_FIELD_QUERY_BACK = 7
+    UPDATE_FIELD_QUERY_BACK = 8
+
+    @property
+    def is_query_back(self) -> bool:
+        return self >= EventType.INSERT_ROW_QUERY_BACK
+
+    @property
+    def is_per_field(self) -> bool:
+        return self in PER_FIELD
+
+
+PER_FIELD = frozenset(
+    {
+        EventType.INSERT_FIELD,
+        EventType.UPDATE_FIELD,
+        EventType.UPDATE_FIELD_REMOVE_ALL,
+        EventType.INSERT_FIELD_QUERY_BACK,
+        EventType.UPDATE_FIELD_QUERY_BACK,
+    }
+)
+ROW_QUERY_BACK = frozenset({EventType.INSERT_ROW_QUERY_BACK, EventType.UPDATE_ROW_QUERY_BACK})
+FIELD_QUERY_BACK = frozenset({EventType.INSERT_FIELD_QUERY_BACK, EventType.UPDATE_FIELD_QUERY_BACK})
+LOGGED_VALUES = frozenset({EventType.INSERT_FIELD, EventType.UPDATE_FIELD, EventType.UPDATE_FIELD_REMOVE_ALL})
+
+
+class Status(str, enum.Enum):
+    """Values of the status column. Only NEW is written by triggers; the rest by the publisher."""
+
+    NEW = "N"
+    SUCCESS = "S"
+    WARNING = "W"
+    ERROR = "E"
+    FATAL = "F"
+
+
+EVENT_LOG_COLUMNS = (
+    "record_id",
+    "status",
+    "event_type",
+    "event_time",
+    "perpetrator",
+    "table_name",
+    "table_key",
+    "column_name",
+    "old_value",
+    "new_value",
+)
+"""The fixed order of the event log's columns; their names are configurable."""

@@ -1,0 +1,274 @@
+"""Parse, format and canonicalise ``table_key`` strings of the event log table.
+
+A table_key names the changed row, e.g. ``pkey1=value1+pkey2=value2``; the
+grammar lives in ``grammar/table_key.lark``. Triggers may write the same row's
+key in different spellings (``idu= 1``, ``IDU=1``), so keys are canonicalised
+against the table's primary key before rows are grouped or looked up.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import (
+    LarkError,
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+)
+
+__all__ = [
+    "KeyColumnError",
+    "KeyKind",
+    "KeyPart",
+    "KeySyntaxError",
+    "canonical_key",
+    "format_key",
+    "key_values",
+    "parse_key",
+]
+
+_GRAMMAR_NAME = "table_key.lark"
+_SPECIAL = re.compile(r"[,;'+\"=\\<>]")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+class KeySyntaxError(ValueError):
+    """A table_key that does not follow the grammar, with the offending offset."""
+
+    text: str
+    position: int
+    reason: str
+
+    def __init__(self, text: object, position: int, reason: str) -> None:
+        shown = repr(text)
+        self.text = text if isinstance(text, str) else ""
+        self.position = position
+        self.reason = reason
+        super().__init__(f"table_key {shown} at position {position}: {reason}")
+
+    def __reduce__(self) -> tuple[type[KeySyntaxError], tuple[str, int, str]]:
+        """Keep the exception picklable so it survives the trip back from Spark workers."""
+        return (type(self), (self.text, self.position, self.reason))
+
+
+class KeyColumnError(ValueError):
+    """A well-formed table_key whose columns or values do not fit the table's primary key."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPart:
+    """One ``column=value`` pair of a table_key."""
+
+    column: str
+    value: str
+
+
+class KeyKind(enum.Enum):
+    """How a key column's values compare, which decides their canonical spelling."""
+
+    INTEGER = "integer"
+    TEXT = "text"
+
+
+class _ToParts(Transformer[Token, list[tuple[Token, str]]]):
+    """Builds the parts while parsing, so no parse tree is kept (keys come by the million)."""
+
+    def start(self, parts: list[tuple[Token, str]]) -> list[tuple[Token, str]]:
+        return parts
+
+    def part(self, children: list[Token]) -> tuple[Token, str]:
+        name, value = children
+        return name, value
+
+    def bare(self, children: list[Token]) -> str:
+        return str(children[0])
+
+    def quoted(self, children: list[Token]) -> str:
+        return "".join(t[1] if t.type == "ESCAPE" else str(t) for t in children)
+
+
+def _grammar_path() -> Path:
+    """Find the grammar in an installed wheel (``publisher/grammar``) or a source checkout."""
+    here = Path(__file__).parent
+    candidates = (here / "grammar" / _GRAMMAR_NAME, here.parent / "grammar" / _GRAMMAR_NAME)
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"{_GRAMMAR_NAME} not found in {', '.join(map(str, candidates))}")
+
+
+@functools.lru_cache(maxsize=None)
+def _parser() -> Lark:
+    """Build the parser once per process: Lark parsers cannot be pickled into Spark workers."""
+    return Lark(
+        _grammar_path().read_text(encoding="utf-8"),
+        parser="lalr",
+        lexer="contextual",
+        transformer=_ToParts(),
+    )
+
+
+def _reason(text: str, position: int, expected: set[str]) -> str:
+    """Say why the parser stopped at ``position``, given the terminals it would have taken."""
+    at_end = position >= len(text)
+    char = "" if at_end else text[position]
+    if "ESCAPE" in expected:
+        if at_end or position + 1 >= len(text):
+            return "unterminated quoted value: missing closing '\"'"
+        return (
+            f"invalid escape {text[position:position + 2]!r} in quoted value"
+            " (only \\\" and \\\\ are allowed)"
+        )
+    if "_QUOTE" in expected:
+        if at_end or char == "+":
+            return "expected a value after '='"
+        return f"unexpected character {char!r} (write the value in double quotes)"
+    if "_EQ" in expected:
+        if at_end:
+            return "expected '=' after the column name"
+        return f"unexpected character {char!r}, expected '=' after the column name"
+    if "CHARS" in expected:
+        if at_end or char in "=+":
+            return "expected a column name"
+        return f"unexpected character {char!r}, expected a column name"
+    if position > 0 and text[position - 1] == '"':
+        return f"unexpected character {char!r} after the closing quote, expected '+' or the end"
+    return f"unexpected character {char!r} (write the value in double quotes)"
+
+
+def _syntax_error(text: str, error: UnexpectedInput) -> KeySyntaxError:
+    """Translate a Lark error into a KeySyntaxError, so callers never see Lark types."""
+    position: int | None = None
+    expected: set[str] = set()
+    if isinstance(error, UnexpectedCharacters):
+        position, expected = error.pos_in_stream, set(error.allowed or ())
+    elif isinstance(error, (UnexpectedToken, UnexpectedEOF)):
+        expected = set(error.expected)
+        if isinstance(error, UnexpectedToken) and error.token.type != "$END":
+            position = error.token.start_pos
+    if position is None:
+        position = len(text)
+    return KeySyntaxError(text, position, _reason(text, position, expected))
+
+
+@functools.lru_cache(maxsize=65536)
+def _parse(text: str) -> tuple[KeyPart, ...]:
+    """Cached core of parse_key: event log backlogs repeat the same keys many times."""
+    try:
+        raw_parts: list[tuple[Token, str]] = _parser().parse(text)  # type: ignore[assignment]
+    except UnexpectedInput as error:
+        raise _syntax_error(text, error) from None
+    except LarkError as error:
+        raise KeySyntaxError(text, 0, str(error)) from None
+    parts: list[KeyPart] = []
+    seen: set[str] = set()
+    for token, value in raw_parts:
+        column = token.strip()
+        position = (token.start_pos or 0) + len(token) - len(token.lstrip())
+        if not column:
+            raise KeySyntaxError(text, position, "expected a column name")
+        if column in seen:
+            raise KeySyntaxError(text, position, f"column {column!r} appears twice")
+        seen.add(column)
+        parts.append(KeyPart(column, value))
+    return tuple(parts)
+
+
+def parse_key(text: str) -> tuple[KeyPart, ...]:
+    """Split a table_key into its parts, decoding quoted values."""
+    if not isinstance(text, str):
+        raise KeySyntaxError(text, 0, f"expected a str, got {type(text).__name__}")
+    return _parse(text)
+
+
+def _format_value(value: str) -> str:
+    if value and not _SPECIAL.search(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def format_key(parts: Iterable[KeyPart]) -> str:
+    """Write parts as a canonical table_key, quoting a value only when it needs it.
+
+    Raises ValueError for parts that no table_key can express, so that
+    ``parse_key(format_key(parts))`` always gives the parts back.
+    """
+    written: list[str] = []
+    seen: set[str] = set()
+    for part in parts:
+        column = part.column
+        if not column or column != column.strip() or _SPECIAL.search(column):
+            raise ValueError(f"column name {column!r} cannot be written in a table_key")
+        if column in seen:
+            raise ValueError(f"column {column!r} appears twice")
+        seen.add(column)
+        written.append(f"{column}={_format_value(part.value)}")
+    if not written:
+        raise ValueError("a table_key needs at least one part")
+    return "+".join(written)
+
+
+def _integer(text: str, column: str, value: str) -> int:
+    digits = value.strip()
+    try:
+        if _INTEGER.fullmatch(digits):
+            return int(digits)
+    except ValueError:
+        pass
+    raise KeyColumnError(f"table_key {text!r}: column {column!r} needs an integer, got {value!r}")
+
+
+def _typed_values(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> list[int | str]:
+    """Match the parts to ``key_columns`` and convert each value by its column's kind."""
+    parts = parse_key(text)
+    expected = ", ".join(repr(name) for name, _ in key_columns)
+    index = {name.casefold(): i for i, (name, _) in enumerate(key_columns)}
+    found: dict[int, str] = {}
+    for part in parts:
+        i = index.get(part.column.casefold())
+        if i is None:
+            raise KeyColumnError(
+                f"table_key {text!r}: unknown key column {part.column!r}, expected {expected}"
+            )
+        if i in found:
+            raise KeyColumnError(
+                f"table_key {text!r}: key column {key_columns[i][0]!r} is given twice"
+            )
+        found[i] = part.value
+    values: list[int | str] = []
+    for i, (name, kind) in enumerate(key_columns):
+        if i not in found:
+            raise KeyColumnError(
+                f"table_key {text!r}: key column {name!r} is missing, expected {expected}"
+            )
+        value = found[i]
+        if kind is KeyKind.INTEGER:
+            values.append(_integer(text, name, value))
+        else:
+            values.append(value)
+    return values
+
+
+def canonical_key(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> str:
+    """Spell a table_key one way per row, so differently written keys of a row compare equal.
+
+    Columns take the spelling and order of ``key_columns``; INTEGER values are
+    written as plain decimals; TEXT values are kept as they are.
+    """
+    values = _typed_values(text, key_columns)
+    return format_key(
+        KeyPart(name, str(value)) for (name, _), value in zip(key_columns, values, strict=True)
+    )
+
+
+def key_values(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> tuple[int | str, ...]:
+    """Return the key's typed values in ``key_columns`` order, for building WHERE clauses."""
+    return tuple(_typed_values(text, key_columns))

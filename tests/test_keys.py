@@ -1,0 +1,304 @@
+"""Tests for publisher.keys: the table_key grammar, formatting and canonical keys."""
+
+from __future__ import annotations
+
+import pickle
+import string
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from publisher.keys import (
+    KeyColumnError,
+    KeyKind,
+    KeyPart,
+    KeySyntaxError,
+    canonical_key,
+    format_key,
+    key_values,
+    parse_key,
+)
+
+SPECIALS = ",;'+\"=\\<>"
+QUOTED_EXAMPLE = r'''pkey=", ; ' + \" = \\ < >"'''
+INT = KeyKind.INTEGER
+TEXT = KeyKind.TEXT
+
+
+# --- spec examples -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("idu=1", (KeyPart("idu", "1"),)),
+        ("pk_empno=1", (KeyPart("pk_empno", "1"),)),
+        ("pkey1=value1+pkey2=value2", (KeyPart("pkey1", "value1"), KeyPart("pkey2", "value2"))),
+        (QUOTED_EXAMPLE, (KeyPart("pkey", ", ; ' + \" = \\ < >"),)),
+    ],
+)
+def test_spec_examples(text: str, parts: tuple[KeyPart, ...]) -> None:
+    assert parse_key(text) == parts
+    assert format_key(parts) == text
+
+
+def test_quoted_example_decodes_each_escape_once() -> None:
+    (part,) = parse_key(QUOTED_EXAMPLE)
+    assert part.value == ", ; ' + \" = \\ < >"
+    assert part.value.count("\\") == 1
+    assert part.value.count('"') == 1
+    assert len(part.value) == 17
+
+
+def test_whitespace_is_kept_in_values_and_stripped_from_column_names() -> None:
+    assert parse_key("idu= 1") == (KeyPart("idu", " 1"),)
+    assert parse_key(" a b =x y +c= ") == (KeyPart("a b", "x y "), KeyPart("c", " "))
+
+
+def test_bare_values_may_hold_newlines_and_other_characters() -> None:
+    assert parse_key("a=line1\nline2\t(é)") == (KeyPart("a", "line1\nline2\t(é)"),)
+
+
+def test_quoted_values() -> None:
+    assert parse_key('a=""') == (KeyPart("a", ""),)
+    assert parse_key('a="\\\\"+b="\\""') == (KeyPart("a", "\\"), KeyPart("b", '"'))
+    assert parse_key('a="plain"') == (KeyPart("a", "plain"),)
+
+
+# --- format_key ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        ("1", "1"),
+        (" 1 ", " 1 "),
+        ("a\nb", "a\nb"),
+        ("", '""'),
+        ("a+b", '"a+b"'),
+        ('say "hi"', '"say \\"hi\\""'),
+        ("C:\\dir", '"C:\\\\dir"'),
+        ("<>", '"<>"'),
+    ],
+)
+def test_format_key_quotes_exactly_when_needed(value: str, written: str) -> None:
+    assert format_key([KeyPart("k", value)]) == "k=" + written
+
+
+@pytest.mark.parametrize("special", list(SPECIALS))
+def test_format_key_quotes_every_special_character(special: str) -> None:
+    text = format_key([KeyPart("k", f"a{special}b")])
+    assert text.startswith('k="') and text.endswith('"')
+    assert parse_key(text) == (KeyPart("k", f"a{special}b"),)
+
+
+@pytest.mark.parametrize("column", ["", " k", "k ", "a=b", "a+b", 'a"b'])
+def test_format_key_rejects_unwritable_column_names(column: str) -> None:
+    with pytest.raises(ValueError, match="cannot be written"):
+        format_key([KeyPart(column, "1")])
+
+
+def test_format_key_rejects_duplicates_and_empty_input() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        format_key([KeyPart("a", "1"), KeyPart("a", "2")])
+    with pytest.raises(ValueError, match="at least one part"):
+        format_key([])
+
+
+# --- syntax errors -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "position", "reason"),
+    [
+        ("idu=", 4, "expected a value after '='"),
+        ("idu=+b=1", 4, "expected a value after '='"),
+        ('a="abc', 6, "unterminated quoted value"),
+        ('a="a\\', 4, "unterminated quoted value"),
+        ('a="a\\b"', 4, "invalid escape '\\\\b'"),
+        ("a=b<c", 3, "unexpected character '<' (write the value in double quotes)"),
+        ("a==1", 2, "unexpected character '='"),
+        ('a=b"c"', 3, "unexpected character '\"'"),
+        ('a="x"y', 5, "after the closing quote"),
+        ("idu", 3, "expected '=' after the column name"),
+        ("a+b=1", 1, "unexpected character '+', expected '='"),
+        ("a=1+", 4, "expected a column name"),
+        ("a=1++b=2", 4, "expected a column name"),
+        ("", 0, "expected a column name"),
+        ("=1", 0, "expected a column name"),
+        (" =1", 1, "expected a column name"),
+        ("<a=1", 0, "unexpected character '<', expected a column name"),
+        ("a=1+a=2", 4, "column 'a' appears twice"),
+        ("a=1+ a =2", 5, "column 'a' appears twice"),
+    ],
+)
+def test_syntax_errors(text: str, position: int, reason: str) -> None:
+    with pytest.raises(KeySyntaxError) as caught:
+        parse_key(text)
+    error = caught.value
+    assert error.text == text
+    assert error.position == position
+    assert reason in str(error)
+    assert str(error).startswith(f"table_key {text!r} at position {position}: ")
+
+
+def test_message_format_from_the_brief() -> None:
+    with pytest.raises(KeySyntaxError) as caught:
+        parse_key("idu=")
+    assert str(caught.value) == "table_key 'idu=' at position 4: expected a value after '='"
+
+
+@pytest.mark.parametrize("value", [None, 1, b"idu=1", ["idu=1"]])
+def test_non_str_input_is_a_syntax_error(value: object) -> None:
+    with pytest.raises(KeySyntaxError, match=type(value).__name__) as caught:
+        parse_key(value)  # type: ignore[arg-type]
+    assert caught.value.position == 0
+
+
+def test_syntax_error_survives_pickling() -> None:
+    with pytest.raises(KeySyntaxError) as caught:
+        parse_key('a="x')
+    copy = pickle.loads(pickle.dumps(caught.value))
+    assert (copy.text, copy.position, str(copy)) == ('a="x', 4, str(caught.value))
+
+
+def test_key_part_survives_pickling() -> None:
+    part = KeyPart("a", "b")
+    assert pickle.loads(pickle.dumps(part)) == part
+
+
+# --- canonical_key / key_values ----------------------------------------------------------------
+
+
+def test_padding_is_canonicalised_for_integer_columns_only() -> None:
+    assert canonical_key("idu= 1", [("idu", INT)]) == canonical_key("idu=1", [("idu", INT)])
+    assert canonical_key("idu= 1", [("idu", INT)]) == "idu=1"
+    assert canonical_key("idu= 1", [("idu", TEXT)]) == "idu= 1"
+    assert canonical_key("idu= 1", [("idu", TEXT)]) != canonical_key("idu=1", [("idu", TEXT)])
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [('idu="+01"', "idu=1"), ('idu=" -007 "', "idu=-7"), ("idu=0", "idu=0"), ('idu="-0"', "idu=0")],
+)
+def test_integer_values_are_written_as_plain_decimals(text: str, canonical: str) -> None:
+    assert canonical_key(text, [("idu", INT)]) == canonical
+
+
+def test_columns_match_case_insensitively_and_follow_key_column_order() -> None:
+    columns = [("idu", INT), ("Name", TEXT)]
+    assert canonical_key("NAME=x+IDU=2", columns) == "idu=2+Name=x"
+    assert canonical_key("idu=2+name=x", columns) == "idu=2+Name=x"
+
+
+def test_text_values_stay_verbatim_and_get_requoted() -> None:
+    assert canonical_key('name="a+b"', [("name", TEXT)]) == 'name="a+b"'
+    assert canonical_key('name=""', [("name", TEXT)]) == 'name=""'
+    assert canonical_key('name="plain"', [("name", TEXT)]) == "name=plain"
+
+
+def test_key_values_are_typed_in_key_column_order() -> None:
+    values = key_values('name=" x "+IDU= 42', [("idu", INT), ("name", TEXT)])
+    assert values == (42, " x ")
+    assert type(values[0]) is int
+
+
+@pytest.mark.parametrize(
+    ("text", "columns", "message"),
+    [
+        ("idu=1", [("idu", INT), ("b", TEXT)], "key column 'b' is missing, expected 'idu', 'b'"),
+        ("idu=1+y=2", [("idu", INT)], "unknown key column 'y', expected 'idu'"),
+        ("idu=1+IDU=2", [("idu", INT)], "key column 'idu' is given twice"),
+        ("idu=abc", [("idu", INT)], "column 'idu' needs an integer, got 'abc'"),
+        ('idu="1.5"', [("idu", INT)], "column 'idu' needs an integer, got '1.5'"),
+        ('idu=" "', [("idu", INT)], "column 'idu' needs an integer"),
+        ('idu=""', [("idu", INT)], "column 'idu' needs an integer"),
+        ("idu=1_000", [("idu", INT)], "column 'idu' needs an integer"),
+    ],
+)
+def test_key_column_errors(text: str, columns: list[tuple[str, KeyKind]], message: str) -> None:
+    with pytest.raises(KeyColumnError, match="^table_key ") as caught:
+        canonical_key(text, columns)
+    assert message in str(caught.value)
+    with pytest.raises(KeyColumnError):
+        key_values(text, columns)
+
+
+def test_canonical_key_reports_syntax_errors_as_such() -> None:
+    with pytest.raises(KeySyntaxError):
+        canonical_key("idu=", [("idu", INT)])
+
+
+# --- properties ----------------------------------------------------------------------------
+
+SAFE_NAME_CHARS = string.ascii_letters + string.digits + "_$#.- äßÜ"
+column_names = st.text(alphabet=SAFE_NAME_CHARS, min_size=1, max_size=12).filter(
+    lambda name: name == name.strip()
+)
+tricky_text = st.text(alphabet=SPECIALS + " \n\t\r ab1é", max_size=12)
+values = st.one_of(st.text(max_size=20), tricky_text, st.just(""), st.just(" "))
+part_lists = st.lists(
+    st.builds(KeyPart, column_names, values), min_size=1, max_size=5, unique_by=lambda p: p.column
+)
+
+
+specials = st.sampled_from(SPECIALS)
+
+
+def _escape(value: str) -> str:
+    return "".join("\\" + c if c in '"\\' else c for c in value)
+
+
+@st.composite
+def canonical_texts(draw: st.DrawFn) -> tuple[str, tuple[KeyPart, ...]]:
+    """A canonical table_key written by hand from its parts, independently of format_key."""
+    names = draw(st.lists(column_names, min_size=1, max_size=5, unique=True))
+    written, parts = [], []
+    for name in names:
+        if draw(st.booleans()):
+            value = draw(st.text(st.characters(exclude_characters=SPECIALS), min_size=1))
+            written.append(f"{name}={value}")
+        else:
+            value = draw(st.just("") | st.builds("{}{}{}".format, st.text(), specials, st.text()))
+            written.append(f'{name}="{_escape(value)}"')
+        parts.append(KeyPart(name, value))
+    return "+".join(written), tuple(parts)
+
+
+@given(part_lists)
+def test_parse_undoes_format(parts: list[KeyPart]) -> None:
+    assert parse_key(format_key(parts)) == tuple(parts)
+
+
+@given(canonical_texts())
+def test_format_undoes_parse_for_canonical_text(case: tuple[str, tuple[KeyPart, ...]]) -> None:
+    text, parts = case
+    assert parse_key(text) == parts
+    assert format_key(parse_key(text)) == text
+
+
+@given(st.text(alphabet=SPECIALS + " \nab", max_size=15))
+def test_any_text_parses_or_raises_key_syntax_error(text: str) -> None:
+    try:
+        parts = parse_key(text)
+    except KeySyntaxError as error:
+        assert 0 <= error.position <= len(text)
+    else:
+        assert parse_key(format_key(parts)) == parts
+
+
+@given(
+    st.text(alphabet=string.ascii_letters + " 1\n", max_size=8),
+    st.sampled_from([c for c in SPECIALS if c not in '+"']),
+    st.data(),
+)
+def test_special_character_in_bare_value_is_reported_where_it_is(
+    value: str, special: str, data: st.DataObject
+) -> None:
+    cut = data.draw(st.integers(0, len(value)))
+    text = "col=" + value[:cut] + special + value[cut:]
+    with pytest.raises(KeySyntaxError) as caught:
+        parse_key(text)
+    assert caught.value.position == 4 + cut
+    assert repr(special) in str(caught.value)
