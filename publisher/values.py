@@ -1,0 +1,241 @@
+"""Column value types and the text each value is published as.
+
+Both paths that produce a ``<value>`` go through here: values the triggers wrote into the
+event log (``encode_logged``) and values read back from the table (``encode_current``), so
+one column publishes the same text whichever path it took.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import enum
+import json
+import math
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from numbers import Integral
+from typing import Any
+
+from sqlalchemy import types as sqltypes
+
+
+class ValueType(str, enum.Enum):
+    """The ``type`` attribute of an XDS ``<value>``."""
+
+    OCTET = "octet"
+    INT = "int"
+    STATE = "state"
+    TIME = "time"
+    STRING = "string"
+
+
+class BadValueError(ValueError):
+    """A value that cannot be published as its column's type; permanent for its event."""
+
+
+def value_type_of(sql_type: sqltypes.TypeEngine[Any]) -> ValueType:
+    """Map a (possibly reflected, dialect-specific) SQLAlchemy type to its XDS value type."""
+    if isinstance(sql_type, sqltypes.TypeDecorator):
+        sql_type = sql_type.impl_instance
+    if isinstance(sql_type, sqltypes._Binary):
+        return ValueType.OCTET
+    if isinstance(sql_type, sqltypes.Boolean):
+        return ValueType.STATE
+    if isinstance(sql_type, sqltypes.Integer):
+        return ValueType.INT
+    if isinstance(sql_type, (sqltypes.DateTime, sqltypes.Date)):
+        return ValueType.TIME
+    return ValueType.STRING
+
+
+_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_DATE_TIME = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})"
+    r"(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?"
+    r" ?(?:Z|([+-])(\d{2})(?::?(\d{2})(?::?(\d{2}))?)?)?)?",
+    re.ASCII | re.IGNORECASE,
+)
+_STATES = {
+    "true": "true",
+    "t": "true",
+    "yes": "true",
+    "1": "true",
+    "false": "false",
+    "f": "false",
+    "no": "false",
+    "0": "false",
+}
+_BASE64_WHITESPACE = str.maketrans("", "", " \t\r\n")
+_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
+_EPOCH_NAIVE = dt.datetime(1970, 1, 1)
+_EPOCH_AWARE = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_ONE_SECOND = dt.timedelta(seconds=1)
+_SHOWN_CHARS = 40
+
+
+def _shown(value: object) -> str:
+    """repr of a value, cut short so a large value does not flood an error message."""
+    text = repr(value)
+    if len(text) <= _SHOWN_CHARS:
+        return text
+    return f"{text[:_SHOWN_CHARS]}... ({len(text)} chars)"
+
+
+def _xml_safe(text: str) -> str:
+    bad = _XML_INVALID.search(text)
+    if bad is not None:
+        raise BadValueError(
+            f"contains U+{ord(bad.group()):04X} at offset {bad.start()}, "
+            "which XML 1.0 cannot carry"
+        )
+    return text
+
+
+def _logged_octet(text: str) -> str:
+    """Validate base64; line breaks are dropped because database encoders wrap long output."""
+    compact = text.translate(_BASE64_WHITESPACE)
+    try:
+        binascii.a2b_base64(compact, strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise BadValueError(f"{_shown(text)} is not valid base64") from None
+    return compact
+
+
+def _logged_int(text: str) -> str:
+    stripped = text.strip()
+    if _INTEGER.fullmatch(stripped) is None:
+        raise BadValueError(f"{_shown(text)} is not an integer")
+    return str(int(stripped))
+
+
+def _logged_state(text: str) -> str:
+    state = _STATES.get(text.strip().lower())
+    if state is None:
+        raise BadValueError(f"{_shown(text)} is not a boolean (true/false/1/0)")
+    return state
+
+
+def _logged_time(text: str) -> str:
+    stripped = text.strip()
+    if _INTEGER.fullmatch(stripped) is not None:
+        return str(int(stripped))
+    match = _DATE_TIME.fullmatch(stripped)
+    if match is None:
+        raise BadValueError(f"{_shown(text)} is not a date-time")
+    year, month, day, hour, minute, second, sign, off_h, off_m, off_s = match.groups()
+    hours, minutes, seconds = int(hour or 0), int(minute or 0), int(second or 0)
+    try:
+        days = dt.date(int(year), int(month), int(day)).toordinal() - _EPOCH_ORDINAL
+    except ValueError:
+        raise BadValueError(f"{_shown(text)} is not a date-time") from None
+    if hours > 23 or minutes > 59 or seconds > 59:
+        raise BadValueError(f"{_shown(text)} is not a date-time")
+    offset = 0
+    if sign is not None:
+        off_hours, off_minutes, off_seconds = int(off_h), int(off_m or 0), int(off_s or 0)
+        if off_hours > 23 or off_minutes > 59 or off_seconds > 59:
+            raise BadValueError(f"{_shown(text)} is not a date-time")
+        offset = off_hours * 3600 + off_minutes * 60 + off_seconds
+    seconds += days * 86400 + hours * 3600 + minutes * 60
+    return str(seconds - offset if sign == "+" else seconds + offset)
+
+
+def _logged_string(text: str) -> str:
+    return _xml_safe(text)
+
+
+_LOGGED: dict[ValueType, Callable[[str], str]] = {
+    ValueType.OCTET: _logged_octet,
+    ValueType.INT: _logged_int,
+    ValueType.STATE: _logged_state,
+    ValueType.TIME: _logged_time,
+    ValueType.STRING: _logged_string,
+}
+
+
+def encode_logged(value_type: ValueType, text: str | None) -> str | None:
+    """Published text of a value as a trigger logged it (binary already base64)."""
+    if text is None:
+        return None
+    return _LOGGED[value_type](text)
+
+
+def _current_octet(value: object) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, str):
+        return base64.b64encode(value.encode("utf-8")).decode("ascii")
+    raise BadValueError(f"{_shown(value)} is not binary")
+
+
+def _current_int(value: object) -> str:
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return _logged_int(value)
+    if isinstance(value, (Decimal, float)) and math.isfinite(value) and value == int(value):
+        return str(int(value))
+    if isinstance(value, Integral):
+        return str(int(value))
+    raise BadValueError(f"{_shown(value)} is not an integer")
+
+
+def _current_state(value: object) -> str:
+    if value is True or value == 1:
+        return "true"
+    if value is False or value == 0:
+        return "false"
+    if isinstance(value, str):
+        return _logged_state(value)
+    raise BadValueError(f"{_shown(value)} is not a boolean (true/false/1/0)")
+
+
+def _current_time(value: object) -> str:
+    if isinstance(value, dt.datetime):
+        epoch = _EPOCH_NAIVE if value.tzinfo is None else _EPOCH_AWARE
+        return str((value - epoch) // _ONE_SECOND)
+    if isinstance(value, dt.date):
+        return str((value.toordinal() - _EPOCH_ORDINAL) * 86400)
+    if isinstance(value, str):
+        return _logged_time(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, (Decimal, float)) and math.isfinite(value):
+        return str(math.floor(value))
+    raise BadValueError(f"{_shown(value)} is not a date-time")
+
+
+def _current_string(value: object) -> str:
+    if isinstance(value, str):
+        return _xml_safe(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _current_octet(value)
+    if isinstance(value, (dt.date, dt.time)):
+        return _xml_safe(value.isoformat())
+    if isinstance(value, (dict, list)):
+        return _xml_safe(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return _xml_safe(str(value))
+
+
+_CURRENT: dict[ValueType, Callable[[object], str]] = {
+    ValueType.OCTET: _current_octet,
+    ValueType.INT: _current_int,
+    ValueType.STATE: _current_state,
+    ValueType.TIME: _current_time,
+    ValueType.STRING: _current_string,
+}
+
+
+def encode_current(value_type: ValueType, value: object) -> str | None:
+    """Published text of a value SQLAlchemy read back from the table."""
+    if value is None:
+        return None
+    return _CURRENT[value_type](value)
