@@ -1,0 +1,124 @@
+"""Stage 2: decide for each event whether it is loopback, malformed, or to be published.
+
+`classify_event` is plain Python so the rules are tested without Spark; `classify` runs it in
+the executors over Arrow batches.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from publisher.catalog import Catalog
+from publisher.events import PER_FIELD, EventType, LOGGED_VALUES
+from publisher.keys import canonical_key
+from publisher.values import BadValueError, encode_logged
+
+
+class Disposition:
+    PUBLISH = "publish"
+    LOOPBACK = "loopback"
+    ERROR = "error"
+
+
+CLASSIFIED_FIELDS = (
+    ("disposition", "string"),
+    ("reason", "string"),
+    ("event_type_code", "int"),
+    ("class_name", "string"),
+    ("canonical_key", "string"),
+    ("attr_name", "string"),
+    ("value_type", "string"),
+    ("old_text", "string"),
+    ("new_text", "string"),
+)
+
+
+@dataclass(frozen=True)
+class ClassifyContext:
+    """Everything a worker needs to classify a row; picklable."""
+
+    catalog: Catalog
+    publisher_user: str | None
+    allow_loopback: bool
+
+    def is_loopback(self, perpetrator: str | None) -> bool:
+        if perpetrator is None or self.publisher_user is None:
+            return False
+        return perpetrator.strip().casefold() == self.publisher_user.strip().casefold()
+
+
+def classify_event(row: dict[str, Any], ctx: ClassifyContext) -> dict[str, Any]:
+    """The classification of one event log row (keys as in the event log's fixed column roles)."""
+    out: dict[str, Any] = {name: None for name, _ in CLASSIFIED_FIELDS}
+    if not ctx.allow_loopback and ctx.is_loopback(row["perpetrator"]):
+        out["disposition"] = Disposition.LOOPBACK
+        return out
+    try:
+        _classify_publishable(row, ctx, out)
+    except _Rejected as exc:
+        return {**{name: None for name, _ in CLASSIFIED_FIELDS}, "disposition": Disposition.ERROR, "reason": str(exc)}
+    out["disposition"] = Disposition.PUBLISH
+    return out
+
+
+class _Rejected(Exception):
+    pass
+
+
+def _classify_publishable(row: dict[str, Any], ctx: ClassifyContext, out: dict[str, Any]) -> None:
+    event_type = _event_type(row["event_type"])
+    out["event_type_code"] = int(event_type)
+    table_name = row["table_name"]
+    if table_name is None or not str(table_name).strip():
+        raise _Rejected("table_name is empty")
+    table = ctx.catalog.lookup(table_name)
+    if table is None:
+        raise _Rejected(ctx.catalog.missing.get(table_name, f"table {table_name!r} is not published"))
+    out["class_name"] = table.name
+    if row["table_key"] is None:
+        raise _Rejected("table_key is empty")
+    try:
+        out["canonical_key"] = canonical_key(row["table_key"], table.key_columns)
+    except ValueError as exc:
+        raise _Rejected(str(exc)) from None
+    if event_type not in PER_FIELD:
+        return
+    column_name = row["column_name"]
+    if column_name is None or not str(column_name).strip():
+        raise _Rejected(f"event type {int(event_type)} is per field but column_name is empty")
+    column = table.column(column_name)
+    if column is None:
+        raise _Rejected(f"column {column_name!r} does not exist in table {table.name!r}")
+    out["attr_name"] = column.name
+    out["value_type"] = column.value_type.value
+    if event_type in LOGGED_VALUES:
+        for role, target in (("old_value", "old_text"), ("new_value", "new_text")):
+            try:
+                out[target] = encode_logged(column.value_type, row[role])
+            except BadValueError as exc:
+                raise _Rejected(
+                    f"{role} of column {table.name}.{column.name} ({column.value_type.value}): {exc}"
+                ) from None
+
+
+def _event_type(value: Any) -> EventType:
+    try:
+        number = int(str(value).strip())
+        return EventType(number)
+    except (TypeError, ValueError):
+        raise _Rejected(f"event_type {value!r} is not one of 1..8") from None
+
+
+def classify(events: DataFrame, ctx: ClassifyContext) -> DataFrame:
+    """Add the classification columns to every event, in the executors."""
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    from publisher.workers import map_rows
+
+    spark_type = {"string": StringType(), "int": IntegerType()}
+    schema = StructType(
+        events.schema.fields + [StructField(n, spark_type[t]) for n, t in CLASSIFIED_FIELDS]
+    )
+    return map_rows(events, lambda row: [{**row, **classify_event(row, ctx)}], schema)

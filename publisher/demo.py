@@ -1,0 +1,77 @@
+"""`publisher demo`: the whole path on a throwaway SQLite database, in one command."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from lxml import etree
+from sqlalchemy import text
+
+from publisher.capture import install_capture
+from publisher.config import load_config
+from publisher.cycle import run_cycle
+from publisher.database import connect
+from publisher.spark import get_spark
+
+CONFIG_TEMPLATE = """\
+# Written by `publisher demo`; run `publisher poll -c {config}` after changing {database}.
+[database]
+url = "sqlite:///{database}"
+schema = "indirect"
+
+[output]
+directory = "{output}"
+
+[spark]
+master = "{master}"
+"""
+
+CHANGES = (
+    "INSERT INTO usr (idu, fname, lname, photo) VALUES (1, 'Jack', 'Frost', X'AAAA')",
+    "INSERT INTO usr (idu, fname, lname, photo) VALUES (2, 'Ann', 'Lee', NULL)",
+    "UPDATE usr SET fname = 'John', lname = 'Doe', photo = X'BBBB' WHERE idu = 1",
+    "DELETE FROM usr WHERE idu = 2",
+    "INSERT INTO grp (name, site, descr) VALUES ('R&D, \"Lab\" <1>', 7, 'research')",
+)
+
+
+def run_demo(directory: Path, master: str) -> int:
+    """Create the demo database afresh, change it, poll once, print what was published."""
+    directory = directory.resolve()
+    database, output = directory / "demo.db", directory / "out"
+    directory.mkdir(parents=True, exist_ok=True)
+    database.unlink(missing_ok=True)
+    shutil.rmtree(output, ignore_errors=True)
+    config_path = directory / "publisher.toml"
+    config_path.write_text(
+        CONFIG_TEMPLATE.format(config=config_path, database=database, output=output, master=master),
+        encoding="utf-8",
+    )
+    config = load_config(config_path, environ={})
+    engine = connect(config)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE usr (idu INTEGER PRIMARY KEY, fname VARCHAR(64), lname VARCHAR(64), photo BLOB)"))
+        conn.execute(text("CREATE TABLE grp (name VARCHAR(64), site INTEGER, descr VARCHAR(64), PRIMARY KEY (name, site))"))
+    install_capture(config, engine, ["usr", "grp"], "field")
+    with engine.begin() as conn:
+        for statement in CHANGES:
+            print(f"-- {statement}")
+            conn.execute(text(statement))
+    with engine.connect() as conn:
+        logged = conn.execute(text(
+            "SELECT record_id, event_type, table_name, table_key, column_name, old_value, new_value "
+            "FROM event_log ORDER BY record_id"
+        )).all()
+    print(f"\nThe triggers logged {len(logged)} events:")
+    for row in logged:
+        print("  " + " | ".join("NULL" if v is None else str(v) for v in row))
+    result = run_cycle(get_spark(config.spark), engine, config)
+    print("\nOne polling cycle published:")
+    for name in result.files:
+        document = etree.fromstring((output / name).read_bytes())
+        print(f"\n{output / name}:")
+        print(etree.tostring(document, pretty_print=True, encoding="unicode"))
+    print(json.dumps(result.summary()))
+    print(f"\nTry: publisher stats -c {config_path}")
+    return 0

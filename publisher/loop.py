@@ -1,0 +1,96 @@
+"""`publisher run`: poll at the interval or times of day, keep Spark warm, stop cleanly on a signal.
+
+Loop policy lives here; the work of one cycle lives in `cycle.run_cycle`.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from publisher.config import Config, parse_time_of_day
+from publisher.cycle import CycleResult, run_cycle
+from publisher.write import document_name, next_cycle_number, write_atomically
+from publisher.xds import build_heartbeat
+
+log = logging.getLogger("publisher")
+MAX_BACKOFF_SECONDS = 300.0
+
+
+def seconds_until_next(config: Config, now: dt.datetime) -> float:
+    """Idle time before the next cycle: the interval, or until the next configured time of day."""
+    times = config.publisher.time_of_day
+    if not times:
+        return config.publisher.polling_interval
+    candidates = []
+    for text in times:
+        at = dt.datetime.combine(now.date(), parse_time_of_day(text))
+        if at <= now:
+            at += dt.timedelta(days=1)
+        candidates.append(at)
+    return (min(candidates) - now).total_seconds()
+
+
+def publish_heartbeat(directory: Path) -> str:
+    """A heartbeat document, named like any other so it sorts in publication order."""
+    name = document_name(next_cycle_number(directory), 0)
+    write_atomically(directory / name, build_heartbeat())
+    return name
+
+
+def install_stop_handlers(stop: threading.Event) -> None:
+    """SIGINT and SIGTERM ask the loop to stop after the current cycle instead of killing it."""
+
+    def handler(signum: int, _frame: object) -> None:
+        log.info("received %s: finishing the current cycle", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def run_forever(
+    spark: SparkSession,
+    engine: Engine,
+    config: Config,
+    stop: threading.Event,
+    cycle: Callable[[SparkSession, Engine, Config], CycleResult] = run_cycle,
+) -> None:
+    """Poll until `stop` is set; a failing cycle acknowledges nothing and is retried with backoff."""
+    output = Path(config.output.directory)
+    heartbeat = config.publisher.heartbeat_interval * 60
+    last_publication = time.monotonic()
+    failures = 0
+    while not stop.is_set():
+        try:
+            result = cycle(spark, engine, config)
+        except (OperationalError, DBAPIError, OSError) as exc:
+            failures += 1
+            wait = min(config.publisher.polling_interval * 2 ** (failures - 1), MAX_BACKOFF_SECONDS)
+            log.error("cycle failed, nothing acknowledged, retrying in %.0f s: %s", wait, _one_line(exc))
+            stop.wait(wait)
+            continue
+        failures = 0
+        if not result.idle:
+            last_publication = time.monotonic()
+            log.info("cycle %s", json.dumps(result.summary()))
+        elif heartbeat and time.monotonic() - last_publication >= heartbeat:
+            log.info("heartbeat %s", publish_heartbeat(output))
+            last_publication = time.monotonic()
+        if result.events >= config.publisher.query_limit:
+            continue
+        stop.wait(seconds_until_next(config, dt.datetime.now()))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc)
+    return " ".join(text.split())

@@ -1,0 +1,231 @@
+"""Stage 1: read one cycle's events from the event log, in parallel record_id ranges.
+
+The driver fixes the cycle's window with one small query; Spark's Python data source then
+reads the window in the executors over SQLAlchemy, so any SQLAlchemy database works with no
+JVM driver jar, and a cluster's executors do the reading.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from sqlalchemy import Column, Engine, MetaData, String, Table, and_, cast, func, literal, or_, select
+
+from publisher.config import Config
+from publisher.database import table_schema
+from publisher.events import EVENT_LOG_COLUMNS, Status
+
+EVENT_SCHEMA = (
+    "record_id long, status string, event_type string, event_time timestamp, perpetrator string, "
+    "table_name string, table_key string, column_name string, old_value string, new_value string"
+)
+
+
+@dataclass(frozen=True)
+class CycleWindow:
+    """Which `N` rows a cycle takes: record_ids lo..hi, and in future mode up to a cutoff event."""
+
+    url: str
+    table: str
+    schema: str | None
+    columns: tuple[str, ...]
+    lo: int
+    hi: int
+    count: int
+    cutoff_record_id: int | None
+    """Future mode: the last row taken in (event_time, record_id) order."""
+    partitions: int
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> CycleWindow:
+        data = json.loads(text)
+        data["columns"] = tuple(data["columns"])
+        return cls(**data)
+
+
+def event_log_table(config: Config, schema: str | None) -> Table:
+    """The event log as SQLAlchemy sees it: configured names, no assumptions about types."""
+    names = config.event_log.columns.in_order()
+    return Table(config.event_log.table, MetaData(), *(Column(n) for n in names), schema=schema)
+
+
+def _role_columns(table: Table, columns: tuple[str, ...]) -> dict[str, Column[Any]]:
+    return {role: table.c[name] for role, name in zip(EVENT_LOG_COLUMNS, columns)}
+
+
+def _db_now(engine_or_dialect_name: str):  # type: ignore[no-untyped-def]
+    """The database's current time in the form its event_time default writes."""
+    if engine_or_dialect_name == "sqlite":
+        return func.strftime("%Y-%m-%d %H:%M:%f", "now")
+    return func.now()
+
+
+def plan_window(config: Config, engine: Engine, partitions: int) -> CycleWindow | None:
+    """The rows of this cycle, or None when there is nothing new."""
+    schema = table_schema(config, engine)
+    table = event_log_table(config, schema)
+    c = _role_columns(table, config.event_log.columns.in_order())
+    eligible = c["status"] == Status.NEW.value
+    order: list[Any] = [c["record_id"]]
+    if config.publisher.future_events:
+        eligible = and_(eligible, c["event_time"] <= _db_now(engine.dialect.name))
+        order = [c["event_time"], c["record_id"]]
+    taken = (
+        select(c["record_id"].label("rid"))
+        .where(eligible)
+        .order_by(*order)
+        .limit(config.publisher.query_limit)
+        .subquery()
+    )
+    with engine.connect() as conn:
+        lo, hi, count = conn.execute(
+            select(func.min(taken.c.rid), func.max(taken.c.rid), func.count())
+        ).one()
+        if not count:
+            return None
+        cutoff = None
+        if config.publisher.future_events:
+            cutoff = conn.execute(
+                select(c["record_id"]).where(eligible).order_by(*order)
+                .offset(count - 1).limit(1)
+            ).scalar_one()
+    return CycleWindow(
+        url=config.database.url,
+        table=config.event_log.table,
+        schema=schema,
+        columns=config.event_log.columns.in_order(),
+        lo=int(lo),
+        hi=int(hi),
+        count=int(count),
+        cutoff_record_id=None if cutoff is None else int(cutoff),
+        partitions=max(1, min(partitions, int(count) // 1000 + 1)),
+    )
+
+
+def window_predicate(window: CycleWindow, table: Table, lo: int, hi: int) -> Any:
+    """The rows of the window within record_ids lo..hi; the same rule for reading and nothing else."""
+    c = _role_columns(table, window.columns)
+    predicate = and_(
+        c["status"] == Status.NEW.value,
+        c["record_id"] >= lo,
+        c["record_id"] <= hi,
+    )
+    if window.cutoff_record_id is not None:
+        pivot = table.alias("cutoff")
+        pc = _role_columns(pivot, window.columns)  # type: ignore[arg-type]
+        cutoff_time = (
+            select(pc["event_time"]).where(pc["record_id"] == window.cutoff_record_id).scalar_subquery()
+        )
+        predicate = and_(
+            predicate,
+            or_(
+                c["event_time"] < cutoff_time,
+                and_(c["event_time"] == cutoff_time, c["record_id"] <= window.cutoff_record_id),
+            ),
+        )
+    return predicate
+
+
+@dataclass
+class RecordRange(InputPartition):
+    lo: int
+    hi: int
+
+
+class EventLogSource(DataSource):
+    """`spark.read.format("event_log").option("window", window.to_json()).load()`"""
+
+    @classmethod
+    def name(cls) -> str:
+        return "event_log"
+
+    def schema(self) -> str:
+        return EVENT_SCHEMA
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return EventLogReader(CycleWindow.from_json(self.options["window"]))
+
+
+class EventLogReader(DataSourceReader):
+    def __init__(self, window: CycleWindow) -> None:
+        self.window = window
+
+    def partitions(self) -> list[InputPartition]:
+        w = self.window
+        n = max(1, min(w.partitions, w.hi - w.lo + 1))
+        width = (w.hi - w.lo + 1 + n - 1) // n
+        return [
+            RecordRange(lo, min(lo + width - 1, w.hi)) for lo in range(w.lo, w.hi + 1, width)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        from publisher.workers import engine_for
+
+        assert isinstance(partition, RecordRange)
+        w = self.window
+        table = event_log_table_from_window(w)
+        c = _role_columns(table, w.columns)
+        query = (
+            select(
+                c["record_id"],
+                c["status"],
+                cast(c["event_type"], String),
+                *(c[role] for role in EVENT_LOG_COLUMNS[3:]),
+            )
+            .where(window_predicate(w, table, partition.lo, partition.hi))
+            .order_by(c["record_id"])
+        )
+        with engine_for(w.url).connect() as conn:
+            result = conn.execution_options(stream_results=True, yield_per=5000).execute(query)
+            for row in result:
+                yield (
+                    int(row[0]),
+                    _text(row[1]),
+                    _text(row[2]),
+                    _utc(row[3]),
+                    *(_text(v) for v in row[4:]),
+                )
+
+
+def event_log_table_from_window(window: CycleWindow) -> Table:
+    return Table(window.table, MetaData(), *(Column(n) for n in window.columns), schema=window.schema)
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _utc(value: Any) -> dt.datetime | None:
+    """event_time as an aware UTC datetime (SQLite hands back text, written in UTC)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day)
+    if not isinstance(value, dt.datetime):
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.timezone.utc)
+    return value.astimezone(dt.timezone.utc)
+
+
+def read_events(spark: SparkSession, window: CycleWindow) -> DataFrame:
+    """The window's events as a DataFrame with the fixed column roles as names."""
+    spark.dataSource.register(EventLogSource)
+    return spark.read.format(EventLogSource.name()).option("window", window.to_json()).load()

@@ -1,0 +1,64 @@
+"""`publisher stats`: what waits in the event log, by status and table, and how old it is."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+
+from publisher.config import Config
+from publisher.database import table_schema
+from publisher.events import Status
+from publisher.read import event_log_table
+
+
+def backlog(config: Config, engine: Engine) -> dict[str, Any]:
+    """Rows per status, new rows per table, and the oldest new row's event time and age."""
+    table = event_log_table(config, table_schema(config, engine))
+    names = config.event_log.columns
+    status = table.c[names.status]
+    with engine.connect() as conn:
+        per_status = {
+            str(s): int(n)
+            for s, n in conn.execute(select(status, func.count()).group_by(status).order_by(status))
+        }
+        new = status == Status.NEW.value
+        per_table = {
+            str(t): int(n)
+            for t, n in conn.execute(
+                select(table.c[names.table_name], func.count()).where(new)
+                .group_by(table.c[names.table_name]).order_by(table.c[names.table_name])
+            )
+        }
+        oldest = conn.execute(select(func.min(table.c[names.event_time])).where(new)).scalar()
+    oldest_time = _as_utc(oldest)
+    age = None if oldest_time is None else (dt.datetime.now(dt.timezone.utc) - oldest_time).total_seconds()
+    return {
+        "event_log": config.event_log.table,
+        "statuses": per_status,
+        "new_by_table": per_table,
+        "oldest_new_event_time": None if oldest_time is None else oldest_time.isoformat(),
+        "oldest_new_age_seconds": None if age is None else round(age, 1),
+    }
+
+
+def _as_utc(value: Any) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.timezone.utc)
+    return value.astimezone(dt.timezone.utc)
+
+
+def format_backlog(report: dict[str, Any]) -> str:
+    lines = [f"event log {report['event_log']}", "rows by status:"]
+    lines += [f"  {s}  {n:>10}" for s, n in report["statuses"].items()] or ["  (empty)"]
+    lines.append("new rows by table:")
+    lines += [f"  {t:<30} {n:>10}" for t, n in report["new_by_table"].items()] or ["  (none)"]
+    if report["oldest_new_event_time"]:
+        lines.append(
+            f"oldest new row: {report['oldest_new_event_time']} ({report['oldest_new_age_seconds']:.0f} s ago)"
+        )
+    return "\n".join(lines)
