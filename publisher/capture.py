@@ -1,0 +1,508 @@
+"""The capture side: the event log table and the triggers that fill it (SPEC §1-§3).
+
+SQL lives in ``sql/<dialect>/*.sql`` as ``string.Template`` text; this module reflects the
+published tables and fills identifiers (quoted by the dialect), literals and expressions in.
+
+Triggers log one of two styles:
+
+- ``field``: an insert logs a type 1 per non-NULL non-key column, an update a type 2 per
+  changed non-key column, a delete a type 4. An insert whose non-key columns are all NULL
+  logs one type 1 with a NULL value, so the object's creation is still published; a table
+  with no non-key column has no field to log and logs row events (type 5) on insert.
+- ``row``: 5 on insert, 6 on update, 4 on delete.
+
+In both styles an update that changes a key column logs a type 4 for the old key and then
+the new key's insert events, and an update that changes nothing logs nothing.
+
+SQLite exception: it has no base64 function and triggers cannot use CTEs, so a binary
+(BLOB) column is logged as a field query-back event (type 7 on insert, 8 on update) without
+values; the publisher reads the value back and base64-encodes it.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+import functools
+import itertools
+import string
+import textwrap
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+from sqlalchemy import Engine, inspect
+from sqlalchemy import types as sqltypes
+from sqlalchemy.dialects.postgresql import JSONB
+
+from publisher.config import Config
+from publisher.database import is_sqlite, table_schema
+from publisher.events import EVENT_LOG_COLUMNS, EventType
+from publisher.values import ValueType, value_type_of
+
+Style = Literal["field", "row"]
+STYLES: tuple[Style, ...] = ("field", "row")
+KEY_VALUE_FUNCTION = "publisher_key_value"
+_TRUE = "TRUE"
+_FALSE = "FALSE"
+
+
+class CaptureError(ValueError):
+    """Capture cannot be installed as asked: a missing table, no primary key, an unknown style."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Column:
+    name: str
+    sql_type: sqltypes.TypeEngine
+    value_type: ValueType
+
+
+@dataclasses.dataclass(frozen=True)
+class _Table:
+    name: str
+    key: tuple[_Column, ...]
+    """Key columns in primary-key order, the order of their parts in a table_key."""
+    values: tuple[_Column, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Event:
+    """One event a trigger may log; SQL expressions refer to OLD/NEW, ``key`` names whose key."""
+
+    event_type: EventType
+    key: Literal["old", "new"]
+    column: str | None
+    old: str | None
+    new: str | None
+    condition: str
+
+
+def event_log_ddl(config: Config, engine: Engine) -> list[str]:
+    """Statements that create the event log (and its helpers) unless it exists already."""
+    return _dialect(config, engine).event_log_ddl()
+
+
+def trigger_sql(config: Config, engine: Engine, table: str, style: Style) -> list[str]:
+    """Statements that (re)install the capture triggers of one table, replacing any earlier ones."""
+    _check_style(style, table)
+    dialect = _dialect(config, engine)
+    return dialect.trigger_sql(_reflect(engine, dialect.schema, table), style)
+
+
+def install_capture(
+    config: Config,
+    engine: Engine,
+    tables: Sequence[str],
+    style: Style = "field",
+    dry_run: bool = False,
+) -> list[str]:
+    """Create the event log and every named table's triggers in one transaction.
+
+    Every table is reflected before anything runs, so one bad name installs nothing. With
+    ``dry_run`` nothing runs; either way the statements are returned, for printing.
+    """
+    _check_style(style)
+    statements = event_log_ddl(config, engine)
+    for table in tables:
+        statements += trigger_sql(config, engine, table, style)
+    if not dry_run:
+        _execute(engine, statements)
+    return statements
+
+
+def _execute(engine: Engine, statements: Sequence[str]) -> None:
+    with engine.connect() as conn:
+        if is_sqlite(engine):
+            # Python's sqlite3 runs DDL outside any transaction unless one is begun explicitly.
+            conn.exec_driver_sql("BEGIN")
+        for statement in statements:
+            conn.exec_driver_sql(statement)
+        conn.commit()
+
+
+def _check_style(style: str, table: str | None = None) -> None:
+    if style not in STYLES:
+        where = f" for table {table!r}" if table else ""
+        expected = ", ".join(STYLES)
+        raise CaptureError(f"unknown capture style {style!r}{where}, expected one of {expected}")
+
+
+def _reflect(engine: Engine, schema: str | None, table: str) -> _Table:
+    inspector = inspect(engine)
+    where = f"schema {schema}" if schema else "the database"
+    tables = inspector.get_table_names(schema=schema)
+    views = inspector.get_view_names(schema=schema)
+    name = _resolve(table, tables)
+    if name is None:
+        if _resolve(table, views) is not None:
+            raise CaptureError(
+                f"{table!r} is a view in {where}; capture triggers go on its base tables"
+            )
+        raise CaptureError(f"table {table!r} does not exist in {where}")
+    columns = {
+        c["name"]: _Column(c["name"], c["type"], value_type_of(c["type"]))
+        for c in inspector.get_columns(name, schema=schema)
+    }
+    key_names = inspector.get_pk_constraint(name, schema=schema).get("constrained_columns") or []
+    if not key_names:
+        raise CaptureError(
+            f"table {name!r} has no primary key; a table_key needs one to name the changed row"
+        )
+    return _Table(
+        name=name,
+        key=tuple(columns[k] for k in key_names),
+        values=tuple(c for n, c in columns.items() if n not in key_names),
+    )
+
+
+def _resolve(name: str, names: Iterable[str]) -> str | None:
+    """The exact name if present, else the one name that matches it ignoring case."""
+    names = list(names)
+    if name in names:
+        return name
+    matches = [n for n in names if n.lower() == name.lower()]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _dialect(config: Config, engine: Engine) -> _Dialect:
+    cls = _SQLite if is_sqlite(engine) else _PostgreSQL
+    return cls(config, engine)
+
+
+@functools.cache
+def _template(dialect: str, name: str) -> string.Template:
+    """A template without its leading comment lines, which document it for readers only."""
+    lines = (_sql_dir() / dialect / f"{name}.sql").read_text(encoding="utf-8").splitlines()
+    while lines and lines[0].startswith("--"):
+        lines.pop(0)
+    return string.Template("\n".join(lines).rstrip())
+
+
+def _sql_dir() -> Path:
+    """Find the templates in an installed wheel (``publisher/sql``) or a source checkout."""
+    here = Path(__file__).parent
+    candidates = (here / "sql", here.parent / "sql")
+    for path in candidates:
+        if path.is_dir():
+            return path
+    raise FileNotFoundError(f"SQL templates not found in {', '.join(map(str, candidates))}")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _all(conditions: Iterable[str]) -> str:
+    parts = [c for c in conditions if c != _TRUE]
+    if _FALSE in parts:
+        return _FALSE
+    if len(parts) <= 1:
+        return parts[0] if parts else _TRUE
+    return " AND ".join(f"({c})" for c in parts)
+
+
+def _any(conditions: Iterable[str]) -> str:
+    parts = [c for c in conditions if c != _FALSE]
+    if _TRUE in parts:
+        return _TRUE
+    return " OR ".join(parts) or _FALSE
+
+
+def _indent(text: str, spaces: int) -> str:
+    return textwrap.indent(text, " " * spaces)
+
+
+class _Dialect(abc.ABC):
+    """What both dialects share: identifiers, the event log DDL and the events each change logs."""
+
+    name: str
+
+    def __init__(self, config: Config, engine: Engine) -> None:
+        self.config = config
+        self.schema = table_schema(config, engine)
+        self.preparer = engine.dialect.identifier_preparer
+
+    def quote(self, name: str) -> str:
+        return self.preparer.quote(name)
+
+    def qualify(self, name: str) -> str:
+        """A schema object's name as SQL; SQLite trigger bodies must not name a schema."""
+        if self.schema is None:
+            return self.quote(name)
+        return f"{self.preparer.quote_schema(self.schema)}.{self.quote(name)}"
+
+    def render(self, template: str, **values: str) -> str:
+        return _template(self.name, template).substitute(values)
+
+    def event_log_fields(self) -> dict[str, str]:
+        """The event log's identifiers, by their role names, for every template that writes it."""
+        columns = self.config.event_log.columns
+        names = {role: self.quote(getattr(columns, role)) for role in EVENT_LOG_COLUMNS}
+        return {"event_log": self.qualify(self.config.event_log.table), **names}
+
+    def event_log_ddl(self) -> list[str]:
+        fields = self.event_log_fields()
+        index = self.quote(f"{self.config.event_log.table}_status_idx")
+        return [
+            self.render("event_log", **fields),
+            self.render("event_log_index", index=index, **fields),
+        ]
+
+    @abc.abstractmethod
+    def trigger_sql(self, table: _Table, style: Style) -> list[str]:
+        ...
+
+    def ref(self, row: Literal["OLD", "NEW"], column: _Column) -> str:
+        return f"{row}.{self.quote(column.name)}"
+
+    @abc.abstractmethod
+    def as_text(self, ref: str, column: _Column) -> str:
+        """A value as the event log stores it."""
+        ...
+
+    def logs_value(self, column: _Column) -> bool:
+        """Whether a trigger can write the column's value, or must log a field query-back."""
+        return True
+
+    @abc.abstractmethod
+    def distinct(self, column: _Column) -> str:
+        ...
+
+    @abc.abstractmethod
+    def same(self, column: _Column) -> str:
+        ...
+
+    def null(self) -> str:
+        return "NULL"
+
+    def key_changed(self, table: _Table) -> str:
+        return _any(self.distinct(c) for c in table.key)
+
+    def key_kept(self, table: _Table) -> str:
+        return _all(self.same(c) for c in table.key)
+
+    def insert_events(self, table: _Table, style: Style) -> list[_Event]:
+        """The events of a new row (an insert, or an update that gave a row a new key)."""
+        if style == "row" or not table.values:
+            return [_Event(EventType.INSERT_ROW_QUERY_BACK, "new", None, None, None, _TRUE)]
+        events = []
+        for column in table.values:
+            new = self.ref("NEW", column)
+            if self.logs_value(column):
+                event_type, value = EventType.INSERT_FIELD, self.as_text(new, column)
+            else:
+                event_type, value = EventType.INSERT_FIELD_QUERY_BACK, None
+            events.append(_Event(event_type, "new", column.name, None, value, f"{new} IS NOT NULL"))
+        all_null = _all(f"{self.ref('NEW', c)} IS NULL" for c in table.values)
+        first = table.values[0].name
+        events.append(_Event(EventType.INSERT_FIELD, "new", first, None, None, all_null))
+        return events
+
+    def update_events(self, table: _Table, style: Style) -> list[_Event]:
+        """The events of an update that kept the key."""
+        if style == "row":
+            changed = _any(self.distinct(c) for c in table.values)
+            if changed == _FALSE:
+                return []
+            return [_Event(EventType.UPDATE_ROW_QUERY_BACK, "new", None, None, None, changed)]
+        events = []
+        for column in table.values:
+            if self.logs_value(column):
+                event_type = EventType.UPDATE_FIELD
+                old = self.as_text(self.ref("OLD", column), column)
+                new = self.as_text(self.ref("NEW", column), column)
+            else:
+                event_type, old, new = EventType.UPDATE_FIELD_QUERY_BACK, None, None
+            events.append(_Event(event_type, "new", column.name, old, new, self.distinct(column)))
+        return events
+
+    def delete_events(self) -> list[_Event]:
+        return [_Event(EventType.DELETE_ROW, "old", None, None, None, _TRUE)]
+
+    def event_values(self, table: _Table, event: _Event, key_sql: str) -> dict[str, str]:
+        return {
+            "type_sql": str(int(event.event_type)),
+            "table_name_sql": _literal(table.name),
+            "key_sql": key_sql,
+            "column_sql": self.null() if event.column is None else _literal(event.column),
+            "old_sql": event.old or self.null(),
+            "new_sql": event.new or self.null(),
+        }
+
+
+class _SQLite(_Dialect):
+    """Three triggers per table; every event is one INSERT guarded by its condition."""
+
+    name = "sqlite"
+
+    def as_text(self, ref: str, column: _Column) -> str:
+        return ref
+
+    def logs_value(self, column: _Column) -> bool:
+        return column.value_type is not ValueType.OCTET
+
+    def distinct(self, column: _Column) -> str:
+        return f"{self.ref('OLD', column)} IS NOT {self.ref('NEW', column)}"
+
+    def same(self, column: _Column) -> str:
+        return f"{self.ref('OLD', column)} IS {self.ref('NEW', column)}"
+
+    def key_sql(self, table: _Table, row: Literal["OLD", "NEW"]) -> str:
+        parts = []
+        for column in table.key:
+            ref = self.ref(row, column)
+            if column.value_type is ValueType.INT:
+                value = f"CAST({ref} AS TEXT)"
+            elif column.value_type is ValueType.OCTET:
+                raise CaptureError(
+                    f"table {table.name!r}: binary key column {column.name!r} cannot be written "
+                    "in a table_key on SQLite, which has no base64 function"
+                )
+            else:
+                value = self.render("key_value", value=ref)
+            parts.append(f"{_literal(column.name + '=')} || {value}")
+        return " || '+' || ".join(parts)
+
+    def trigger_sql(self, table: _Table, style: Style) -> list[str]:
+        changed = self.key_changed(table)
+        kept = self.key_kept(table)
+        moved = [
+            dataclasses.replace(e, condition=_all([changed, e.condition]))
+            for e in self.delete_events() + self.insert_events(table, style)
+        ]
+        updates = [
+            dataclasses.replace(e, condition=_all([kept, e.condition]))
+            for e in self.update_events(table, style)
+        ]
+        triggers = {
+            "ins": ("INSERT", self.insert_events(table, style)),
+            "upd": ("UPDATE", moved + updates),
+            "del": ("DELETE", self.delete_events()),
+        }
+        statements = []
+        for suffix, (operation, events) in triggers.items():
+            trigger = self.quote(f"{table.name}_publisher_{suffix}")
+            body = _indent("\n".join(self.log_event(table, e) for e in events), 4)
+            statements.append(self.render("drop_trigger", trigger=trigger))
+            statements.append(
+                self.render(
+                    "create_trigger",
+                    trigger=trigger,
+                    operation=operation,
+                    table=self.quote(table.name),
+                    body=body,
+                )
+            )
+        return statements
+
+    def log_event(self, table: _Table, event: _Event) -> str:
+        key_sql = self.key_sql(table, "OLD" if event.key == "old" else "NEW")
+        return self.render(
+            "log_event",
+            condition=event.condition,
+            **self.event_log_fields(),
+            **self.event_values(table, event, key_sql),
+        )
+
+
+class _PostgreSQL(_Dialect):
+    """One plpgsql function and one trigger per table; field events go in one INSERT per change."""
+
+    name = "postgresql"
+
+    def event_log_ddl(self) -> list[str]:
+        return super().event_log_ddl() + [
+            self.render("key_value_function", function=self.qualify(KEY_VALUE_FUNCTION))
+        ]
+
+    def null(self) -> str:
+        return "NULL::text"
+
+    def as_text(self, ref: str, column: _Column) -> str:
+        if column.value_type is ValueType.OCTET:
+            return f"translate(encode({ref}, 'base64'), E'\\n', '')"
+        return f"{ref}::text"
+
+    def distinct(self, column: _Column) -> str:
+        return self._compare(column, "IS DISTINCT FROM")
+
+    def same(self, column: _Column) -> str:
+        return self._compare(column, "IS NOT DISTINCT FROM")
+
+    def _compare(self, column: _Column, operator: str) -> str:
+        old, new = self.ref("OLD", column), self.ref("NEW", column)
+        if not _has_equality(column.sql_type):
+            old, new = f"{old}::text", f"{new}::text"
+        return f"{old} {operator} {new}"
+
+    def key_sql(self, table: _Table, row: Literal["OLD", "NEW"]) -> str:
+        function = self.qualify(KEY_VALUE_FUNCTION)
+        parts = []
+        for column in table.key:
+            text = self.as_text(self.ref(row, column), column)
+            value = text if column.value_type is ValueType.INT else f"{function}({text})"
+            parts.append(f"{_literal(column.name + '=')} || {value}")
+        return " || '+' || ".join(parts)
+
+    def trigger_sql(self, table: _Table, style: Style) -> list[str]:
+        trigger = self.quote(f"{table.name}_publisher")
+        function = self.qualify(f"{table.name}_publisher_log")
+        table_sql = self.qualify(table.name)
+        inserted = self.insert_events(table, style)
+        deleted = self.delete_events()
+        updated = self.log_events(table, self.update_events(table, style)) or "NULL;"
+        body = self.render(
+            "trigger_function",
+            function=function,
+            old_key=self.key_sql(table, "OLD"),
+            new_key=self.key_sql(table, "NEW"),
+            key_changed=self.key_changed(table),
+            on_insert=_indent(self.log_events(table, inserted), 8),
+            on_delete=_indent(self.log_events(table, deleted), 8),
+            on_moved=_indent(self.log_events(table, deleted + inserted), 12),
+            on_update=_indent(updated, 12),
+        )
+        return [
+            self.render("drop_trigger", trigger=trigger, table=table_sql),
+            body,
+            self.render("create_trigger", trigger=trigger, table=table_sql, function=function),
+        ]
+
+    def log_events(self, table: _Table, events: Sequence[_Event]) -> str:
+        return "\n".join(self._statements(table, events))
+
+    def _statements(self, table: _Table, events: Sequence[_Event]) -> Iterator[str]:
+        """Consecutive field events of one key share one INSERT; the event order is kept."""
+        runs = itertools.groupby(events, lambda e: (e.column is not None, e.key))
+        for (is_field, key), group in runs:
+            key_sql = "_old_key" if key == "old" else "_new_key"
+            if is_field:
+                rows = ",\n".join(
+                    f"    ({int(e.event_type)}, {_literal(e.column or '')}, {e.condition}, "
+                    f"{e.old or self.null()}, {e.new or self.null()})"
+                    for e in group
+                )
+                yield self.render(
+                    "log_fields",
+                    fields=rows,
+                    table_name_sql=_literal(table.name),
+                    key_sql=key_sql,
+                    **self.event_log_fields(),
+                )
+                continue
+            for event in group:
+                yield self.render(
+                    "log_event",
+                    condition=event.condition,
+                    **self.event_log_fields(),
+                    **self.event_values(table, event, key_sql),
+                )
+
+
+def _has_equality(sql_type: sqltypes.TypeEngine) -> bool:
+    """json and types SQLAlchemy does not know may lack '=', so they are compared as text."""
+    if isinstance(sql_type, sqltypes.NullType):
+        return False
+    if isinstance(sql_type, sqltypes.JSON):
+        return isinstance(sql_type, JSONB)
+    return True

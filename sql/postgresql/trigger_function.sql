@@ -1,0 +1,29 @@
+-- The capture function of one table. ISO DateStyle makes logged date-times readable
+-- whatever the changing session uses; $$$$ is string.Template's spelling of $$.
+-- ${on_moved} logs an update that changed the key: a delete of the old key, an insert of the new.
+CREATE OR REPLACE FUNCTION ${function}() RETURNS trigger
+LANGUAGE plpgsql
+SET datestyle = 'ISO, YMD'
+AS $$$$
+DECLARE
+    _old_key text;
+    _new_key text;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        _new_key := ${new_key};
+${on_insert}
+    ELSIF TG_OP = 'DELETE' THEN
+        _old_key := ${old_key};
+${on_delete}
+    ELSE
+        _old_key := ${old_key};
+        _new_key := ${new_key};
+        IF ${key_changed} THEN
+${on_moved}
+        ELSE
+${on_update}
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$$$

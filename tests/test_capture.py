@@ -1,0 +1,550 @@
+"""Tests for publisher.capture: the event log DDL and the triggers, on SQLite and PostgreSQL."""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+
+import pytest
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    Executable,
+    delete,
+    inspect,
+    insert,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSON
+
+import publisher.capture as capture
+from publisher.capture import CaptureError, event_log_ddl, install_capture, trigger_sql
+from publisher.config import Config, DatabaseConfig, EventLogColumns, EventLogConfig
+from publisher.keys import KeyPart, parse_key
+
+from conftest import TestDatabase
+
+BORN = dt.datetime(2024, 1, 2, 3, 4, 5)
+BORN_TEXT = {"sqlite": "2024-01-02 03:04:05.000000", "postgresql": "2024-01-02 03:04:05"}
+TRUE_TEXT = {"sqlite": "1", "postgresql": "true"}
+FALSE_TEXT = {"sqlite": "0", "postgresql": "false"}
+
+
+def make_config(db: TestDatabase, event_log: EventLogConfig | None = None) -> Config:
+    return Config(
+        database=DatabaseConfig(url=db.url, schema=db.schema),
+        event_log=event_log or EventLogConfig(),
+    )
+
+
+def create_usr(db: TestDatabase) -> Table:
+    metadata = MetaData(schema=db.schema)
+    table = Table(
+        "usr",
+        metadata,
+        Column("idu", Integer, primary_key=True, autoincrement=False),
+        Column("fname", String(64)),
+        Column("lname", String(64)),
+        Column("photo", LargeBinary),
+        Column("active", Boolean),
+        Column("born", DateTime),
+    )
+    metadata.create_all(db.engine)
+    return table
+
+
+@pytest.fixture
+def usr(database: TestDatabase) -> Table:
+    return create_usr(database)
+
+
+def run(db: TestDatabase, *statements: Executable) -> None:
+    with db.engine.begin() as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def logged(db: TestDatabase, config: Config | None = None) -> list[tuple]:
+    """Event log rows by record_id: (type, table, key, column, old, new, status, perpetrator)."""
+    config = config or make_config(db)
+    c = config.event_log.columns
+    return db.rows(
+        f"SELECT {c.event_type}, {c.table_name}, {c.table_key}, {c.column_name}, {c.old_value}, "
+        f"{c.new_value}, {c.status}, {c.perpetrator} "
+        f"FROM {db.qualified(config.event_log.table)} ORDER BY {c.record_id}"
+    )
+
+
+def perpetrator(db: TestDatabase) -> str | None:
+    return db.engine.url.username if db.dialect == "postgresql" else None
+
+
+def event(
+    db: TestDatabase,
+    event_type: int,
+    key: str,
+    column: str | None = None,
+    old: str | None = None,
+    new: str | None = None,
+    table: str = "usr",
+) -> tuple:
+    return (event_type, table, key, column, old, new, "N", perpetrator(db))
+
+
+def photo_insert(db: TestDatabase, key: str, data: bytes) -> tuple:
+    """SQLite logs a binary column as a field query-back; PostgreSQL logs its base64."""
+    if db.dialect == "sqlite":
+        return event(db, 7, key, "photo")
+    return event(db, 1, key, "photo", None, base64.b64encode(data).decode())
+
+
+def insert_jack(db: TestDatabase, usr: Table, idu: int = 1) -> None:
+    run(
+        db,
+        insert(usr).values(
+            idu=idu, fname="Jack", lname="Frost", photo=b"\xaa\xaa", active=True, born=BORN
+        ),
+    )
+
+
+def jack_inserted(db: TestDatabase, key: str) -> list[tuple]:
+    return [
+        event(db, 1, key, "fname", None, "Jack"),
+        event(db, 1, key, "lname", None, "Frost"),
+        photo_insert(db, key, b"\xaa\xaa"),
+        event(db, 1, key, "active", None, TRUE_TEXT[db.dialect]),
+        event(db, 1, key, "born", None, BORN_TEXT[db.dialect]),
+    ]
+
+
+def trigger_names(db: TestDatabase, table: str) -> list[str]:
+    if db.dialect == "sqlite":
+        query = (
+            "SELECT name FROM sqlite_master "
+            f"WHERE type = 'trigger' AND tbl_name = '{table}' ORDER BY name"
+        )
+    else:
+        query = (
+            "SELECT tgname FROM pg_trigger "
+            f"WHERE tgrelid = '{db.schema}.{table}'::regclass AND NOT tgisinternal ORDER BY tgname"
+        )
+    return [name for (name,) in db.rows(query)]
+
+
+# --- the event log -----------------------------------------------------------------------------
+
+
+def test_event_log_has_the_fixed_columns_and_a_poll_index(database: TestDatabase) -> None:
+    config = make_config(database)
+    install_capture(config, database.engine, [])
+    inspector = inspect(database.engine)
+    columns = inspector.get_columns("event_log", schema=database.schema)
+    assert tuple(c["name"] for c in columns) == config.event_log.columns.in_order()
+    required = [c["name"] for c in columns if not c["nullable"] and c["name"] != "record_id"]
+    assert required == ["status", "event_type", "event_time", "table_name", "table_key"]
+    key = inspector.get_pk_constraint("event_log", schema=database.schema)
+    assert key["constrained_columns"] == ["record_id"]
+    indexes = [i["column_names"] for i in inspector.get_indexes("event_log", schema=database.schema)]
+    assert ["status", "record_id"] in indexes
+
+
+def test_event_log_defaults(database: TestDatabase) -> None:
+    install_capture(make_config(database), database.engine, [])
+    event_log = database.qualified("event_log")
+    before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    database.execute(
+        f"INSERT INTO {event_log} (event_type, table_name, table_key) VALUES (1, 't', 'k=1')",
+        f"INSERT INTO {event_log} (event_type, table_name, table_key) VALUES (1, 't', 'k=2')",
+    )
+    after = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
+    rows = database.rows(f"SELECT record_id, status, event_time FROM {event_log} ORDER BY record_id")
+    (first, status, logged_at), (second, _, _) = rows
+    assert first > 0 and second > first
+    assert status == "N"
+    if database.dialect == "sqlite":
+        logged_at = dt.datetime.strptime(logged_at, "%Y-%m-%d %H:%M:%S.%f")
+        logged_at = logged_at.replace(tzinfo=dt.timezone.utc)
+    assert before <= logged_at <= after
+
+
+def test_renamed_event_log_columns(database: TestDatabase, usr: Table) -> None:
+    renamed = EventLogColumns(status="state", table_key="objkey", event_type="kind", new_value="val")
+    config = make_config(database, EventLogConfig(table="evlog", columns=renamed))
+    install_capture(config, database.engine, ["usr"])
+    insert_jack(database, usr)
+    columns = inspect(database.engine).get_columns("evlog", schema=database.schema)
+    assert tuple(c["name"] for c in columns) == renamed.in_order()
+    assert logged(database, config) == jack_inserted(database, "idu=1")
+    assert not inspect(database.engine).has_table("event_log", schema=database.schema)
+
+
+# --- field style -------------------------------------------------------------------------------
+
+
+def test_insert_logs_a_type_1_per_non_null_field(database: TestDatabase, usr: Table) -> None:
+    install_capture(make_config(database), database.engine, ["usr"])
+    insert_jack(database, usr)
+    run(database, insert(usr).values(idu=2, lname="Doe", active=False))
+    assert logged(database) == jack_inserted(database, "idu=1") + [
+        event(database, 1, "idu=2", "lname", None, "Doe"),
+        event(database, 1, "idu=2", "active", None, FALSE_TEXT[database.dialect]),
+    ]
+
+
+def test_insert_of_only_nulls_still_logs_the_new_row(database: TestDatabase, usr: Table) -> None:
+    install_capture(make_config(database), database.engine, ["usr"])
+    run(database, insert(usr).values(idu=3))
+    assert logged(database) == [event(database, 1, "idu=3", "fname")]
+
+
+def test_update_logs_a_type_2_per_changed_field(database: TestDatabase, usr: Table) -> None:
+    insert_jack(database, usr)
+    install_capture(make_config(database), database.engine, ["usr"])
+    run(
+        database,
+        update(usr).values(fname="John", lname="Frost", active=False),
+        update(usr).values(fname="John"),
+    )
+    assert logged(database) == [
+        event(database, 2, "idu=1", "fname", "Jack", "John"),
+        event(database, 2, "idu=1", "active", TRUE_TEXT[database.dialect], FALSE_TEXT[database.dialect]),
+    ]
+
+
+def test_update_with_null_sides(database: TestDatabase, usr: Table) -> None:
+    run(database, insert(usr).values(idu=1, fname="Jack"))
+    install_capture(make_config(database), database.engine, ["usr"])
+    run(
+        database,
+        update(usr).values(fname=None, lname="Frost"),
+        update(usr).values(born=BORN),
+        update(usr).values(born=None),
+    )
+    born = BORN_TEXT[database.dialect]
+    assert logged(database) == [
+        event(database, 2, "idu=1", "fname", "Jack", None),
+        event(database, 2, "idu=1", "lname", None, "Frost"),
+        event(database, 2, "idu=1", "born", None, born),
+        event(database, 2, "idu=1", "born", born, None),
+    ]
+
+
+def test_delete_logs_a_type_4(database: TestDatabase, usr: Table) -> None:
+    insert_jack(database, usr)
+    install_capture(make_config(database), database.engine, ["usr"])
+    run(database, delete(usr))
+    assert logged(database) == [event(database, 4, "idu=1")]
+
+
+def test_key_update_logs_a_delete_of_the_old_key_then_an_insert_of_the_new(
+    database: TestDatabase, usr: Table
+) -> None:
+    insert_jack(database, usr)
+    install_capture(make_config(database), database.engine, ["usr"])
+    run(database, update(usr).values(idu=7, fname=None))
+    expected = [event(database, 4, "idu=1")] + [
+        e for e in jack_inserted(database, "idu=7") if e[3] != "fname"
+    ]
+    assert logged(database) == expected
+
+
+def test_table_of_key_columns_only_logs_row_events(database: TestDatabase) -> None:
+    database.execute(f"CREATE TABLE {database.qualified('tag')} (label VARCHAR(20) PRIMARY KEY)")
+    install_capture(make_config(database), database.engine, ["tag"])
+    database.execute(
+        f"INSERT INTO {database.qualified('tag')} VALUES ('red')",
+        f"UPDATE {database.qualified('tag')} SET label = 'blue'",
+    )
+    assert logged(database) == [
+        event(database, 5, "label=red", table="tag"),
+        event(database, 4, "label=red", table="tag"),
+        event(database, 5, "label=blue", table="tag"),
+    ]
+
+
+# --- row style ---------------------------------------------------------------------------------
+
+
+def test_row_style(database: TestDatabase, usr: Table) -> None:
+    install_capture(make_config(database), database.engine, ["usr"], style="row")
+    insert_jack(database, usr)
+    run(
+        database,
+        update(usr).values(fname="John"),
+        update(usr).values(fname="John"),
+        update(usr).values(idu=2),
+        delete(usr),
+    )
+    assert logged(database) == [
+        event(database, 5, "idu=1"),
+        event(database, 6, "idu=1"),
+        event(database, 4, "idu=1"),
+        event(database, 5, "idu=2"),
+        event(database, 4, "idu=2"),
+    ]
+
+
+# --- table_key ---------------------------------------------------------------------------------
+
+KEY_CASES = [
+    ("plain", "name=plain+num=-5"),
+    ("two words", "name=two words+num=-5"),
+    ("ünï", "name=ünï+num=-5"),
+    ("", 'name=""+num=-5'),
+    (",", 'name=","+num=-5'),
+    (";", 'name=";"+num=-5'),
+    ("'", "name=\"'\"+num=-5"),
+    ("+", 'name="+"+num=-5'),
+    ('"', 'name="\\""+num=-5'),
+    ("=", 'name="="+num=-5'),
+    ("\\", 'name="\\\\"+num=-5'),
+    ("<", 'name="<"+num=-5'),
+    (">", 'name=">"+num=-5'),
+    (", ; ' + \" = \\ < >", "name=\", ; ' + \\\" = \\\\ < >\"+num=-5"),
+    ('a\\"b', 'name="a\\\\\\"b"+num=-5'),
+]
+
+
+def create_acct(db: TestDatabase) -> Table:
+    """Key order (name, num) differs from column order, so the key follows the primary key."""
+    metadata = MetaData(schema=db.schema)
+    table = Table(
+        "acct",
+        metadata,
+        Column("num", Integer, nullable=False),
+        Column("note", Text),
+        Column("name", String(40), nullable=False),
+        PrimaryKeyConstraint("name", "num"),
+    )
+    metadata.create_all(db.engine)
+    return table
+
+
+def test_compound_key_quotes_exactly_the_values_that_need_it(database: TestDatabase) -> None:
+    acct = create_acct(database)
+    install_capture(make_config(database), database.engine, ["acct"])
+    run(database, *(insert(acct).values(name=name, num=-5, note="x") for name, _ in KEY_CASES))
+    keys = [key for (_, _, key, *_rest) in logged(database)]
+    assert keys == [expected for _, expected in KEY_CASES]
+    for (name, _), key in zip(KEY_CASES, keys):
+        assert parse_key(key) == (KeyPart("name", name), KeyPart("num", "-5"))
+
+
+def test_compound_key_update_logs_both_keys(database: TestDatabase) -> None:
+    acct = create_acct(database)
+    run(database, insert(acct).values(name="a+b", num=1, note="x"))
+    install_capture(make_config(database), database.engine, ["acct"])
+    run(database, update(acct).values(num=2), update(acct).values(note="y"), delete(acct))
+    assert logged(database) == [
+        event(database, 4, 'name="a+b"+num=1', table="acct"),
+        event(database, 1, 'name="a+b"+num=2', "note", None, "x", table="acct"),
+        event(database, 2, 'name="a+b"+num=2', "note", "x", "y", table="acct"),
+        event(database, 4, 'name="a+b"+num=2', table="acct"),
+    ]
+
+
+def test_identifiers_that_need_quoting(database: TestDatabase) -> None:
+    order = database.qualified('"order"')
+    database.execute(f'CREATE TABLE {order} ("Id" INTEGER PRIMARY KEY, "group" VARCHAR(10))')
+    config = make_config(database, EventLogConfig(table="select"))
+    install_capture(config, database.engine, ["order"])
+    database.execute(f"INSERT INTO {order} VALUES (4, 'g')")
+    rows = database.rows(
+        "SELECT event_type, table_name, table_key, column_name, new_value "
+        f"FROM {database.qualified(chr(34) + 'select' + chr(34))}"
+    )
+    assert rows == [(1, "order", "Id=4", "group", "g")]
+
+
+# --- binary values -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("data", [b"\xaa\xaa", bytes(range(256)) * 2], ids=["short", "long"])
+def test_postgresql_logs_binary_as_base64_on_one_line(
+    postgresql_database: TestDatabase, data: bytes
+) -> None:
+    db = postgresql_database
+    usr = create_usr(db)
+    install_capture(make_config(db), db.engine, ["usr"])
+    changed = data + b"\x00"
+    run(db, insert(usr).values(idu=1, photo=data), update(usr).values(photo=changed))
+    before, after = base64.b64encode(data).decode(), base64.b64encode(changed).decode()
+    assert logged(db) == [
+        event(db, 1, "idu=1", "photo", None, before),
+        event(db, 2, "idu=1", "photo", before, after),
+    ]
+
+
+def test_sqlite_logs_binary_as_field_query_back(sqlite_database: TestDatabase) -> None:
+    db = sqlite_database
+    usr = create_usr(db)
+    install_capture(make_config(db), db.engine, ["usr"])
+    run(
+        db,
+        insert(usr).values(idu=1, fname="Jack", photo=b"\xaa\xaa"),
+        update(usr).values(photo=b"\xbb\xbb"),
+        update(usr).values(photo=b"\xbb\xbb"),
+        update(usr).values(photo=None),
+    )
+    assert logged(db) == [
+        event(db, 1, "idu=1", "fname", None, "Jack"),
+        event(db, 7, "idu=1", "photo"),
+        event(db, 8, "idu=1", "photo"),
+        event(db, 8, "idu=1", "photo"),
+    ]
+
+
+def test_sqlite_refuses_a_binary_key(sqlite_database: TestDatabase) -> None:
+    sqlite_database.execute("CREATE TABLE blobkey (k BLOB PRIMARY KEY, v TEXT)")
+    with pytest.raises(CaptureError, match="'blobkey'.*'k'"):
+        trigger_sql(make_config(sqlite_database), sqlite_database.engine, "blobkey", "field")
+
+
+# --- perpetrator and PostgreSQL specifics ------------------------------------------------------
+
+
+def test_perpetrator_is_the_login_user_on_postgresql_and_null_on_sqlite(
+    database: TestDatabase, usr: Table
+) -> None:
+    install_capture(make_config(database), database.engine, ["usr"])
+    run(database, insert(usr).values(idu=1, fname="Jack"))
+    perpetrators = {p for *_, p in logged(database)}
+    if database.dialect == "postgresql":
+        assert perpetrators == {database.engine.url.username}
+        assert perpetrators == {database.rows("SELECT session_user")[0][0]}
+    else:
+        assert perpetrators == {None}
+
+
+def test_postgresql_logs_iso_date_times_whatever_the_session_datestyle(
+    postgresql_database: TestDatabase,
+) -> None:
+    db = postgresql_database
+    usr = create_usr(db)
+    install_capture(make_config(db), db.engine, ["usr"])
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("SET LOCAL datestyle = 'German, DMY'")
+        conn.execute(insert(usr).values(idu=1, born=BORN))
+    assert logged(db) == [event(db, 1, "idu=1", "born", None, "2024-01-02 03:04:05")]
+
+
+def test_postgresql_json_columns_compare_as_text(postgresql_database: TestDatabase) -> None:
+    db = postgresql_database
+    metadata = MetaData(schema=db.schema)
+    doc = Table("doc", metadata, Column("id", Integer, primary_key=True), Column("body", JSON))
+    metadata.create_all(db.engine)
+    install_capture(make_config(db), db.engine, ["doc"])
+    run(
+        db,
+        insert(doc).values(id=1, body={"a": 1}),
+        update(doc).values(body={"a": 2}),
+        update(doc).values(body={"a": 2}),
+    )
+    assert logged(db) == [
+        event(db, 1, "id=1", "body", None, '{"a": 1}', table="doc"),
+        event(db, 2, "id=1", "body", '{"a": 1}', '{"a": 2}', table="doc"),
+    ]
+
+
+# --- installing --------------------------------------------------------------------------------
+
+
+def test_dry_run_returns_the_sql_and_creates_nothing(database: TestDatabase, usr: Table) -> None:
+    statements = install_capture(make_config(database), database.engine, ["usr"], dry_run=True)
+    assert statements == event_log_ddl(make_config(database), database.engine) + trigger_sql(
+        make_config(database), database.engine, "usr", "field"
+    )
+    assert any("CREATE TABLE IF NOT EXISTS" in s for s in statements)
+    assert sum("CREATE TRIGGER" in s for s in statements) == (3 if database.dialect == "sqlite" else 1)
+    assert not inspect(database.engine).has_table("event_log", schema=database.schema)
+    assert trigger_names(database, "usr") == []
+    run(database, insert(usr).values(idu=1, fname="Jack"))
+
+
+def test_installing_twice_leaves_one_set_of_triggers(database: TestDatabase, usr: Table) -> None:
+    config = make_config(database)
+    install_capture(config, database.engine, ["usr"])
+    install_capture(config, database.engine, ["usr"])
+    expected = (
+        ["usr_publisher_del", "usr_publisher_ins", "usr_publisher_upd"]
+        if database.dialect == "sqlite"
+        else ["usr_publisher"]
+    )
+    assert trigger_names(database, "usr") == expected
+    run(database, insert(usr).values(idu=1, fname="Jack"))
+    assert logged(database) == [event(database, 1, "idu=1", "fname", None, "Jack")]
+
+
+def test_reinstalling_in_another_style_replaces_the_triggers(database: TestDatabase, usr: Table) -> None:
+    config = make_config(database)
+    install_capture(config, database.engine, ["usr"], style="field")
+    install_capture(config, database.engine, ["usr"], style="row")
+    run(database, insert(usr).values(idu=1, fname="Jack"))
+    assert logged(database) == [event(database, 5, "idu=1")]
+
+
+def test_install_runs_in_one_transaction(
+    database: TestDatabase, usr: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = capture.trigger_sql
+
+    def failing(*args, **kwargs):  # type: ignore[no-untyped-def]
+        return real(*args, **kwargs) + ["SELECT * FROM no_such_table_anywhere"]
+
+    monkeypatch.setattr(capture, "trigger_sql", failing)
+    with pytest.raises(Exception, match="no_such_table_anywhere"):
+        install_capture(make_config(database), database.engine, ["usr"])
+    assert not inspect(database.engine).has_table("event_log", schema=database.schema)
+    assert trigger_names(database, "usr") == []
+
+
+def test_table_names_match_ignoring_case(database: TestDatabase, usr: Table) -> None:
+    install_capture(make_config(database), database.engine, ["USR"])
+    run(database, insert(usr).values(idu=1, fname="Jack"))
+    assert logged(database) == [event(database, 1, "idu=1", "fname", None, "Jack")]
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def test_missing_table_is_an_error_that_names_it(database: TestDatabase, usr: Table) -> None:
+    with pytest.raises(CaptureError, match="'nosuch' does not exist"):
+        install_capture(make_config(database), database.engine, ["usr", "nosuch"])
+    assert not inspect(database.engine).has_table("event_log", schema=database.schema)
+    assert trigger_names(database, "usr") == []
+
+
+def test_table_without_primary_key_is_an_error_that_names_it(database: TestDatabase) -> None:
+    database.execute(f"CREATE TABLE {database.qualified('nokey')} (a INTEGER, b TEXT)")
+    with pytest.raises(CaptureError, match="'nokey' has no primary key"):
+        install_capture(make_config(database), database.engine, ["nokey"])
+
+
+def test_view_is_an_error(database: TestDatabase, usr: Table) -> None:
+    view, usr_name = database.qualified("view_usr"), database.qualified("usr")
+    database.execute(f"CREATE VIEW {view} AS SELECT idu AS pk_idu FROM {usr_name}")
+    with pytest.raises(CaptureError, match="'view_usr' is a view"):
+        trigger_sql(make_config(database), database.engine, "view_usr", "field")
+
+
+def test_unknown_style_is_an_error(database: TestDatabase, usr: Table) -> None:
+    with pytest.raises(CaptureError, match="unknown capture style 'column' for table 'usr'"):
+        trigger_sql(make_config(database), database.engine, "usr", "column")  # type: ignore[arg-type]
+    with pytest.raises(CaptureError, match="unknown capture style 'column'"):
+        install_capture(make_config(database), database.engine, [], style="column")  # type: ignore[arg-type]
+
+
+def test_config_can_be_derived_with_replace(database: TestDatabase, usr: Table) -> None:
+    base = make_config(database)
+    config = dataclasses.replace(base, event_log=dataclasses.replace(base.event_log, table="log2"))
+    install_capture(config, database.engine, ["usr"])
+    run(database, insert(usr).values(idu=1, lname="Doe"))
+    assert logged(database, config) == [event(database, 1, "idu=1", "lname", None, "Doe")]
