@@ -1,0 +1,136 @@
+"""A publisher wired to a real test database: log events, run cycles, read what came out."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lxml import etree
+from sqlalchemy import text
+
+from publisher.capture import event_log_ddl, install_capture
+from publisher.config import Config, DatabaseConfig, EventLogColumns, EventLogConfig, OutputConfig, PublisherSettings
+from publisher.cycle import CycleResult, run_cycle
+from publisher.database import connect
+
+USR_DDL = {
+    "sqlite": (
+        "CREATE TABLE usr (idu INTEGER PRIMARY KEY, fname VARCHAR(64), lname VARCHAR(64), photo BLOB, "
+        "age INTEGER, active BOOLEAN, born TIMESTAMP)"
+    ),
+    "postgresql": (
+        "CREATE TABLE {schema}.usr (idu INTEGER PRIMARY KEY, fname VARCHAR(64), lname VARCHAR(64), photo BYTEA, "
+        "age INTEGER, active BOOLEAN, born TIMESTAMPTZ)"
+    ),
+}
+
+
+@dataclass
+class Published:
+    """What one or more cycles wrote: the documents in file order and their operations."""
+
+    documents: list[etree._Element] = field(default_factory=list)
+
+    @property
+    def operations(self) -> list[etree._Element]:
+        return [op for doc in self.documents for op in doc.find("input")]
+
+    def describe(self) -> list[tuple[str, str, int]]:
+        """(operation, association, event-id) per operation, in publication order."""
+        return [(op.tag, op.findtext("association").strip(), int(op.get("event-id"))) for op in self.operations]
+
+
+class Harness:
+    """One test's publisher: its database (see conftest `database`), config and output directory."""
+
+    def __init__(self, spark: Any, database: Any, tmp_path: Path, **settings: Any) -> None:
+        self.spark = spark
+        self.db = database
+        self.output = tmp_path / "out"
+        columns = settings.pop("columns", EventLogColumns())
+        database_settings = settings.pop("database", {})
+        self.config = Config(
+            database=DatabaseConfig(url=database.url, schema=database.schema or None, **database_settings),
+            event_log=EventLogConfig(columns=columns),
+            publisher=PublisherSettings(**settings),
+            output=OutputConfig(directory=str(self.output)),
+        )
+        self.engine = connect(self.config)
+        self.seen: set[str] = set()
+
+    @property
+    def dialect(self) -> str:
+        return self.db.dialect
+
+    def reconfigure(self, **settings: Any) -> None:
+        self.config = dataclasses.replace(
+            self.config, publisher=dataclasses.replace(self.config.publisher, **settings)
+        )
+
+    def table(self, name: str) -> str:
+        return self.db.qualified(name)
+
+    def create_usr(self) -> None:
+        self.db.execute(USR_DDL[self.dialect].format(schema=self.db.schema))
+
+    def create_event_log(self) -> None:
+        with self.engine.begin() as conn:
+            for statement in event_log_ddl(self.config, self.engine):
+                conn.exec_driver_sql(statement)
+
+    def install(self, *tables: str, style: str = "field") -> None:
+        install_capture(self.config, self.engine, tables, style)  # type: ignore[arg-type]
+
+    def log(self, *events: tuple[Any, ...], perpetrator: str | None = None, status: str = "N") -> list[int]:
+        """Insert event rows (type, table, key[, column[, old[, new]]]) by hand; returns their record_ids."""
+        c = self.config.event_log.columns
+        ids = []
+        with self.engine.begin() as conn:
+            for event in events:
+                event_type, table, key, column, old, new = (tuple(event) + (None,) * 3)[:6]
+                row = conn.execute(
+                    text(
+                        f"INSERT INTO {self.table(self.config.event_log.table)} "
+                        f"({c.status}, {c.event_type}, {c.perpetrator}, {c.table_name}, {c.table_key}, "
+                        f"{c.column_name}, {c.old_value}, {c.new_value}) "
+                        "VALUES (:status, :type, :perp, :table, :key, :column, :old, :new) "
+                        f"RETURNING {c.record_id}"
+                    ),
+                    {"status": status, "type": event_type, "perp": perpetrator, "table": table, "key": key,
+                     "column": column, "old": old, "new": new},
+                ).scalar_one()
+                ids.append(int(row))
+        return ids
+
+    def poll(self) -> CycleResult:
+        return run_cycle(self.spark, self.engine, self.config)
+
+    def published(self, new_only: bool = True) -> Published:
+        """The documents written since the last call (all of them with new_only=False), in name order."""
+        names = sorted(p.name for p in self.output.glob("*.xml")) if self.output.exists() else []
+        if new_only:
+            names = [n for n in names if n not in self.seen]
+        self.seen.update(names)
+        return Published([etree.parse(str(self.output / n)).getroot() for n in names])
+
+    def statuses(self) -> dict[int, str]:
+        c = self.config.event_log.columns
+        rows = self.db.rows(
+            f"SELECT {c.record_id}, {c.status} FROM {self.table(self.config.event_log.table)} ORDER BY {c.record_id}"
+        )
+        return {int(r[0]): r[1] for r in rows}
+
+    def rejects(self) -> list[dict[str, Any]]:
+        path = self.output / "rejects.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+    def association(self, key: str, table: str = "usr") -> str:
+        return f"{key},table={table},schema={self.schema_label}"
+
+    @property
+    def schema_label(self) -> str:
+        return self.db.schema or "main"

@@ -1,0 +1,110 @@
+"""Configuration: TOML, environment and --set layers, and a precise complaint for every bad value."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from publisher.config import ConfigError, load_config
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "publisher.toml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def test_defaults_are_the_vendor_defaults(tmp_path):
+    config = load_config(write(tmp_path, ""), environ={})
+    p = config.publisher
+    assert (p.polling_interval, p.query_limit, p.batch_size, p.heartbeat_interval) == (10.0, 10000, 128, 0.0)
+    assert (p.allow_loopback, p.future_events, p.delete_processed_rows) == (False, False, False)
+    assert config.event_log.table == "event_log"
+    assert config.event_log.columns.in_order()[0] == "record_id"
+    assert config.spark.master == "local[*]"
+
+
+def test_file_then_environment_then_set(tmp_path):
+    path = write(tmp_path, '[database]\nurl = "sqlite:///a.db"\n[publisher]\nbatch_size = 5\nquery_limit = 7\n')
+    env = {"PUBLISHER_DATABASE_URL": "sqlite:///b.db", "PUBLISHER_PUBLISHER_BATCH_SIZE": "6"}
+    config = load_config(path, environ=env, overrides=["publisher.batch_size=9", "event_log.columns.status=state"])
+    assert config.database.url == "sqlite:///b.db"
+    assert config.publisher.batch_size == 9
+    assert config.publisher.query_limit == 7
+    assert config.event_log.columns.status == "state"
+
+
+def test_renamed_columns_and_lists(tmp_path):
+    path = write(
+        tmp_path,
+        '[event_log]\ntable = "evlog"\n[event_log.columns]\nstatus = "state"\ntable_key = "objkey"\n'
+        '[publisher]\npost_polling_statements = ["DELETE FROM x"]\ntime_of_day = ["02:00", "14:30:15"]\n',
+    )
+    config = load_config(path, environ={})
+    assert config.event_log.columns.in_order()[1] == "state"
+    assert config.event_log.columns.table_key == "objkey"
+    assert config.publisher.post_polling_statements == ("DELETE FROM x",)
+    assert config.publisher.time_of_day == ("02:00", "14:30:15")
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ("[database]\nurll = 'x'\n", "database.urll: unknown key"),
+        ("[nonsense]\n", "nonsense: unknown key"),
+        ("[publisher]\nquery_limit = 'many'\n", "publisher.query_limit: expected a whole number, got str 'many'"),
+        ("[publisher]\nquery_limit = 0\n", "publisher.query_limit: expected a number above 0"),
+        ("[publisher]\nbatch_size = -1\n", "publisher.batch_size: expected a number above 0"),
+        ("[publisher]\nallow_loopback = 'yes'\n", "publisher.allow_loopback: expected true or false"),
+        ("[publisher]\npolling_interval = 5\ntime_of_day = ['02:00']\n", "time_of_day excludes publisher.polling_interval"),
+        ("[publisher]\ntime_of_day = ['25:00']\n", "publisher.time_of_day: expected HH:MM or HH:MM:SS, got '25:00'"),
+        ("[publisher]\ntime_of_day = '02:00'\n", "publisher.time_of_day: expected a list of strings"),
+        ("[publisher]\nheartbeat_interval = -1\n", "publisher.heartbeat_interval"),
+        ("[publisher]\ninsert_row_operation = 'upsert'\n", "publisher.insert_row_operation: expected one of 'modify', 'add'"),
+        ("[publisher]\npost_polling_statements = ['  ']\n", "post_polling_statements[0]: empty statement"),
+        ("[event_log.columns]\nstatus = 'record_id'\n", "names two columns"),
+        ("[event_log.columns]\nstatus = ''\n", "event_log.columns.status: expected a column name"),
+        ("[database]\nurl = 'not a url'\n", "database.url: 'not a url' is not a SQLAlchemy URL"),
+        ("database = 3\n", "database: expected a table"),
+        ("[spark]\nmaster = ''\n", "spark.master"),
+    ],
+)
+def test_bad_configuration_names_the_key(tmp_path, body, fragment):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, body), environ={})
+    assert fragment in str(info.value)
+
+
+def test_bad_environment_value_names_the_key(tmp_path):
+    with pytest.raises(ConfigError, match="publisher.batch_size: expected a whole number"):
+        load_config(write(tmp_path, ""), environ={"PUBLISHER_PUBLISHER_BATCH_SIZE": "lots"})
+
+
+def test_bad_set_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="--set publisher.batchsize: unknown key"):
+        load_config(write(tmp_path, ""), environ={}, overrides=["publisher.batchsize=3"])
+    with pytest.raises(ConfigError, match="expects key.path=value"):
+        load_config(write(tmp_path, ""), environ={}, overrides=["publisher.batch_size"])
+
+
+def test_missing_and_invalid_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml", environ={})
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "[publisher\n"), environ={})
+
+
+def test_spark_settings_pass_through(tmp_path):
+    config = load_config(
+        write(tmp_path, '[spark]\nmaster = "spark://127.0.0.1:7077"\nconf = {"spark.executor.memory" = "2g"}\n'),
+        environ={},
+        overrides=["spark.conf.spark.sql.shuffle.partitions=8"],
+    )
+    assert config.spark.master == "spark://127.0.0.1:7077"
+    assert config.spark.conf == {"spark.executor.memory": "2g", "spark.sql.shuffle.partitions": "8"}
+
+
+def test_example_configuration_is_valid():
+    example = Path(__file__).parent.parent / "examples" / "publisher.toml"
+    config = load_config(example, environ={})
+    assert config.database.url.startswith("sqlite:///")
