@@ -1,0 +1,20 @@
+# `make demo` and `make test` set up everything they need on a fresh machine (Python 3.11,
+# Java 17, and for the tests the PostgreSQL server on 127.0.0.1:5432).
+PYTHON ?= python3
+VENV ?= .venv
+
+.PHONY: demo test install
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[test]'
+	touch $@
+
+demo: install
+	$(VENV)/bin/publisher demo
+
+test: install
+	$(VENV)/bin/pytest
