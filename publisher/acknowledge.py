@@ -80,6 +80,6 @@ def acknowledge(
                     )
                 written[outcome] = written.get(outcome, 0) + changed
         if run_post_polling:
-            for statement in config.publisher.post_polling_statements:
-                conn.exec_driver_sql(statement)
+            for sql in config.publisher.post_polling_statements:
+                conn.exec_driver_sql(sql)
     return written

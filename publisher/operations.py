@@ -78,8 +78,9 @@ def _value(value_type: ValueType, text: str | None) -> Value | None:
     return None if text is None else Value(value_type, text)
 
 
-def build_operation_xml(group: Mapping[str, Any], ctx: OperationContext) -> bytes:
-    """One merged group of an object's consecutive same-kind events → one serialised operation."""
+def build_operation_xml(group: Mapping[str, Any], ctx: OperationContext) -> bytes | None:
+    """One merged group of an object's consecutive same-kind events → one serialised operation,
+    or None for a modify that changes nothing."""
     table = ctx.tables[group["class_name"]]
     kind = OperationKind(group["kind"])
     row = _as_dict(group.get("row"))
@@ -92,7 +93,7 @@ def build_operation_xml(group: Mapping[str, Any], ctx: OperationContext) -> byte
         event_id=int(group["position"]["record_id"]),
         attrs=tuple(attrs),
     )
-    return build_operation(operation)
+    return None if operation.changes_nothing else build_operation(operation)
 
 
 def _as_dict(value: Any) -> dict[str, str | None] | None:
@@ -137,13 +138,10 @@ def build_operations(resolved: DataFrame, current: DataFrame, ctx: OperationCont
     )
 
     def serialise(group: dict[str, Any]) -> list[dict[str, Any]]:
-        return [
-            {
-                "op_time": group["position"]["time"],
-                "event_id": group["position"]["record_id"],
-                "kind": group["kind"],
-                "xml": build_operation_xml(group, ctx),
-            }
-        ]
+        xml = build_operation_xml(group, ctx)
+        if xml is None:
+            return []
+        position = group["position"]
+        return [{"op_time": position["time"], "event_id": position["record_id"], "kind": group["kind"], "xml": xml}]
 
     return map_rows(groups, serialise, OPERATION_SCHEMA)

@@ -63,7 +63,7 @@ def resolve(events: DataFrame, current: DataFrame) -> DataFrame:
     is_field_qb = t.isin(*FIELD_QUERY_BACK)
     exists = F.col("_exists")
     row_readable = exists & (F.size(F.col("problems")) == 0)
-    field_readable = exists & F.col("problems").getItem(F.col("attr_name")).isNull()
+    field_readable = exists & F.try_element_at(F.col("problems"), F.col("attr_name")).isNull()
 
     joined = events.join(
         current.select(*OBJECT, F.lit(True).alias("_exists"), "problems"), on=list(OBJECT), how="left"
@@ -93,7 +93,7 @@ def resolve(events: DataFrame, current: DataFrame) -> DataFrame:
             F.col("outcome") == Outcome.UNREADABLE,
             F.concat(
                 F.lit("current value cannot be published: "),
-                F.when(is_field_qb, F.col("problems").getItem(F.col("attr_name"))).otherwise(
+                F.when(is_field_qb, F.try_element_at(F.col("problems"), F.col("attr_name"))).otherwise(
                     F.array_join(F.map_values(F.col("problems")), "; ")
                 ),
             ),

@@ -11,6 +11,7 @@ from publisher.config import SparkConfig
 _DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",

@@ -73,7 +73,7 @@ def write_documents(operations: DataFrame, directory: Path, cycle: int, batch_si
     ordered = operations.orderBy("op_time", "event_id").select("xml").rdd.zipWithIndex()
     target = str(directory)
 
-    def write_partition(documents: Iterator[tuple[int, Iterable[tuple[int, bytes]]]]) -> Iterator[DocumentWritten]:
+    def write_partition(documents: Iterable[tuple[int, Iterable[tuple[int, bytes]]]]) -> Iterator[DocumentWritten]:
         for index, members in documents:
             xml = [bytes(x) for _, x in sorted(members, key=lambda m: m[0])]
             data = build_document(xml)

@@ -42,6 +42,10 @@ class AttrChange:
     remove: Value | None = None
     add: Value | None = None
 
+    @property
+    def is_empty(self) -> bool:
+        return not self.remove_all and self.remove is None and self.add is None
+
 
 @dataclass(frozen=True)
 class Operation:
@@ -50,6 +54,11 @@ class Operation:
     association: str
     event_id: int
     attrs: tuple[AttrChange, ...] = ()
+
+    @property
+    def changes_nothing(self) -> bool:
+        """A modify whose every attribute change is empty (e.g. a type 7 on a NULL value) says nothing."""
+        return self.kind is OperationKind.MODIFY and all(a.is_empty for a in self.attrs)
 
 
 def association(canonical_key: str, table: str, schema: str) -> str:
@@ -72,7 +81,7 @@ def _build_add(root: etree._Element, attrs: tuple[AttrChange, ...]) -> None:
 def _build_modify(root: etree._Element, attrs: tuple[AttrChange, ...]) -> None:
     sub = etree.SubElement
     for attr in attrs:
-        if not attr.remove_all and attr.remove is None and attr.add is None:
+        if attr.is_empty:
             continue
         modify_attr = sub(root, "modify-attr", {"attr-name": attr.name})
         if attr.remove_all:
