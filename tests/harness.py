@@ -43,16 +43,18 @@ class Published:
 
 
 class Harness:
-    """One test's publisher: its database (see conftest `database`), config and output directory."""
+    """One test's publisher: its database (see conftest `database`), config and output directory.
 
-    def __init__(self, spark: Any, database: Any, tmp_path: Path, **settings: Any) -> None:
+    `user` is the publisher's own database user (loopback); other keywords are PublisherSettings.
+    """
+
+    def __init__(self, spark: Any, database: Any, tmp_path: Path, user: str | None = None, **settings: Any) -> None:
         self.spark = spark
         self.db = database
         self.output = tmp_path / "out"
         columns = settings.pop("columns", EventLogColumns())
-        database_settings = settings.pop("database", {})
         self.config = Config(
-            database=DatabaseConfig(url=database.url, schema=database.schema or None, **database_settings),
+            database=DatabaseConfig(url=database.url, schema=database.schema or None, user=user),
             event_log=EventLogConfig(columns=columns),
             publisher=PublisherSettings(**settings),
             output=OutputConfig(directory=str(self.output)),
