@@ -11,7 +11,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from publisher.catalog import Catalog
-from publisher.events import PER_FIELD, EventType, LOGGED_VALUES
+from publisher.events import LOGGED_VALUES, PER_FIELD, EventType
 from publisher.keys import canonical_key
 from publisher.values import BadValueError, encode_logged
 

@@ -268,11 +268,11 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
     if not config.event_log.table.strip():
         raise ConfigError("event_log.table: expected a table name, got an empty string")
     names = config.event_log.columns.in_order()
-    for role, name in zip(EVENT_LOG_COLUMNS, names):
+    for role, name in zip(EVENT_LOG_COLUMNS, names, strict=True):
         if not name.strip():
             raise ConfigError(f"event_log.columns.{role}: expected a column name, got an empty string")
     lowered = [n.lower() for n in names]
-    for role, name in zip(EVENT_LOG_COLUMNS, lowered):
+    for role, name in zip(EVENT_LOG_COLUMNS, lowered, strict=True):
         if lowered.count(name) > 1:
             raise ConfigError(f"event_log.columns.{role}: {name!r} names two columns of the event log")
     if not config.output.directory.strip():

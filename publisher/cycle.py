@@ -24,7 +24,7 @@ from publisher.operations import OperationContext, build_operations
 from publisher.precedence import Outcome, objects_to_query_back, resolve, with_position
 from publisher.queryback import QueryBackContext, query_back
 from publisher.read import plan_window, read_events
-from publisher.write import DocumentWritten, append_rejects, next_cycle_number, write_documents
+from publisher.write import append_rejects, next_cycle_number, write_documents
 
 
 @dataclass
@@ -95,7 +95,6 @@ def run_cycle(spark: SparkSession, engine: Engine, config: Config) -> CycleResul
     with watch.stage("build_and_write"):
         op_context = OperationContext(tables, association_schema(config, engine), config.publisher.insert_row_operation)
         operations = build_operations(resolved, current, op_context)
-        written: list[DocumentWritten] = []
         cycle_number = next_cycle_number(output)
         written = write_documents(operations, output, cycle_number, config.publisher.batch_size)
     outcomes = _outcomes(classified, resolved).localCheckpoint(eager=True)
@@ -105,7 +104,7 @@ def run_cycle(spark: SparkSession, engine: Engine, config: Config) -> CycleResul
         ranges = status_ranges(outcomes.select("record_id", "status"))
         statuses = acknowledge(engine, config, ranges, run_post_polling=bool(written))
     return CycleResult(
-        events=window_count(events),
+        events=events.count(),
         operations=sum(d.operations for d in written),
         documents=len(written),
         statuses={s.value: n for s, n in statuses.items()},
@@ -114,10 +113,6 @@ def run_cycle(spark: SparkSession, engine: Engine, config: Config) -> CycleResul
         bytes_written=sum(d.bytes for d in written),
         seconds=watch.seconds,
     )
-
-
-def window_count(events: DataFrame) -> int:
-    return events.count()
 
 
 def _outcomes(classified: DataFrame, resolved: DataFrame) -> DataFrame:

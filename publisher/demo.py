@@ -27,6 +27,10 @@ directory = "{output}"
 master = "{master}"
 """
 
+TABLES = (
+    "CREATE TABLE usr (idu INTEGER PRIMARY KEY, fname VARCHAR(64), lname VARCHAR(64), photo BLOB)",
+    "CREATE TABLE grp (name VARCHAR(64), site INTEGER, descr VARCHAR(64), PRIMARY KEY (name, site))",
+)
 CHANGES = (
     "INSERT INTO usr (idu, fname, lname, photo) VALUES (1, 'Jack', 'Frost', X'AAAA')",
     "INSERT INTO usr (idu, fname, lname, photo) VALUES (2, 'Ann', 'Lee', NULL)",
@@ -51,8 +55,8 @@ def run_demo(directory: Path, master: str) -> int:
     config = load_config(config_path, environ={})
     engine = connect(config)
     with engine.begin() as conn:
-        conn.execute(text("CREATE TABLE usr (idu INTEGER PRIMARY KEY, fname VARCHAR(64), lname VARCHAR(64), photo BLOB)"))
-        conn.execute(text("CREATE TABLE grp (name VARCHAR(64), site INTEGER, descr VARCHAR(64), PRIMARY KEY (name, site))"))
+        for statement in TABLES:
+            conn.execute(text(statement))
     install_capture(config, engine, ["usr", "grp"], "field")
     with engine.begin() as conn:
         for statement in CHANGES:

@@ -11,13 +11,27 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import (
+    BinaryType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from publisher.catalog import TableInfo
 from publisher.events import EventType
 from publisher.precedence import OBJECT, Outcome
 from publisher.values import ValueType
-from publisher.xds import AttrChange, Operation, OperationKind, Value, association, build_operation
+from publisher.xds import (
+    AttrChange,
+    Operation,
+    OperationKind,
+    Value,
+    association,
+    build_operation,
+)
 
 OPERATION_SCHEMA = StructType(
     [

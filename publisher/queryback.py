@@ -36,7 +36,7 @@ def query_back(objects: DataFrame, ctx: QueryBackContext, partitions: int) -> Da
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         wanted: dict[str, list[str]] = defaultdict(list)
         for batch in batches:
-            for class_name, key in zip(batch["class_name"], batch["canonical_key"]):
+            for class_name, key in zip(batch["class_name"], batch["canonical_key"], strict=True):
                 wanted[class_name].append(key)
         for class_name, keys in wanted.items():
             rows = list(read_current(ctx, ctx.tables[class_name], keys))

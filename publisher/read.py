@@ -14,7 +14,18 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from sqlalchemy import Column, Engine, MetaData, String, Table, and_, cast, func, literal, or_, select
+from sqlalchemy import (
+    Column,
+    Engine,
+    MetaData,
+    String,
+    Table,
+    and_,
+    cast,
+    func,
+    or_,
+    select,
+)
 
 from publisher.config import Config
 from publisher.database import table_schema
@@ -53,17 +64,20 @@ class CycleWindow:
 
 def event_log_table(config: Config, schema: str | None) -> Table:
     """The event log as SQLAlchemy sees it: configured names, no assumptions about types."""
-    names = config.event_log.columns.in_order()
-    return Table(config.event_log.table, MetaData(), *(Column(n) for n in names), schema=schema)
+    return _event_log_table(config.event_log.table, config.event_log.columns.in_order(), schema)
+
+
+def _event_log_table(name: str, columns: tuple[str, ...], schema: str | None) -> Table:
+    return Table(name, MetaData(), *(Column(n) for n in columns), schema=schema)
 
 
 def _role_columns(table: Table, columns: tuple[str, ...]) -> dict[str, Column[Any]]:
-    return {role: table.c[name] for role, name in zip(EVENT_LOG_COLUMNS, columns)}
+    return {role: table.c[name] for role, name in zip(EVENT_LOG_COLUMNS, columns, strict=True)}
 
 
-def _db_now(engine_or_dialect_name: str):  # type: ignore[no-untyped-def]
+def _database_now(dialect_name: str) -> Any:
     """The database's current time in the form its event_time default writes."""
-    if engine_or_dialect_name == "sqlite":
+    if dialect_name == "sqlite":
         return func.strftime("%Y-%m-%d %H:%M:%f", "now")
     return func.now()
 
@@ -76,7 +90,7 @@ def plan_window(config: Config, engine: Engine, partitions: int) -> CycleWindow 
     eligible = c["status"] == Status.NEW.value
     order: list[Any] = [c["record_id"]]
     if config.publisher.future_events:
-        eligible = and_(eligible, c["event_time"] <= _db_now(engine.dialect.name))
+        eligible = and_(eligible, c["event_time"] <= _database_now(engine.dialect.name))
         order = [c["event_time"], c["record_id"]]
     taken = (
         select(c["record_id"].label("rid"))
@@ -171,7 +185,7 @@ class EventLogReader(DataSourceReader):
 
         assert isinstance(partition, RecordRange)
         w = self.window
-        table = event_log_table_from_window(w)
+        table = _event_log_table(w.table, w.columns, w.schema)
         c = _role_columns(table, w.columns)
         query = (
             select(
@@ -190,13 +204,9 @@ class EventLogReader(DataSourceReader):
                     int(row[0]),
                     _text(row[1]),
                     _text(row[2]),
-                    _utc(row[3]),
+                    as_utc(row[3]),
                     *(_text(v) for v in row[4:]),
                 )
-
-
-def event_log_table_from_window(window: CycleWindow) -> Table:
-    return Table(window.table, MetaData(), *(Column(n) for n in window.columns), schema=window.schema)
 
 
 def _text(value: Any) -> str | None:
@@ -207,8 +217,11 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _utc(value: Any) -> dt.datetime | None:
-    """event_time as an aware UTC datetime (SQLite hands back text, written in UTC)."""
+def as_utc(value: Any) -> dt.datetime | None:
+    """An event_time as an aware UTC datetime; SQLite hands back text, written in UTC.
+
+    Unreadable times become None: they only order future events, and a row is never lost for it.
+    """
     if value is None:
         return None
     if isinstance(value, str):
@@ -221,8 +234,8 @@ def _utc(value: Any) -> dt.datetime | None:
     if not isinstance(value, dt.datetime):
         return None
     if value.tzinfo is None:
-        return value.replace(tzinfo=dt.timezone.utc)
-    return value.astimezone(dt.timezone.utc)
+        return value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC)
 
 
 def read_events(spark: SparkSession, window: CycleWindow) -> DataFrame:

@@ -9,7 +9,7 @@ from sqlalchemy import Engine, func, select
 from publisher.config import Config
 from publisher.database import table_schema
 from publisher.events import Status
-from publisher.read import event_log_table
+from publisher.read import as_utc, event_log_table
 
 
 def backlog(config: Config, engine: Engine) -> dict[str, Any]:
@@ -31,8 +31,8 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
             )
         }
         oldest = conn.execute(select(func.min(table.c[names.event_time])).where(new)).scalar()
-    oldest_time = _as_utc(oldest)
-    age = None if oldest_time is None else (dt.datetime.now(dt.timezone.utc) - oldest_time).total_seconds()
+    oldest_time = as_utc(oldest)
+    age = None if oldest_time is None else (dt.datetime.now(dt.UTC) - oldest_time).total_seconds()
     return {
         "event_log": config.event_log.table,
         "statuses": per_status,
@@ -40,16 +40,6 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
         "oldest_new_event_time": None if oldest_time is None else oldest_time.isoformat(),
         "oldest_new_age_seconds": None if age is None else round(age, 1),
     }
-
-
-def _as_utc(value: Any) -> dt.datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        return value.replace(tzinfo=dt.timezone.utc)
-    return value.astimezone(dt.timezone.utc)
 
 
 def format_backlog(report: dict[str, Any]) -> str:

@@ -6,10 +6,12 @@ import dataclasses
 import datetime as dt
 
 import pytest
+from conftest import TestDatabase
 from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Executable,
     Integer,
     LargeBinary,
     MetaData,
@@ -17,10 +19,9 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    Executable,
     delete,
-    inspect,
     insert,
+    inspect,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSON
@@ -29,8 +30,6 @@ import publisher.capture as capture
 from publisher.capture import CaptureError, event_log_ddl, install_capture, trigger_sql
 from publisher.config import Config, DatabaseConfig, EventLogColumns, EventLogConfig
 from publisher.keys import KeyPart, parse_key
-
-from conftest import TestDatabase
 
 BORN = dt.datetime(2024, 1, 2, 3, 4, 5)
 BORN_TEXT = {"sqlite": "2024-01-02 03:04:05.000000", "postgresql": "2024-01-02 03:04:05"}

@@ -10,10 +10,9 @@ import calendar
 import datetime as dt
 
 import pytest
+from harness import Harness
 from lxml import etree
 from sqlalchemy import text
-
-from harness import Harness
 from xml_compare import assert_same_xml
 
 USR_COLUMNS = ("idu", "fname", "lname", "photo", "age", "active", "born")

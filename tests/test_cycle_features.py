@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import re
 
+from conftest import POSTGRES_URL
+from harness import Harness
 from lxml import etree
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from xml_compare import assert_same_xml
 
-from conftest import POSTGRES_URL
-from harness import Harness
 from publisher.config import EventLogColumns
 from publisher.keys import KeyPart, parse_key
-from xml_compare import assert_same_xml
 
 # A user name no test database logs in as: triggers on PostgreSQL record session_user, which
 # would otherwise be the publisher's own user and make every trigger-logged row loopback.

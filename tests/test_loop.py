@@ -54,7 +54,8 @@ def test_heartbeat_after_idle_time(tmp_path):
 
 def test_no_heartbeat_when_off(tmp_path):
     stop = threading.Event()
-    run_forever(None, None, config(tmp_path, polling_interval=0.01), stop, cycle=ScriptedCycles(stop, [CycleResult()] * 3))
+    cycles = ScriptedCycles(stop, [CycleResult()] * 3)
+    run_forever(None, None, config(tmp_path, polling_interval=0.01), stop, cycle=cycles)
     assert not list(tmp_path.glob("out/*.xml"))
 
 

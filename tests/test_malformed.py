@@ -6,9 +6,8 @@ All of it happens in one cycle, because cycles are what cost time.
 """
 from __future__ import annotations
 
-from lxml import etree
-
 from harness import Harness
+from lxml import etree
 from xml_compare import assert_same_xml
 
 # (event row, fragments the reason must contain)

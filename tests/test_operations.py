@@ -5,8 +5,8 @@ from lxml import etree
 
 from publisher.catalog import ColumnInfo, TableInfo
 from publisher.operations import OperationContext, build_operation_xml, operation_kind
-from publisher.xds import OperationKind
 from publisher.values import ValueType
+from publisher.xds import OperationKind
 
 USR = TableInfo(
     "usr",
@@ -60,7 +60,11 @@ def test_row_query_back_reads_value_columns_in_table_order():
 
 def test_merged_group_keeps_event_order_and_first_event_id():
     xml = build_operation_xml(
-        group("modify", unit(2, "fname", "string", "a", "b", record_id=4), unit(3, "fname", "string", "b", "c", record_id=9)),
+        group(
+            "modify",
+            unit(2, "fname", "string", "a", "b", record_id=4),
+            unit(3, "fname", "string", "b", "c", record_id=9),
+        ),
         CTX,
     )
     element = etree.fromstring(xml)

@@ -6,10 +6,9 @@ XML is written by hand from the spec.
 from __future__ import annotations
 
 import pytest
+from harness import Harness
 from lxml import etree
 from sqlalchemy import text
-
-from harness import Harness
 from xml_compare import assert_same_xml
 
 USR_COLUMNS = ("idu", "fname", "lname", "photo", "age", "active", "born")
