@@ -157,17 +157,11 @@ def _guard(action: Any, config: Config | None) -> int:
     except NoSuchTableError as exc:
         raise UsageError(f"table {exc} does not exist") from None
     except (OperationalError, DBAPIError) as exc:
-        where = _safe_url(config.database.url) if config else "the database"
+        where = config.database.display_url() if config else "the database"
         detail = " ".join(str(getattr(exc, "orig", None) or exc).split())
         raise UnavailableError(f"cannot use the database at {where}: {detail}") from None
     except OSError as exc:
         raise UnavailableError(f"cannot write the output: {exc}") from None
-
-
-def _safe_url(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def _parse_key(text: str) -> int:
@@ -223,7 +217,7 @@ def _run(config: Config) -> int:
     install_stop_handlers(stop)
     spark = get_spark(config.spark)
     logging.getLogger("publisher").info(
-        "publishing %s from %s to %s", config.event_log.table, _safe_url(config.database.url), config.output.directory
+        "publishing %s from %s to %s", config.event_log.table, config.database.display_url(), config.output.directory
     )
     run_forever(spark, engine, config, stop)
     logging.getLogger("publisher").info("stopped")

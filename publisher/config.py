@@ -32,6 +32,23 @@ class DatabaseConfig:
     """The publisher's own database user, for loopback; default: the connection's user."""
     schema: str | None = None
     """Schema of the tables and `schema=` in associations; default: the database's own."""
+    password: str | None = field(default=None, repr=False)
+    """Password for the URL's user, best set by PUBLISHER_DATABASE_PASSWORD; never printed."""
+
+    def sqlalchemy_url(self) -> str:
+        """The URL with the password filled in: for connections only, never for display."""
+        from sqlalchemy.engine import make_url
+
+        url = make_url(self.url)
+        if self.password is not None:
+            url = url.set(password=self.password)
+        return url.render_as_string(hide_password=False)
+
+    def display_url(self) -> str:
+        """The URL as logs and messages may show it: the password masked."""
+        from sqlalchemy.engine import make_url
+
+        return make_url(self.url).render_as_string(hide_password=True)
 
 
 @dataclass(frozen=True)
@@ -73,6 +90,11 @@ class PublisherSettings:
     """Minutes of idleness after which a heartbeat document is published; 0 = off."""
     insert_row_operation: Literal["modify", "add"] = "modify"
     """What a type-5 event publishes: the vendor's <modify>, or an <add> of the current row."""
+    tables: tuple[str, ...] = ()
+    """Tables and views that may be published (query-back touches nothing else); empty: the
+    tables that carry this project's triggers."""
+    when_locked: Literal["wait", "exit"] = "wait"
+    """What a second publisher on the same event log does: wait for the first, or exit."""
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def run_cycle(spark: SparkSession, engine: Engine, config: Config) -> CycleResul
         publishable = classified.where(F.col("disposition") == Disposition.PUBLISH)
     tables = {t.name: t for t in catalog.tables.values()}
     with watch.stage("query_back"):
-        qb_context = QueryBackContext(config.database.url, schema, tables)
+        qb_context = QueryBackContext(config.database.sqlalchemy_url(), schema, tables)
         current = query_back(objects_to_query_back(publishable), qb_context, partitions)
         current = current.localCheckpoint(eager=True)
     with watch.stage("precedence"):

@@ -13,7 +13,7 @@ class DatabaseUnavailableError(RuntimeError):
 
 def connect(config: Config) -> Engine:
     """An engine for the configured URL; SQLite waits on a locked file instead of failing at once."""
-    url = make_url(config.database.url)
+    url = make_url(config.database.sqlalchemy_url())
     kwargs: dict[str, object] = {"future": True}
     if url.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"timeout": 30}

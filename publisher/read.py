@@ -112,7 +112,7 @@ def plan_window(config: Config, engine: Engine, partitions: int) -> CycleWindow 
                 .offset(count - 1).limit(1)
             ).scalar_one()
     return CycleWindow(
-        url=config.database.url,
+        url=config.database.sqlalchemy_url(),
         table=config.event_log.table,
         schema=schema,
         columns=config.event_log.columns.in_order(),
