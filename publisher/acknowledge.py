@@ -14,13 +14,15 @@ from sqlalchemy import Engine, delete, or_, update
 
 from publisher.config import Config
 from publisher.database import table_schema
+from publisher.errors import TransientError
 from publisher.events import Status
+from publisher.failpoints import reached
 from publisher.read import event_log_table
 
 RANGES_PER_STATEMENT = 500
 
 
-class AcknowledgeError(RuntimeError):
+class AcknowledgeError(TransientError):
     """The event log did not accept the statuses as expected; nothing was written."""
 
 
@@ -73,6 +75,7 @@ def acknowledge(
                 )
                 expected = sum(r.count for r in chunk)
                 changed = conn.execute(statement).rowcount
+                reached("acknowledge")
                 if changed != expected:
                     raise AcknowledgeError(
                         f"expected to mark {expected} event log rows {outcome.value}, but {changed} were "

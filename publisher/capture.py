@@ -26,14 +26,15 @@ import functools
 import itertools
 import string
 import textwrap
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
 from sqlalchemy import types as sqltypes
 from sqlalchemy.dialects.postgresql import JSONB
 
+from publisher.catalog import PublishedTables
 from publisher.config import Config
 from publisher.database import is_sqlite, table_schema
 from publisher.events import EVENT_LOG_COLUMNS, EventType
@@ -42,6 +43,9 @@ from publisher.values import ValueType, value_type_of
 Style = Literal["field", "row"]
 STYLES: tuple[Style, ...] = ("field", "row")
 KEY_VALUE_FUNCTION = "publisher_key_value"
+SQLITE_TRIGGER_SUFFIXES = {"INSERT": "ins", "UPDATE": "upd", "DELETE": "del"}
+POSTGRESQL_NAME_BYTES = 63
+"""PostgreSQL cuts longer identifiers (NAMEDATALEN - 1), at a character boundary."""
 _TRUE = "TRUE"
 _FALSE = "FALSE"
 
@@ -75,6 +79,52 @@ class _Event:
     old: str | None
     new: str | None
     condition: str
+
+
+def sqlite_trigger_name(table: str, suffix: str) -> str:
+    return f"{table}_publisher_{suffix}"
+
+
+def postgresql_trigger_name(table: str) -> str:
+    return f"{table}_publisher"
+
+
+def _postgresql_identifier(name: str) -> str:
+    return name.encode("utf-8")[:POSTGRESQL_NAME_BYTES].decode("utf-8", errors="ignore")
+
+
+def triggered_tables(config: Config, engine: Engine) -> tuple[str, ...]:
+    """The tables of the configured schema that carry this project's capture triggers.
+
+    They are what is published when ``publisher.tables`` is empty: found by the names this
+    module gives the triggers, so installing capture on a table is what puts it on the list.
+    """
+    with engine.connect() as conn:
+        if is_sqlite(engine):
+            rows = conn.execute(text("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'"))
+            return _carrying(rows, lambda t: {sqlite_trigger_name(t, s) for s in SQLITE_TRIGGER_SUFFIXES.values()})
+        rows = conn.execute(
+            text(
+                "SELECT t.tgname, c.relname FROM pg_catalog.pg_trigger t "
+                "JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
+                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE NOT t.tgisinternal AND n.nspname = COALESCE(:schema, current_schema())"
+            ),
+            {"schema": table_schema(config, engine)},
+        )
+        return _carrying(rows, lambda t: {_postgresql_identifier(postgresql_trigger_name(t))})
+
+
+def published_tables(config: Config, engine: Engine) -> PublishedTables:
+    """The allow-list of a cycle: ``publisher.tables`` when set, else the triggered tables."""
+    if config.publisher.tables:
+        return PublishedTables(config.publisher.tables, configured=True)
+    return PublishedTables(triggered_tables(config, engine), configured=False)
+
+
+def _carrying(triggers: Iterable[Sequence[str]], names_of: Callable[[str], set[str]]) -> tuple[str, ...]:
+    """The tables among (trigger, table) pairs that have a trigger named as capture names it."""
+    return tuple(sorted({table for trigger, table in triggers if trigger in names_of(table)}))
 
 
 def event_log_ddl(config: Config, engine: Engine) -> list[str]:
@@ -375,13 +425,14 @@ class _SQLite(_Dialect):
             for e in self.update_events(table, style)
         ]
         triggers = {
-            "ins": ("INSERT", self.insert_events(table, style)),
-            "upd": ("UPDATE", moved + updates),
-            "del": ("DELETE", self.delete_events()),
+            "INSERT": self.insert_events(table, style),
+            "UPDATE": moved + updates,
+            "DELETE": self.delete_events(),
         }
         statements = []
-        for suffix, (operation, events) in triggers.items():
-            trigger = self.quote(f"{table.name}_publisher_{suffix}")
+        for operation, events in triggers.items():
+            suffix = SQLITE_TRIGGER_SUFFIXES[operation]
+            trigger = self.quote(sqlite_trigger_name(table.name, suffix))
             body = _indent("\n".join(self.log_event(table, e) for e in events), 4)
             statements.append(self.render("drop_trigger", trigger=trigger))
             statements.append(
@@ -445,7 +496,7 @@ class _PostgreSQL(_Dialect):
         return " || '+' || ".join(parts)
 
     def trigger_sql(self, table: _Table, style: Style) -> list[str]:
-        trigger = self.quote(f"{table.name}_publisher")
+        trigger = self.quote(postgresql_trigger_name(table.name))
         function = self.qualify(f"{table.name}_publisher_log")
         table_sql = self.qualify(table.name)
         inserted = self.insert_events(table, style)

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, inspect
 from sqlalchemy.exc import NoSuchTableError
 
 from publisher.keys import KeyKind
-from publisher.values import ValueType, value_type_of
+from publisher.values import ValueType, shown, value_type_of, xml_problem
 
 VIEW_KEY_PREFIX = "pk_"
 
@@ -67,37 +67,76 @@ class Catalog:
         return self.tables.get(name)
 
 
-def reflect_catalog(engine: Engine, schema: str | None, names: Iterable[str]) -> Catalog:
-    """Resolve each table name of the event log to a table or view of `schema`, case-insensitively."""
+@dataclass(frozen=True)
+class PublishedTables:
+    """The allow-list: the tables and views a cycle may publish and query back."""
+
+    names: tuple[str, ...]
+    configured: bool
+    """True: ``publisher.tables``; False: the tables found carrying capture triggers."""
+
+    def refusal(self, name: str) -> str:
+        why = "not in publisher.tables" if self.configured else "has no publisher triggers"
+        return f"table {shown(name)} is not published ({why})"
+
+
+def reflect_catalog(engine: Engine, schema: str | None, names: Iterable[str], published: PublishedTables) -> Catalog:
+    """Resolve each table name of the event log to a published table or view of `schema`.
+
+    Names match exactly, else ignoring case; the allow-list's names match the same way. Only
+    names the database itself lists are ever handed to it, so event log text never reaches SQL.
+    """
     inspector = inspect(engine)
     tables = {t: False for t in inspector.get_table_names(schema=schema)}
     tables.update({v: True for v in inspector.get_view_names(schema=schema)})
     by_lower: dict[str, str] = {}
     for t in sorted(tables):
         by_lower.setdefault(t.lower(), t)
+
+    def resolve(name: str) -> str | None:
+        return name if name in tables else by_lower.get(name.lower())
+
+    allowed = {actual for actual in map(resolve, published.names) if actual is not None}
     found: dict[str, TableInfo] = {}
     missing: dict[str, str] = {}
     where = f"schema {schema}" if schema else "the database"
     for name in names:
-        if name is None:
+        if not isinstance(name, str):
             continue
-        actual = name if name in tables else by_lower.get(name.lower())
+        actual = resolve(name)
         if actual is None:
-            missing[name] = f"table {name!r} does not exist in {where}"
+            missing[name] = f"table {shown(name)} does not exist in {where}"
+            continue
+        if actual not in allowed:
+            missing[name] = published.refusal(name)
             continue
         try:
             info = _reflect_table(inspector, schema, actual, tables[actual])
         except NoSuchTableError:
-            missing[name] = f"table {name!r} does not exist in {where}"
+            missing[name] = f"table {shown(name)} does not exist in {where}"
             continue
-        if not any(c.is_key for c in info.columns):
-            missing[name] = (
-                f"table {actual!r} has no primary key"
-                + (" (a view marks its key columns with a pk_ prefix)" if info.is_view else "")
-            )
+        problem = _unpublishable(info)
+        if problem is not None:
+            missing[name] = problem
             continue
         found[name] = info
     return Catalog(found, missing)
+
+
+def _unpublishable(info: TableInfo) -> str | None:
+    """Why a table cannot be published at all: no key, or a name XML cannot carry."""
+    if not any(c.is_key for c in info.columns):
+        return f"table {info.name!r} has no primary key" + (
+            " (a view marks its key columns with a pk_ prefix)" if info.is_view else ""
+        )
+    problem = xml_problem(info.name)
+    if problem is not None:
+        return f"table name {info.name!r} {problem}"
+    for column in info.columns:
+        problem = xml_problem(column.name)
+        if problem is not None:
+            return f"column name {column.name!r} of table {info.name!r} {problem}"
+    return None
 
 
 def _reflect_table(inspector, schema: str | None, name: str, is_view: bool) -> TableInfo:  # type: ignore[no-untyped-def]

@@ -13,7 +13,8 @@ from pyspark.sql import DataFrame
 from publisher.catalog import Catalog
 from publisher.events import LOGGED_VALUES, PER_FIELD, EventType
 from publisher.keys import canonical_key
-from publisher.values import BadValueError, encode_logged
+from publisher.read import UNREADABLE
+from publisher.values import BadValueError, encode_logged, shown, xml_problem
 
 
 class Disposition:
@@ -43,16 +44,20 @@ class ClassifyContext:
     publisher_user: str | None
     allow_loopback: bool
 
-    def is_loopback(self, perpetrator: str | None) -> bool:
-        if perpetrator is None or self.publisher_user is None:
+    def is_loopback(self, perpetrator: object) -> bool:
+        if not isinstance(perpetrator, str) or self.publisher_user is None:
             return False
         return perpetrator.strip().casefold() == self.publisher_user.strip().casefold()
 
 
 def classify_event(row: dict[str, Any], ctx: ClassifyContext) -> dict[str, Any]:
-    """The classification of one event log row (keys as in the event log's fixed column roles)."""
+    """The classification of one event log row (keys as in the event log's fixed column roles).
+
+    Every value is untrusted: whatever a row holds, the answer is a disposition, never an
+    exception, and a publishable row carries only names and keys that XML can carry.
+    """
     out: dict[str, Any] = {name: None for name, _ in CLASSIFIED_FIELDS}
-    if not ctx.allow_loopback and ctx.is_loopback(row["perpetrator"]):
+    if not ctx.allow_loopback and ctx.is_loopback(row.get("perpetrator")):
         out["disposition"] = Disposition.LOOPBACK
         return out
     try:
@@ -68,47 +73,65 @@ class _Rejected(Exception):
 
 
 def _classify_publishable(row: dict[str, Any], ctx: ClassifyContext, out: dict[str, Any]) -> None:
-    event_type = _event_type(row["event_type"])
+    unreadable = row.get(UNREADABLE)
+    if unreadable:
+        raise _Rejected(str(unreadable))
+    event_type = _event_type(row.get("event_type"))
     out["event_type_code"] = int(event_type)
-    table_name = row["table_name"]
-    if table_name is None or not str(table_name).strip():
+    table_name = _text(row, "table_name")
+    if table_name is None or not table_name.strip():
         raise _Rejected("table_name is empty")
     table = ctx.catalog.lookup(table_name)
     if table is None:
-        raise _Rejected(ctx.catalog.missing.get(table_name, f"table {table_name!r} is not published"))
+        raise _Rejected(ctx.catalog.missing.get(table_name, f"table {shown(table_name)} is not published"))
     out["class_name"] = table.name
-    if row["table_key"] is None:
+    table_key = _text(row, "table_key")
+    if table_key is None:
         raise _Rejected("table_key is empty")
     try:
-        out["canonical_key"] = canonical_key(row["table_key"], table.key_columns)
+        key = canonical_key(table_key, table.key_columns)
     except ValueError as exc:
         raise _Rejected(str(exc)) from None
+    problem = xml_problem(table_key) or xml_problem(key)
+    if problem is not None:
+        raise _Rejected(f"table_key {shown(table_key)} {problem}")
+    out["canonical_key"] = key
     if event_type not in PER_FIELD:
         return
-    column_name = row["column_name"]
-    if column_name is None or not str(column_name).strip():
+    column_name = _text(row, "column_name")
+    if column_name is None or not column_name.strip():
         raise _Rejected(f"event type {int(event_type)} is per field but column_name is empty")
     column = table.column(column_name)
     if column is None:
-        raise _Rejected(f"column {column_name!r} does not exist in table {table.name!r}")
+        raise _Rejected(f"column {shown(column_name)} does not exist in table {table.name!r}")
     out["attr_name"] = column.name
     out["value_type"] = column.value_type.value
     if event_type in LOGGED_VALUES:
         for role, target in (("old_value", "old_text"), ("new_value", "new_text")):
             try:
-                out[target] = encode_logged(column.value_type, row[role])
+                out[target] = encode_logged(column.value_type, _text(row, role))
             except BadValueError as exc:
                 raise _Rejected(
                     f"{role} of column {table.name}.{column.name} ({column.value_type.value}): {exc}"
                 ) from None
 
 
+def _text(row: dict[str, Any], role: str) -> str | None:
+    """A column's value as text; readers hand over text, but nothing else is assumed either."""
+    value = row.get(role)
+    if value is None or isinstance(value, str):
+        return value
+    raise _Rejected(f"{role} {shown(value)} is not text")
+
+
 def _event_type(value: Any) -> EventType:
+    text = value.strip() if isinstance(value, str) else str(value)
+    if not (text.isascii() and text.lstrip("+-").isdigit() and len(text) < 20):
+        raise _Rejected(f"event_type {shown(value)} is not one of 1..8")
     try:
-        number = int(str(value).strip())
-        return EventType(number)
-    except (TypeError, ValueError):
-        raise _Rejected(f"event_type {value!r} is not one of 1..8") from None
+        return EventType(int(text))
+    except ValueError:
+        raise _Rejected(f"event_type {shown(value)} is not one of 1..8") from None
 
 
 def classify(events: DataFrame, ctx: ClassifyContext) -> DataFrame:

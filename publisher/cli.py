@@ -12,9 +12,12 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from publisher.config import Config, ConfigError, load_config
+
+if TYPE_CHECKING:
+    from publisher.lock import PublisherLock
 
 EPILOG = """\
 configuration:
@@ -102,7 +105,74 @@ def build_parser() -> argparse.ArgumentParser:
         "or the error with its position.",
     )
     parse_key_cmd.add_argument("text", metavar="TEXT")
+    _add_bench(commands)
     return parser
+
+
+BENCH_DESCRIPTION = """\
+Measures how fast the publisher drains a large backlog, against two yardsticks:
+
+  1. workload   creates its own tables (PostgreSQL: schema `bench`, dropped and recreated;
+                SQLite: a file) with the capture triggers, and makes EVENTS events through real
+                inserts, updates and deletes, with query-back, loopback (5%) and malformed (0.1%) rows
+  2. floor      the database itself: reading every new row (COPY ... TO STDOUT on PostgreSQL)
+                and marking them all in one UPDATE, rolled back
+  3. reference  one event at a time, as the vendor product works (one SELECT, one document and
+                one commit per event), timed on the first SAMPLE events and extrapolated
+  4. drain      the real publisher: cycles of QUERY_LIMIT events on one warm SparkSession until
+                no new row is left; events/s, seconds per stage, peak memory, documents written
+  5. latency    N cycles that each find 10 events just committed through the triggers: time from
+                the commit to the documents on disk, median and p95
+
+Documents go to a temporary directory that is removed afterwards. The default sizes take a long
+while on a small machine: start with --rows 5000 --events 20000.
+"""
+
+BENCH_EPILOG = """\
+reading the report:
+  publisher time / floor time        how many times the database's own minimum the drain took
+  publisher speed / reference speed  how many times faster than publishing one event at a time
+  stage ...                          where the drain spent its time (the stages of a cycle)
+
+examples:
+  publisher bench --database sqlite --rows 5000 --events 20000 --latency-cycles 10
+  publisher bench --url postgresql://postgres@127.0.0.1:5432/test --query-limit 100000
+  publisher bench --json > bench.json
+"""
+
+
+def _add_bench(commands: Any) -> None:
+    bench = commands.add_parser(
+        "bench", help="generate a backlog, drain it and compare with the floor and a one-at-a-time publisher",
+        description=BENCH_DESCRIPTION, epilog=BENCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bench.add_argument("--database", choices=("postgresql", "sqlite"),
+                       help="where the backlog lives (default: the --url's database, else postgresql)")
+    bench.add_argument("--url", metavar="URL",
+                       help="SQLAlchemy URL (default: postgresql://postgres@127.0.0.1:5432/test, "
+                       "or a temporary SQLite file)")
+    bench.add_argument("--rows", type=_positive, default=100_000, metavar="R",
+                       help="rows of the usr table before the events start (default: 100000)")
+    bench.add_argument("--events", type=_positive, default=1_000_000, metavar="E",
+                       help="events in the backlog (default: 1000000)")
+    bench.add_argument("--query-limit", type=_positive, default=200_000, metavar="Q",
+                       help="events per drain cycle (default: 200000)")
+    bench.add_argument("--latency-cycles", type=_positive, default=50, metavar="N",
+                       help="small polls of 10 events for the latency figures (default: 50)")
+    bench.add_argument("--reference-sample", type=_positive, default=5_000, metavar="SAMPLE",
+                       help="events the one-at-a-time reference publishes (default: 5000)")
+    bench.add_argument("--master", default="local[*]", metavar="M", help="Spark master (default: local[*])")
+    bench.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+
+
+def _positive(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {number}")
+    return number
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -125,6 +195,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from publisher.demo import run_demo
 
         return _guard(lambda: run_demo(Path(args.directory), args.master), None)
+    if args.command == "bench":
+        return _guard(lambda: _bench(args), None)
     config = _load(args)
     if args.command == "install":
         return _guard(lambda: _install(config, args), config)
@@ -149,17 +221,21 @@ def _guard(action: Any, config: Config | None) -> int:
     from sqlalchemy.exc import DBAPIError, NoSuchTableError, OperationalError
 
     from publisher.capture import CaptureError
+    from publisher.errors import TransientError, root_cause
+    from publisher.lock import LockHeldError
 
+    redact = config.database.redact if config else str
     try:
         return int(action())
     except CaptureError as exc:
         raise UsageError(str(exc)) from None
+    except (TransientError, LockHeldError) as exc:
+        raise UnavailableError(redact(str(exc))) from None
     except NoSuchTableError as exc:
         raise UsageError(f"table {exc} does not exist") from None
     except (OperationalError, DBAPIError) as exc:
         where = config.database.display_url() if config else "the database"
-        detail = " ".join(str(getattr(exc, "orig", None) or exc).split())
-        raise UnavailableError(f"cannot use the database at {where}: {detail}") from None
+        raise UnavailableError(f"cannot use the database at {where}: {redact(root_cause(exc))}") from None
     except OSError as exc:
         raise UnavailableError(f"cannot write the output: {exc}") from None
 
@@ -197,30 +273,62 @@ def _install(config: Config, args: argparse.Namespace) -> int:
 def _poll(config: Config) -> int:
     from publisher.cycle import run_cycle
     from publisher.database import connect
+    from publisher.lock import PublisherLock
     from publisher.spark import get_spark
 
     engine = connect(config)
     _check_reachable(engine)
-    result = run_cycle(get_spark(config.spark), engine, config)
+    with PublisherLock(config) as lock:
+        result = run_cycle(get_spark(config.spark), engine, config)
     print(json.dumps(result.summary()))
+    _check_not_lost(lock)
     return 0
 
 
 def _run(config: Config) -> int:
+    """Publish while holding the event log's lock; a lost lock (say, the database restarted)
+    pauses publishing until the lock is ours again, instead of ending the process."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from publisher.database import connect
-    from publisher.loop import install_stop_handlers, run_forever
+    from publisher.errors import root_cause
+    from publisher.lock import PublisherLock
+    from publisher.loop import backoff_seconds, install_stop_handlers, run_forever
     from publisher.spark import get_spark
 
+    log = logging.getLogger("publisher")
     engine = connect(config)
     _check_reachable(engine)
     stop = threading.Event()
-    install_stop_handlers(stop)
-    spark = get_spark(config.spark)
-    logging.getLogger("publisher").info(
-        "publishing %s from %s to %s", config.event_log.table, config.database.display_url(), config.output.directory
-    )
-    run_forever(spark, engine, config, stop)
-    logging.getLogger("publisher").info("stopped")
+    stops = [stop]
+    install_stop_handlers(stops)
+    spark = None
+    failures = 0
+    while not stop.is_set():
+        session = threading.Event()
+        stops.append(session)
+        try:
+            with PublisherLock(config, session) as lock:
+                if lock.held:
+                    failures = 0
+                    spark = spark or get_spark(config.spark)
+                    log.info(
+                        "publishing %s from %s to %s",
+                        config.event_log.table, config.database.display_url(), config.output.directory,
+                    )
+                    run_forever(spark, engine, config, session)
+        except SQLAlchemyError as exc:
+            failures += 1
+            wait = backoff_seconds(config, failures)
+            log.error("cannot take the lock of the event log, retrying in %.0f s: %s", wait, root_cause(exc))
+            stop.wait(wait)
+            continue
+        finally:
+            stops.remove(session)
+        if not lock.lost:
+            break
+        log.warning("publishing paused until the lock of the event log %s is ours again", config.event_log.table)
+    log.info("stopped")
     return 0
 
 
@@ -231,6 +339,33 @@ def _stats(config: Config, as_json: bool) -> int:
     report = backlog(config, connect(config))
     print(json.dumps(report, default=str) if as_json else format_backlog(report))
     return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from publisher.bench.run import BenchOptions, format_report, run_benchmark
+    from publisher.bench.workload import Dialect, WorkloadError
+
+    database: Dialect = "postgresql"
+    if args.database == "sqlite" or (args.database is None and (args.url or "").startswith("sqlite")):
+        database = "sqlite"
+    options = BenchOptions(
+        database=database, url=args.url, rows=args.rows, events=args.events, query_limit=args.query_limit,
+        latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
+    )
+    try:
+        report = run_benchmark(options)
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else format_report(report))
+    return 0
+
+
+def _check_not_lost(lock: PublisherLock) -> None:
+    """A publisher that lost its lock may have overlapped with another one: say so, exit 1."""
+    if lock.lost:
+        raise UnavailableError(
+            "lost the lock of the event log while publishing: another publisher may have published the same events"
+        )
 
 
 def _check_reachable(engine: Any) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
+import re
 import tomllib
 import types
 import typing
@@ -46,9 +47,40 @@ class DatabaseConfig:
 
     def display_url(self) -> str:
         """The URL as logs and messages may show it: the password masked."""
-        from sqlalchemy.engine import make_url
+        return mask_url(self.url)
 
-        return make_url(self.url).render_as_string(hide_password=True)
+    def redact(self, text: str) -> str:
+        """`text` with every form of the password masked: for driver messages that might echo it."""
+        from urllib.parse import quote, quote_plus, unquote
+
+        secrets = {self.password}
+        inline = _INLINE_PASSWORD.search(self.url)
+        if inline:
+            secrets |= {inline.group(2), unquote(inline.group(2))}
+        for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+            for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
+                text = text.replace(form, "***")
+        return text
+
+    def __repr__(self) -> str:
+        """Like the generated repr, but a password inside the URL is masked too."""
+        shown = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.repr}
+        shown["url"] = self.display_url()
+        return f"{type(self).__name__}({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
+
+
+_INLINE_PASSWORD = re.compile(r"(://[^/@:]*:)([^@]*)@")
+
+
+def mask_url(url: str) -> str:
+    """A database URL with its password masked, even when it does not parse."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return _INLINE_PASSWORD.sub(r"\1***@", url)
 
 
 @dataclass(frozen=True)
@@ -260,9 +292,9 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
 
     try:
         make_url(config.database.url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):
         raise ConfigError(
-            f"database.url: {config.database.url!r} is not a SQLAlchemy URL "
+            f"database.url: {mask_url(config.database.url)!r} is not a SQLAlchemy URL "
             "(e.g. sqlite:///demo.db or postgresql://user@host/db)"
         ) from None
     p = config.publisher

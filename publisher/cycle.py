@@ -10,15 +10,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
+from publisher import failpoints
 from publisher.acknowledge import acknowledge, status_ranges
+from publisher.capture import published_tables
 from publisher.catalog import reflect_catalog
 from publisher.classify import ClassifyContext, Disposition, classify
 from publisher.config import Config
 from publisher.database import association_schema, publisher_user, table_schema
+from publisher.errors import StageFailedError, root_cause
 from publisher.events import Status
 from publisher.operations import OperationContext, build_operations
 from publisher.precedence import Outcome, objects_to_query_back, resolve, with_position
@@ -60,9 +66,12 @@ class _Stopwatch:
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
+        """Time the stage; a failure in it (on the driver or in an executor) becomes one clear line."""
         started = time.perf_counter()
         try:
             yield
+        except (PySparkException, Py4JError, SQLAlchemyError, OSError) as exc:
+            raise StageFailedError(name, root_cause(exc)) from exc
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
 
@@ -76,10 +85,11 @@ def run_cycle(spark: SparkSession, engine: Engine, config: Config) -> CycleResul
         if window is None:
             return CycleResult(seconds=watch.seconds)
         events = read_events(spark, window).localCheckpoint(eager=True)
+        failpoints.reached("after_read")
         table_names = [r[0] for r in events.select("table_name").distinct().collect()]
     schema = table_schema(config, engine)
     with watch.stage("classify"):
-        catalog = reflect_catalog(engine, schema, table_names)
+        catalog = reflect_catalog(engine, schema, table_names, published_tables(config, engine))
         context = ClassifyContext(catalog, publisher_user(config, engine), config.publisher.allow_loopback)
         classified = with_position(classify(events, context), config.publisher.future_events)
         classified = classified.localCheckpoint(eager=True)
@@ -97,9 +107,10 @@ def run_cycle(spark: SparkSession, engine: Engine, config: Config) -> CycleResul
         operations = build_operations(resolved, current, op_context)
         cycle_number = next_cycle_number(output)
         written = write_documents(operations, output, cycle_number, config.publisher.batch_size)
-    outcomes = _outcomes(classified, resolved).localCheckpoint(eager=True)
     with watch.stage("rejects"):
+        outcomes = _outcomes(classified, resolved).localCheckpoint(eager=True)
         rejected = append_rejects(output, _rejects(outcomes, classified))
+    failpoints.reached("before_acknowledge")
     with watch.stage("acknowledge"):
         ranges = status_ranges(outcomes.select("record_id", "status"))
         statuses = acknowledge(engine, config, ranges, run_post_polling=bool(written))

@@ -7,14 +7,10 @@ from sqlalchemy.engine import make_url
 from publisher.config import Config
 
 
-class DatabaseUnavailableError(RuntimeError):
-    """The database cannot be reached; retrying later may succeed."""
-
-
 def connect(config: Config) -> Engine:
     """An engine for the configured URL; SQLite waits on a locked file instead of failing at once."""
     url = make_url(config.database.sqlalchemy_url())
-    kwargs: dict[str, object] = {"future": True}
+    kwargs: dict[str, object] = {"pool_pre_ping": True}
     if url.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"timeout": 30}
     return create_engine(url, **kwargs)

@@ -38,6 +38,17 @@ __all__ = [
 _GRAMMAR_NAME = "table_key.lark"
 _SPECIAL = re.compile(r"[,;'+\"=\\<>]")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+_INTEGER_RANGE = range(-(2**63), 2**63)
+"""What an integer key column of any supported database can hold."""
+_SHOWN_CHARS = 100
+
+
+def _shown(value: object) -> str:
+    """repr of a key or value, cut short so a huge table_key does not flood the message."""
+    text = repr(value)
+    if len(text) <= _SHOWN_CHARS:
+        return text
+    return f"{text[:_SHOWN_CHARS]}... ({len(text)} chars)"
 
 
 class KeySyntaxError(ValueError):
@@ -48,7 +59,7 @@ class KeySyntaxError(ValueError):
     reason: str
 
     def __init__(self, text: object, position: int, reason: str) -> None:
-        shown = repr(text)
+        shown = _shown(text)
         self.text = text if isinstance(text, str) else ""
         self.position = position
         self.reason = reason
@@ -218,12 +229,21 @@ def format_key(parts: Iterable[KeyPart]) -> str:
 
 def _integer(text: str, column: str, value: str) -> int:
     digits = value.strip()
+    number: int | None = None
     try:
         if _INTEGER.fullmatch(digits):
-            return int(digits)
+            number = int(digits)
     except ValueError:
         pass
-    raise KeyColumnError(f"table_key {text!r}: column {column!r} needs an integer, got {value!r}")
+    if number is None:
+        raise KeyColumnError(
+            f"table_key {_shown(text)}: column {column!r} needs an integer, got {_shown(value)}"
+        )
+    if number not in _INTEGER_RANGE:
+        raise KeyColumnError(
+            f"table_key {_shown(text)}: column {column!r} needs a 64-bit integer, got {_shown(value)}"
+        )
+    return number
 
 
 def _typed_values(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> list[int | str]:
@@ -236,18 +256,18 @@ def _typed_values(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> list
         i = index.get(part.column.casefold())
         if i is None:
             raise KeyColumnError(
-                f"table_key {text!r}: unknown key column {part.column!r}, expected {expected}"
+                f"table_key {_shown(text)}: unknown key column {_shown(part.column)}, expected {expected}"
             )
         if i in found:
             raise KeyColumnError(
-                f"table_key {text!r}: key column {key_columns[i][0]!r} is given twice"
+                f"table_key {_shown(text)}: key column {key_columns[i][0]!r} is given twice"
             )
         found[i] = part.value
     values: list[int | str] = []
     for i, (name, kind) in enumerate(key_columns):
         if i not in found:
             raise KeyColumnError(
-                f"table_key {text!r}: key column {name!r} is missing, expected {expected}"
+                f"table_key {_shown(text)}: key column {name!r} is missing, expected {expected}"
             )
         value = found[i]
         if kind is KeyKind.INTEGER:

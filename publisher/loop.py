@@ -15,10 +15,11 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import SQLAlchemyError
 
 from publisher.config import Config, parse_time_of_day
 from publisher.cycle import CycleResult, run_cycle
+from publisher.errors import TransientError, root_cause
 from publisher.write import document_name, next_cycle_number, write_atomically
 from publisher.xds import build_heartbeat
 
@@ -40,6 +41,11 @@ def seconds_until_next(config: Config, now: dt.datetime) -> float:
     return (min(candidates) - now).total_seconds()
 
 
+def backoff_seconds(config: Config, failures: int) -> float:
+    """The polling interval, doubled per consecutive failure, at most MAX_BACKOFF_SECONDS."""
+    return float(min(config.publisher.polling_interval * 2 ** (failures - 1), MAX_BACKOFF_SECONDS))
+
+
 def publish_heartbeat(directory: Path) -> str:
     """A heartbeat document, named like any other so it sorts in publication order."""
     name = document_name(next_cycle_number(directory), 0)
@@ -47,12 +53,16 @@ def publish_heartbeat(directory: Path) -> str:
     return name
 
 
-def install_stop_handlers(stop: threading.Event) -> None:
-    """SIGINT and SIGTERM ask the loop to stop after the current cycle instead of killing it."""
+def install_stop_handlers(stops: list[threading.Event]) -> None:
+    """SIGINT and SIGTERM ask the loop to stop after the current cycle instead of killing it.
+
+    Every event in `stops` (which may change while the process runs) is set.
+    """
 
     def handler(signum: int, _frame: object) -> None:
         log.info("received %s: finishing the current cycle", signal.Signals(signum).name)
-        stop.set()
+        for stop in list(stops):
+            stop.set()
 
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
@@ -73,10 +83,10 @@ def run_forever(
     while not stop.is_set():
         try:
             result = cycle(spark, engine, config)
-        except (OperationalError, DBAPIError, OSError) as exc:
+        except (TransientError, SQLAlchemyError, OSError) as exc:
             failures += 1
-            wait = min(config.publisher.polling_interval * 2 ** (failures - 1), MAX_BACKOFF_SECONDS)
-            log.error("cycle failed, nothing acknowledged, retrying in %.0f s: %s", wait, _one_line(exc))
+            wait = backoff_seconds(config, failures)
+            log.error("cycle failed, nothing acknowledged, retrying in %.0f s: %s", wait, root_cause(exc))
             stop.wait(wait)
             continue
         failures = 0
@@ -89,8 +99,3 @@ def run_forever(
         if result.events >= config.publisher.query_limit:
             continue
         stop.wait(seconds_until_next(config, dt.datetime.now()))
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc)
-    return " ".join(text.split())

@@ -94,7 +94,7 @@ def resolve(events: DataFrame, current: DataFrame) -> DataFrame:
             F.concat(
                 F.lit("current value cannot be published: "),
                 F.when(is_field_qb, F.try_element_at(F.col("problems"), F.col("attr_name"))).otherwise(
-                    F.array_join(F.map_values(F.col("problems")), "; ")
+                    F.array_join(F.array_distinct(F.map_values(F.col("problems"))), "; ")
                 ),
             ),
         )

@@ -6,17 +6,21 @@ event. Table and column names come from the reflected catalog, never from the ev
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from pyspark.sql import DataFrame
-from sqlalchemy import Column, MetaData, Table, select, tuple_
+from sqlalchemy import Column, Connection, MetaData, RowMapping, Select, Table, bindparam, select, tuple_
+from sqlalchemy.exc import DataError
+from sqlalchemy.types import NullType
 
 from publisher.catalog import TableInfo
+from publisher.errors import root_cause
+from publisher.failpoints import reached
 from publisher.keys import KeyPart, format_key, key_values
-from publisher.values import BadValueError, ValueType, encode_current
+from publisher.values import BadValueError, ValueType, encode_current, shown
 
 CURRENT_SCHEMA = "class_name string, canonical_key string, row map<string,string>, problems map<string,string>"
 CHUNK = 500
@@ -49,21 +53,34 @@ def query_back(objects: DataFrame, ctx: QueryBackContext, partitions: int) -> Da
 def read_current(
     ctx: QueryBackContext, table: TableInfo, keys: Sequence[str]
 ) -> Iterable[tuple[str, str, dict[str, str | None], dict[str, str]]]:
-    """(class_name, canonical_key, row, problems) for the keys that exist, CHUNK keys per SELECT."""
+    """(class_name, canonical_key, row, problems) for the keys that exist, CHUNK keys per SELECT.
+
+    A key the database refuses to compare (a value its key column's type cannot take, such as
+    `id=x` for a uuid) comes back with every column as a problem, so its events get `E`.
+    """
     from publisher.workers import engine_for
 
     sql_table = Table(table.name, MetaData(), *(Column(c.name) for c in table.columns), schema=ctx.schema)
     key_cols = [sql_table.c[name] for name, _ in table.key_columns]
     key_names = [name for name, _ in table.key_columns]
+
+    def query(chunk: Sequence[str]) -> Select[Any]:
+        """Keys bind untyped, so the database reads them as its key columns' types (uuid, date, …);
+        SQLAlchemy would otherwise cast text to VARCHAR, which such a column cannot compare with."""
+        typed = [key_values(k, table.key_columns) for k in chunk]
+        compared = key_cols[0] if len(key_cols) == 1 else tuple_(*key_cols)
+        values = [v[0] for v in typed] if len(key_cols) == 1 else typed
+        return select(*sql_table.c).where(compared.in_(bindparam("keys", values, expanding=True, type_=NullType())))
+
     engine = engine_for(ctx.url)
     with engine.connect() as conn:
         for start in range(0, len(keys), CHUNK):
-            typed = [key_values(k, table.key_columns) for k in keys[start : start + CHUNK]]
-            if len(key_cols) == 1:
-                condition = key_cols[0].in_([v[0] for v in typed])
-            else:
-                condition = tuple_(*key_cols).in_(typed)
-            for record in conn.execute(select(*sql_table.c).where(condition)).mappings():
+            records, refused = _select(conn, query, keys[start : start + CHUNK])
+            reached("query_back")
+            for key, reason in refused.items():
+                problem = f"{table.name}: the database refuses table_key {shown(key)}: {reason}"
+                yield table.name, key, {}, {c.name: problem for c in table.columns}
+            for record in records:
                 key = format_key(KeyPart(n, _key_text(record[n])) for n in key_names)
                 row: dict[str, str | None] = {}
                 problems: dict[str, str] = {}
@@ -73,6 +90,22 @@ def read_current(
                     except BadValueError as exc:
                         problems[column.name] = f"{table.name}.{column.name}: {exc}"
                 yield table.name, key, row, problems
+
+
+def _select(
+    conn: Connection, query: Callable[[Sequence[str]], Select[Any]], keys: Sequence[str]
+) -> tuple[list[RowMapping], dict[str, str]]:
+    """The rows of `keys`, and the keys whose comparison the database refused, found by halving."""
+    try:
+        return list(conn.execute(query(keys)).mappings()), {}
+    except DataError as exc:
+        conn.rollback()
+        if len(keys) == 1:
+            return [], {keys[0]: root_cause(exc)}
+    middle = len(keys) // 2
+    first_rows, first_refused = _select(conn, query, keys[:middle])
+    rows, refused = _select(conn, query, keys[middle:])
+    return first_rows + rows, {**first_refused, **refused}
 
 
 def _key_text(value: Any) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -16,7 +16,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from sqlalchemy import (
     Column,
+    Connection,
     Engine,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -31,9 +33,12 @@ from publisher.config import Config
 from publisher.database import table_schema
 from publisher.events import EVENT_LOG_COLUMNS, Status
 
+UNREADABLE = "unreadable"
+"""Why a row's values are not text (e.g. invalid UTF-8); such a row is rejected, never lost."""
 EVENT_SCHEMA = (
     "record_id long, status string, event_type string, event_time timestamp, perpetrator string, "
-    "table_name string, table_key string, column_name string, old_value string, new_value string"
+    "table_name string, table_key string, column_name string, old_value string, new_value string, "
+    f"{UNREADABLE} string"
 )
 
 
@@ -187,33 +192,69 @@ class EventLogReader(DataSourceReader):
         w = self.window
         table = _event_log_table(w.table, w.columns, w.schema)
         c = _role_columns(table, w.columns)
+        engine = engine_for(w.url)
+        as_bytes = engine.dialect.name == "sqlite"
         query = (
-            select(
-                c["record_id"],
-                c["status"],
-                cast(c["event_type"], String),
-                *(c[role] for role in EVENT_LOG_COLUMNS[3:]),
-            )
+            select(c["record_id"], c["status"], *(_as_read(c[role], role, as_bytes) for role in EVENT_LOG_COLUMNS[2:]))
             .where(window_predicate(w, table, partition.lo, partition.hi))
             .order_by(c["record_id"])
         )
-        with engine_for(w.url).connect() as conn:
+        with engine.connect() as conn:
+            encoding = _sqlite_encoding(conn) if as_bytes else _UTF8
             result = conn.execution_options(stream_results=True, yield_per=5000).execute(query)
             for row in result:
-                yield (
-                    int(row[0]),
-                    _text(row[1]),
-                    _text(row[2]),
-                    as_utc(row[3]),
-                    *(_text(v) for v in row[4:]),
-                )
+                yield _event_row(row, w.columns, encoding)
+
+
+_UTF8 = ("utf-8", "UTF-8")
+_SQLITE_ENCODINGS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}
+
+
+def _as_read(column: Column[Any], role: str, as_bytes: bool) -> Any:
+    """SQLite TEXT may hold any bytes, and its driver fails the whole read on one bad value:
+    there every text column is read as bytes and decoded here, row by row."""
+    if as_bytes:
+        return cast(column, LargeBinary)
+    if role == "event_type":
+        return cast(column, String)
+    return column
+
+
+def _sqlite_encoding(conn: Connection) -> tuple[str, str]:
+    """(Python codec, SQLite's name) of the text encoding the database file stores."""
+    name = str(conn.exec_driver_sql("PRAGMA encoding").scalar())
+    return _SQLITE_ENCODINGS.get(name, "utf-8"), name
+
+
+def _event_row(row: Sequence[Any], names: Sequence[str], encoding: tuple[str, str]) -> tuple[Any, ...]:
+    """One event as EVENT_SCHEMA has it; a value that is not valid text fills `unreadable`."""
+    codec, label = encoding
+    values: list[Any] = []
+    problems: list[str] = []
+    for name, value in zip(names[1:], row[1:], strict=True):
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            values.append(value)
+            continue
+        try:
+            values.append(bytes(value).decode(codec))
+        except UnicodeDecodeError as exc:
+            values.append(bytes(value).decode(codec, errors="backslashreplace"))
+            bad = exc.object[exc.start : exc.end].hex(" ")
+            problems.append(f"column {name} is not valid {label} (bytes {bad} at offset {exc.start})")
+    status, event_type, event_time, *rest = values
+    return (
+        int(row[0]),
+        _text(status),
+        _text(event_type),
+        as_utc(event_time),
+        *(_text(v) for v in rest),
+        "; ".join(problems) or None,
+    )
 
 
 def _text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", errors="replace")
     return str(value)
 
 
@@ -235,7 +276,10 @@ def as_utc(value: Any) -> dt.datetime | None:
         return None
     if value.tzinfo is None:
         return value.replace(tzinfo=dt.UTC)
-    return value.astimezone(dt.UTC)
+    try:
+        return value.astimezone(dt.UTC)
+    except OverflowError:
+        return None
 
 
 def read_events(spark: SparkSession, window: CycleWindow) -> DataFrame:

@@ -4,10 +4,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, LargeBinary, cast, func, select
 
 from publisher.config import Config
-from publisher.database import table_schema
+from publisher.database import is_sqlite, table_schema
 from publisher.events import Status
 from publisher.read import as_utc, event_log_table
 
@@ -16,21 +16,27 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
     """Rows per status, new rows per table, and the oldest new row's event time and age."""
     table = event_log_table(config, table_schema(config, engine))
     names = config.event_log.columns
-    status = table.c[names.status]
+
+    def readable(name: str) -> Any:
+        """SQLite text may hold any bytes: read it as bytes, so one bad value cannot fail the report."""
+        return cast(table.c[name], LargeBinary) if is_sqlite(engine) else table.c[name]
+
+    status, table_name = readable(names.status), readable(names.table_name)
     with engine.connect() as conn:
         per_status = {
-            str(s): int(n)
+            _decoded(s): int(n)
             for s, n in conn.execute(select(status, func.count()).group_by(status).order_by(status))
         }
-        new = status == Status.NEW.value
+        new = table.c[names.status] == Status.NEW.value
         per_table = {
-            str(t): int(n)
+            _decoded(t): int(n)
             for t, n in conn.execute(
-                select(table.c[names.table_name], func.count()).where(new)
-                .group_by(table.c[names.table_name]).order_by(table.c[names.table_name])
+                select(table_name, func.count()).where(new).group_by(table_name).order_by(table_name)
             )
         }
-        oldest = conn.execute(select(func.min(table.c[names.event_time])).where(new)).scalar()
+        oldest = conn.execute(select(func.min(readable(names.event_time))).where(new)).scalar()
+    if isinstance(oldest, (bytes, bytearray, memoryview)):
+        oldest = _decoded(oldest)
     oldest_time = as_utc(oldest)
     age = None if oldest_time is None else (dt.datetime.now(dt.UTC) - oldest_time).total_seconds()
     return {
@@ -40,6 +46,13 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
         "oldest_new_event_time": None if oldest_time is None else oldest_time.isoformat(),
         "oldest_new_age_seconds": None if age is None else round(age, 1),
     }
+
+
+def _decoded(value: Any) -> str:
+    """Bytes that are not UTF-8 are shown escaped."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="backslashreplace")
+    return str(value)
 
 
 def format_backlog(report: dict[str, Any]) -> str:

@@ -77,7 +77,7 @@ _ONE_SECOND = dt.timedelta(seconds=1)
 _SHOWN_CHARS = 40
 
 
-def _shown(value: object) -> str:
+def shown(value: object) -> str:
     """repr of a value, cut short so a large value does not flood an error message."""
     text = repr(value)
     if len(text) <= _SHOWN_CHARS:
@@ -85,14 +85,27 @@ def _shown(value: object) -> str:
     return f"{text[:_SHOWN_CHARS]}... ({len(text)} chars)"
 
 
-def _xml_safe(text: str) -> str:
+def xml_problem(text: str) -> str | None:
+    """Why XML 1.0 cannot carry ``text`` (lxml would refuse it), or None when it can."""
     bad = _XML_INVALID.search(text)
-    if bad is not None:
-        raise BadValueError(
-            f"contains U+{ord(bad.group()):04X} at offset {bad.start()}, "
-            "which XML 1.0 cannot carry"
-        )
+    if bad is None:
+        return None
+    return f"contains U+{ord(bad.group()):04X} at offset {bad.start()}, which XML 1.0 cannot carry"
+
+
+def _xml_safe(text: str) -> str:
+    problem = xml_problem(text)
+    if problem is not None:
+        raise BadValueError(problem)
     return text
+
+
+def _decimal(digits: str, text: str, what: str) -> int:
+    """int() of an ASCII integer; Python refuses more than a few thousand digits."""
+    try:
+        return int(digits)
+    except ValueError:
+        raise BadValueError(f"{shown(text)} is not {what} ({len(digits)} digits is too many)") from None
 
 
 def _logged_octet(text: str) -> str:
@@ -101,44 +114,44 @@ def _logged_octet(text: str) -> str:
     try:
         binascii.a2b_base64(compact, strict_mode=True)
     except (binascii.Error, ValueError):
-        raise BadValueError(f"{_shown(text)} is not valid base64") from None
+        raise BadValueError(f"{shown(text)} is not valid base64") from None
     return compact
 
 
 def _logged_int(text: str) -> str:
     stripped = text.strip()
     if _INTEGER.fullmatch(stripped) is None:
-        raise BadValueError(f"{_shown(text)} is not an integer")
-    return str(int(stripped))
+        raise BadValueError(f"{shown(text)} is not an integer")
+    return str(_decimal(stripped, text, "an integer"))
 
 
 def _logged_state(text: str) -> str:
     state = _STATES.get(text.strip().lower())
     if state is None:
-        raise BadValueError(f"{_shown(text)} is not a boolean (true/false/1/0)")
+        raise BadValueError(f"{shown(text)} is not a boolean (true/false/1/0)")
     return state
 
 
 def _logged_time(text: str) -> str:
     stripped = text.strip()
     if _INTEGER.fullmatch(stripped) is not None:
-        return str(int(stripped))
+        return str(_decimal(stripped, text, "a date-time"))
     match = _DATE_TIME.fullmatch(stripped)
     if match is None:
-        raise BadValueError(f"{_shown(text)} is not a date-time")
+        raise BadValueError(f"{shown(text)} is not a date-time")
     year, month, day, hour, minute, second, sign, off_h, off_m, off_s = match.groups()
     hours, minutes, seconds = int(hour or 0), int(minute or 0), int(second or 0)
     try:
         days = dt.date(int(year), int(month), int(day)).toordinal() - _EPOCH_ORDINAL
     except ValueError:
-        raise BadValueError(f"{_shown(text)} is not a date-time") from None
+        raise BadValueError(f"{shown(text)} is not a date-time") from None
     if hours > 23 or minutes > 59 or seconds > 59:
-        raise BadValueError(f"{_shown(text)} is not a date-time")
+        raise BadValueError(f"{shown(text)} is not a date-time")
     offset = 0
     if sign is not None:
         off_hours, off_minutes, off_seconds = int(off_h), int(off_m or 0), int(off_s or 0)
         if off_hours > 23 or off_minutes > 59 or off_seconds > 59:
-            raise BadValueError(f"{_shown(text)} is not a date-time")
+            raise BadValueError(f"{shown(text)} is not a date-time")
         offset = off_hours * 3600 + off_minutes * 60 + off_seconds
     seconds += days * 86400 + hours * 3600 + minutes * 60
     return str(seconds - offset if sign == "+" else seconds + offset)
@@ -169,7 +182,7 @@ def _current_octet(value: object) -> str:
         return base64.b64encode(value).decode("ascii")
     if isinstance(value, str):
         return base64.b64encode(value.encode("utf-8")).decode("ascii")
-    raise BadValueError(f"{_shown(value)} is not binary")
+    raise BadValueError(f"{shown(value)} is not binary")
 
 
 def _current_int(value: object) -> str:
@@ -183,7 +196,7 @@ def _current_int(value: object) -> str:
         return str(int(value))
     if isinstance(value, Integral):
         return str(int(value))
-    raise BadValueError(f"{_shown(value)} is not an integer")
+    raise BadValueError(f"{shown(value)} is not an integer")
 
 
 def _current_state(value: object) -> str:
@@ -193,7 +206,7 @@ def _current_state(value: object) -> str:
         return "false"
     if isinstance(value, str):
         return _logged_state(value)
-    raise BadValueError(f"{_shown(value)} is not a boolean (true/false/1/0)")
+    raise BadValueError(f"{shown(value)} is not a boolean (true/false/1/0)")
 
 
 def _current_time(value: object) -> str:
@@ -208,7 +221,7 @@ def _current_time(value: object) -> str:
         return str(value)
     if isinstance(value, (Decimal, float)) and math.isfinite(value):
         return str(math.floor(value))
-    raise BadValueError(f"{_shown(value)} is not a date-time")
+    raise BadValueError(f"{shown(value)} is not a date-time")
 
 
 def _current_string(value: object) -> str:

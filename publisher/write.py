@@ -15,11 +15,15 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from publisher.failpoints import reached
 from publisher.xds import build_document
 
 CYCLE_FILE = ".publisher-cycle"
 REJECTS_FILE = "rejects.jsonl"
+_LINE_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
+"""Line breaks JSON leaves raw but line readers split on (Python's splitlines, JavaScript)."""
 _DOCUMENT_NAME = re.compile(r"^(\d{12})-\d{7}\.xml$")
+_TEMPORARY_NAME = re.compile(r"^\.(\d{12}-\d{7}\.xml|" + re.escape(CYCLE_FILE) + r")\.tmp$")
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ def _fsync_directory(directory: Path) -> None:
 def next_cycle_number(directory: Path) -> int:
     """A number no earlier cycle used here, so this cycle's files sort after every earlier one."""
     directory.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(directory)
     state = directory / CYCLE_FILE
     last = 0
     if state.exists():
@@ -68,6 +73,13 @@ def next_cycle_number(directory: Path) -> int:
     return last + 1
 
 
+def remove_stale_temporaries(directory: Path) -> None:
+    """Delete the temporary files a killed writer left behind; their documents are written again."""
+    for entry in os.scandir(directory):
+        if _TEMPORARY_NAME.match(entry.name):
+            Path(entry.path).unlink(missing_ok=True)
+
+
 def write_documents(operations: DataFrame, directory: Path, cycle: int, batch_size: int) -> list[DocumentWritten]:
     """Number the operations in publication order, cut them into documents, write each in an executor."""
     ordered = operations.orderBy("op_time", "event_id").select("xml").rdd.zipWithIndex()
@@ -79,6 +91,7 @@ def write_documents(operations: DataFrame, directory: Path, cycle: int, batch_si
             data = build_document(xml)
             name = document_name(cycle, index)
             write_atomically(Path(target) / name, data)
+            reached("write")
             yield DocumentWritten(name, len(xml), len(data))
 
     written = (
@@ -92,7 +105,10 @@ def write_documents(operations: DataFrame, directory: Path, cycle: int, batch_si
 
 def append_rejects(directory: Path, rejects: Iterable[dict[str, Any]]) -> int:
     """Append one JSON object per rejected row; flushed to disk before statuses are written."""
-    lines = [json.dumps(r, ensure_ascii=False, default=str, sort_keys=True) + "\n" for r in rejects]
+    lines = [
+        json.dumps(r, ensure_ascii=False, default=str, sort_keys=True).translate(_LINE_BREAKS) + "\n"
+        for r in rejects
+    ]
     if not lines:
         return 0
     directory.mkdir(parents=True, exist_ok=True)

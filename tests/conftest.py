@@ -49,7 +49,7 @@ def _sqlite(tmp_path: Path) -> Iterator[TestDatabase]:
 
 def _postgresql() -> Iterator[TestDatabase]:
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    engine = create_engine(POSTGRES_URL)
+    engine = create_engine(POSTGRES_URL, pool_pre_ping=True)
     with engine.begin() as conn:
         conn.execute(text(f"CREATE SCHEMA {schema}"))
     try:

@@ -26,6 +26,9 @@ USR_DDL = {
     ),
 }
 
+TEST_TABLES = ("usr", "grp", "view_usr")
+"""The tables the tests publish, with or without triggers."""
+
 
 @dataclass
 class Published:
@@ -46,6 +49,8 @@ class Harness:
     """One test's publisher: its database (see conftest `database`), config and output directory.
 
     `user` is the publisher's own database user (loopback); other keywords are PublisherSettings.
+    Most tests log events by hand without installing triggers, so `tables` defaults to the
+    tables they use; `tables=()` publishes the tables that carry triggers, as a site would.
     """
 
     def __init__(self, spark: Any, database: Any, tmp_path: Path, user: str | None = None, **settings: Any) -> None:
@@ -53,6 +58,7 @@ class Harness:
         self.db = database
         self.output = tmp_path / "out"
         columns = settings.pop("columns", EventLogColumns())
+        settings.setdefault("tables", TEST_TABLES)
         self.config = Config(
             database=DatabaseConfig(url=database.url, schema=database.schema or None, user=user),
             event_log=EventLogConfig(columns=columns),

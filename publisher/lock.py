@@ -1,0 +1,369 @@
+"""One publisher per event log, enforced by the database itself.
+
+PostgreSQL: a session-level advisory lock on a connection held for the process's lifetime; the
+server drops it when that connection closes, so also when the process dies. Elsewhere: a row in
+`<event_log>_lock` with an owner and a lease that a daemon thread renews; an expired lease, or
+one whose owner is a dead process on this host, may be taken over. Lease times come from the
+clocks of the publishers' hosts, so they should be roughly in step.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy import Column, Connection, Double, Engine, MetaData, String, Table, create_engine, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.pool import NullPool
+from sqlalchemy.schema import CreateTable
+
+from publisher.config import Config
+from publisher.database import table_schema
+from publisher.errors import root_cause
+
+log = logging.getLogger("publisher")
+
+APPLICATION_NAME = "event-log-publisher"
+LEASE_SECONDS = 30.0
+RENEW_SECONDS = 5.0
+RETRY_SECONDS = 3.0
+
+
+class LockHeldError(RuntimeError):
+    """Another publisher is publishing this event log and `when_locked` says not to wait."""
+
+    def __init__(self, event_log: str, holder: str) -> None:
+        super().__init__(
+            f"the event log {event_log} is already being published by {holder}: stop that publisher first, "
+            'or set publisher.when_locked = "wait" to wait for it'
+        )
+        self.event_log = event_log
+        self.holder = holder
+
+
+def this_process() -> str:
+    """How a lock names its holder: host and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def describe_owner(owner: str) -> str:
+    """host:pid as a reader wants it."""
+    host, _, pid = owner.rpartition(":")
+    return f"the publisher with pid {pid} on host {host}" if host else f"the publisher {owner}"
+
+
+def advisory_key(schema: str, table: str) -> int:
+    """A stable signed 64-bit key per event log, the same in every process and Python version."""
+    digest = hashlib.blake2b(f"{APPLICATION_NAME}:{schema}.{table}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class PublisherLock:
+    """`with PublisherLock(config, stop) as lock:` holds the event log's lock for the block.
+
+    `held` is False when `stop` was set while waiting; `lost` turns True (and `stop` is set) when
+    the lock slipped away, e.g. the lock connection broke or the lease expired unrenewed.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        stop: threading.Event | None = None,
+        *,
+        lease_seconds: float = LEASE_SECONDS,
+        renew_seconds: float = RENEW_SECONDS,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
+        self.config = config
+        self.stop = stop if stop is not None else threading.Event()
+        self.lease_seconds = lease_seconds
+        self.renew_seconds = renew_seconds
+        self.retry_seconds = retry_seconds
+        self.owner = this_process()
+        self.held = False
+        self._lost = threading.Event()
+        self._backend: _Backend
+        if make_url(config.database.sqlalchemy_url()).get_backend_name() == "postgresql":
+            self._backend = _AdvisoryLock(config, self.owner)
+        else:
+            self._backend = _LeaseRow(config, self.owner, lease_seconds)
+        self._renewer: threading.Thread | None = None
+        self._stop_renewing = threading.Event()
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set()
+
+    def acquire(self) -> bool:
+        """Take the lock, or per `publisher.when_locked` raise LockHeldError or wait until `stop`."""
+        try:
+            if not self._wait_for_lock():
+                self._backend.close()
+                return False
+        except BaseException:
+            self._backend.close()
+            raise
+        self.held = True
+        self._stop_renewing.clear()
+        self._renewer = threading.Thread(target=self._renew, name="publisher-lock", daemon=True)
+        self._renewer.start()
+        return True
+
+    def _wait_for_lock(self) -> bool:
+        holder = self._backend.try_acquire()
+        if holder is None:
+            return True
+        if self.config.publisher.when_locked == "exit":
+            raise LockHeldError(self._backend.name, holder)
+        log.info(
+            "the event log %s is being published by %s: waiting for it (retrying every %g s)",
+            self._backend.name, holder, self.retry_seconds,
+        )
+        while holder is not None:
+            if self.stop.wait(self.retry_seconds):
+                log.info("stopped waiting for the event log %s", self._backend.name)
+                return False
+            holder = self._backend.try_acquire()
+        log.info("got the lock of the event log %s", self._backend.name)
+        return True
+
+    def release(self) -> None:
+        """Give the lock back; safe to call when it is not held."""
+        self._stop_renewing.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+        if self.held:
+            self.held = False
+            self._backend.release()
+        self._backend.close()
+
+    def __enter__(self) -> PublisherLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+    def _renew(self) -> None:
+        while not self._stop_renewing.wait(self.renew_seconds):
+            try:
+                still_held = self._backend.renew()
+            except DBAPIError as exc:
+                still_held = self._backend.may_still_hold()
+                log.warning("could not renew the lock of %s: %s", self._backend.name, root_cause(exc))
+            if not still_held:
+                log.error(
+                    "lost the lock of the event log %s (its connection broke or its lease ran out): stopping",
+                    self._backend.name,
+                )
+                self.held = False
+                self._lost.set()
+                self.stop.set()
+                return
+
+
+class _Backend(ABC):
+    name: str
+
+    @abstractmethod
+    def try_acquire(self) -> str | None:
+        """None when the lock is now ours, else who holds it."""
+
+    @abstractmethod
+    def renew(self) -> bool:
+        """Keep the lock; False when it is no longer ours."""
+
+    @abstractmethod
+    def may_still_hold(self) -> bool:
+        """After a failed renewal: whether the lock can still be ours."""
+
+    @abstractmethod
+    def release(self) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class _AdvisoryLock(_Backend):
+    """pg_try_advisory_lock on a dedicated autocommit connection, tagged with host:pid for others to see."""
+
+    def __init__(self, config: Config, owner: str) -> None:
+        self.config = config
+        self.engine = create_engine(
+            config.database.sqlalchemy_url(),
+            poolclass=NullPool,
+            connect_args={"application_name": f"{APPLICATION_NAME} {owner}"[:63]},
+        )
+        self.connection: Connection | None = None
+        self.name = config.event_log.table
+        self.key = 0
+
+    def _connect(self) -> Connection:
+        if self.connection is None:
+            self.connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            schema = self.config.database.schema or str(
+                self.connection.execute(text("SELECT current_schema()")).scalar_one()
+            )
+            self.name = f"{schema}.{self.config.event_log.table}"
+            self.key = advisory_key(schema, self.config.event_log.table)
+        return self.connection
+
+    def try_acquire(self) -> str | None:
+        conn = self._connect()
+        if conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": self.key}).scalar_one():
+            return None
+        return self._holder(conn)
+
+    def _holder(self, conn: Connection) -> str:
+        unsigned = self.key & 0xFFFF_FFFF_FFFF_FFFF
+        row = conn.execute(
+            text(
+                "SELECT a.application_name, a.pid, a.client_addr FROM pg_locks l "
+                "JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND l.classid::bigint = :high AND l.objid::bigint = :low"
+            ),
+            {"high": unsigned >> 32, "low": unsigned & 0xFFFF_FFFF},
+        ).first()
+        if row is None:
+            return "another session (it has just let go)"
+        application, backend_pid, client = row
+        prefix = f"{APPLICATION_NAME} "
+        if application and application.startswith(prefix):
+            return describe_owner(application[len(prefix):])
+        return f"PostgreSQL session {backend_pid} ({application or 'no application name'}, from {client or 'local'})"
+
+    def renew(self) -> bool:
+        """Nothing to extend: the lock lasts as long as the session, so check that the session lives."""
+        conn = self.connection
+        if conn is None:
+            return False
+        try:
+            conn.execute(text("SELECT 1"))
+        except DBAPIError:
+            return False
+        return True
+
+    def may_still_hold(self) -> bool:
+        return False
+
+    def release(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closing the session ends its advisory locks; no unlock call needed."""
+        if self.connection is not None:
+            try:
+                self.connection.close()
+            except DBAPIError:
+                pass
+            self.connection = None
+        self.engine.dispose()
+
+
+class _LeaseRow(_Backend):
+    """A row per event log in `<event_log>_lock`: owner host:pid, a token per lock object, lease expiry."""
+
+    def __init__(self, config: Config, owner: str, lease_seconds: float) -> None:
+        url = make_url(config.database.sqlalchemy_url())
+        connect_args: dict[str, Any] = {"timeout": 30} if url.get_backend_name() == "sqlite" else {}
+        self.engine: Engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
+        self.owner = owner
+        self.token = uuid.uuid4().hex
+        self.lease_seconds = lease_seconds
+        self.expires_at = 0.0
+        schema = table_schema(config, self.engine)
+        self.name = f"{schema}.{config.event_log.table}" if schema else config.event_log.table
+        self.table = Table(
+            f"{config.event_log.table}_lock",
+            MetaData(),
+            Column("name", String(255), primary_key=True),
+            Column("owner", String(255), nullable=False),
+            Column("token", String(32), nullable=False),
+            Column("acquired_at", Double, nullable=False),
+            Column("expires_at", Double, nullable=False),
+            schema=schema,
+        )
+        self.created = False
+
+    def try_acquire(self) -> str | None:
+        if not self.created:
+            with self.engine.begin() as conn:
+                conn.execute(CreateTable(self.table, if_not_exists=True))
+            self.created = True
+        try:
+            return self._attempt()
+        except IntegrityError:
+            return self._attempt()
+
+    def _attempt(self) -> str | None:
+        t = self.table
+        now = time.time()
+        expires_at = now + self.lease_seconds
+        values = {"owner": self.owner, "token": self.token, "acquired_at": now, "expires_at": expires_at}
+        with self.engine.begin() as conn:
+            row = conn.execute(select(t.c.owner, t.c.token, t.c.expires_at).where(t.c.name == self.name)).first()
+            if row is None:
+                conn.execute(t.insert().values(name=self.name, **values))
+                self.expires_at = expires_at
+                return None
+            conditions = [t.c.name == self.name, t.c.token == row.token]
+            if row.token != self.token and not _is_dead_here(row.owner):
+                conditions.append(t.c.expires_at < now)
+            if conn.execute(t.update().where(*conditions).values(**values)).rowcount == 1:
+                if row.token != self.token:
+                    log.info("took over the lock of %s from %s", self.name, row.owner)
+                self.expires_at = expires_at
+                return None
+            return describe_owner(row.owner)
+
+    def renew(self) -> bool:
+        t = self.table
+        expires_at = time.time() + self.lease_seconds
+        with self.engine.begin() as conn:
+            renewed = conn.execute(
+                t.update().where(t.c.name == self.name, t.c.token == self.token).values(expires_at=expires_at)
+            ).rowcount
+        if renewed:
+            self.expires_at = expires_at
+        return renewed == 1
+
+    def may_still_hold(self) -> bool:
+        return time.time() < self.expires_at
+
+    def release(self) -> None:
+        t = self.table
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(t.delete().where(t.c.name == self.name, t.c.token == self.token))
+        except DBAPIError as exc:
+            log.warning("could not release the lock of %s (it expires by itself): %s", self.name, root_cause(exc))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _is_dead_here(owner: str) -> bool:
+    """Whether `owner` (host:pid) is a process of this host that no longer runs."""
+    host, _, pid_text = owner.rpartition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
