@@ -24,6 +24,8 @@ from lark.exceptions import (
     UnexpectedToken,
 )
 
+from publisher.values import shown
+
 __all__ = [
     "KeyColumnError",
     "KeyKind",
@@ -44,11 +46,8 @@ _SHOWN_CHARS = 100
 
 
 def _shown(value: object) -> str:
-    """repr of a key or value, cut short so a huge table_key does not flood the message."""
-    text = repr(value)
-    if len(text) <= _SHOWN_CHARS:
-        return text
-    return f"{text[:_SHOWN_CHARS]}... ({len(text)} chars)"
+    """A key or value in a message, cut short so a huge table_key does not flood it."""
+    return shown(value, _SHOWN_CHARS)
 
 
 class KeySyntaxError(ValueError):

@@ -77,12 +77,12 @@ _ONE_SECOND = dt.timedelta(seconds=1)
 _SHOWN_CHARS = 40
 
 
-def shown(value: object) -> str:
+def shown(value: object, limit: int = _SHOWN_CHARS) -> str:
     """repr of a value, cut short so a large value does not flood an error message."""
     text = repr(value)
-    if len(text) <= _SHOWN_CHARS:
+    if len(text) <= limit:
         return text
-    return f"{text[:_SHOWN_CHARS]}... ({len(text)} chars)"
+    return f"{text[:limit]}... ({len(text)} chars)"
 
 
 def xml_problem(text: str) -> str | None:

@@ -89,3 +89,14 @@ def spark():
     session = get_spark(SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}))
     yield session
     session.stop()
+
+
+@pytest.fixture
+def harness(spark, database, tmp_path):
+    """A publisher on the test's database with the usr table and an event log (no triggers)."""
+    from harness import Harness
+
+    h = Harness(spark, database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    return h

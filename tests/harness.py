@@ -15,6 +15,7 @@ from publisher.config import Config, DatabaseConfig, EventLogColumns, EventLogCo
 from publisher.cycle import CycleResult, run_cycle
 from publisher.database import connect
 
+USR_COLUMNS = ("idu", "fname", "lname", "photo", "age", "active", "born")
 USR_DDL = {
     "sqlite": (
         "CREATE TABLE usr (idu INTEGER PRIMARY KEY, fname VARCHAR(64), lname VARCHAR(64), photo BLOB, "
@@ -82,6 +83,19 @@ class Harness:
 
     def create_usr(self) -> None:
         self.db.execute(USR_DDL[self.dialect].format(schema=self.db.schema))
+
+    def insert_usr(self, idu: int, **values: Any) -> None:
+        """Insert one usr row by SQL (the state a query-back event reads); unnamed columns are NULL."""
+        row = {name: values.get(name) for name in USR_COLUMNS}
+        row["idu"] = idu
+        with self.engine.begin() as conn:
+            conn.execute(
+                text(
+                    f"INSERT INTO {self.table('usr')} ({', '.join(USR_COLUMNS)}) "
+                    f"VALUES ({', '.join(':' + c for c in USR_COLUMNS)})"
+                ),
+                row,
+            )
 
     def create_event_log(self) -> None:
         with self.engine.begin() as conn:

@@ -9,36 +9,15 @@ import base64
 import calendar
 import datetime as dt
 
-import pytest
 from harness import Harness
 from lxml import etree
-from sqlalchemy import text
 from xml_compare import assert_same_xml
 
-USR_COLUMNS = ("idu", "fname", "lname", "photo", "age", "active", "born")
 UTC = dt.timezone.utc
 
 
-@pytest.fixture
-def harness(spark, database, tmp_path):
-    h = Harness(spark, database, tmp_path)
-    h.create_usr()
-    h.create_event_log()
-    return h
 
 
-def insert_usr(harness: Harness, idu: int, **values) -> None:
-    """Insert one usr row by SQL (the state a query-back event reads); unnamed columns are NULL."""
-    row = {name: values.get(name) for name in USR_COLUMNS}
-    row["idu"] = idu
-    with harness.engine.begin() as conn:
-        conn.execute(
-            text(
-                f"INSERT INTO {harness.table('usr')} ({', '.join(USR_COLUMNS)}) "
-                f"VALUES ({', '.join(':' + c for c in USR_COLUMNS)})"
-            ),
-            row,
-        )
 
 
 def xml(snippet: str) -> etree._Element:
@@ -62,10 +41,10 @@ def test_each_event_type_alone_publishes_the_vendor_operation(harness):
     """Types 1-8, each on an object of its own, in one cycle: seed tables 5-16 to 5-20 plus 6, 7, 8."""
     # Tables 5-16..5-20 all use idu=1; here each type gets its own idu so they do not merge.
     # Type 1-4 carry their values (no row needed); 5-8 read the row as it is now.
-    insert_usr(harness, 5, fname="John", lname="Doe", photo=b"\xbb\xbb")  # the row after the update
-    insert_usr(harness, 6, fname="John", lname="Doe", photo=b"\xbb\xbb", age=41)
-    insert_usr(harness, 7, fname="Jane", lname="Roe")
-    insert_usr(harness, 8, fname="Jane", lname="Roe")
+    harness.insert_usr(5, fname="John", lname="Doe", photo=b"\xbb\xbb")  # the row after the update
+    harness.insert_usr(6, fname="John", lname="Doe", photo=b"\xbb\xbb", age=41)
+    harness.insert_usr(7, fname="Jane", lname="Roe")
+    harness.insert_usr(8, fname="Jane", lname="Roe")
     ids = harness.log(
         (1, "usr", "idu=1", "fname", None, "Jack"),  # table 5-16
         (1, "usr", "idu=1", "lname", None, "Frost"),
@@ -141,8 +120,8 @@ def test_each_event_type_alone_publishes_the_vendor_operation(harness):
 
 
 def test_null_values_publish_no_value(harness):
-    insert_usr(harness, 4, fname="Ann")  # lname NULL now
-    insert_usr(harness, 5)  # every non-key column NULL
+    harness.insert_usr(4, fname="Ann")  # lname NULL now
+    harness.insert_usr(5)  # every non-key column NULL
     ids = harness.log(
         (1, "usr", "idu=1", "fname", None, None),  # NULL new value: no add-attr
         (1, "usr", "idu=1", "lname", None, "Frost"),
@@ -183,8 +162,8 @@ def test_insert_row_operation_add_makes_type_5_an_add(spark, database, tmp_path)
     harness = Harness(spark, database, tmp_path, insert_row_operation="add")
     harness.create_usr()
     harness.create_event_log()
-    insert_usr(harness, 1, fname="John", photo=b"\xbb\xbb", age=0)  # lname, active, born NULL
-    insert_usr(harness, 2, fname="Ann")
+    harness.insert_usr(1, fname="John", photo=b"\xbb\xbb", age=0)  # lname, active, born NULL
+    harness.insert_usr(2, fname="Ann")
     ids = harness.log((5, "usr", "idu=1"), (6, "usr", "idu=2"))
     harness.poll()
     a = harness.association
@@ -208,11 +187,11 @@ def test_insert_row_operation_add_makes_type_5_an_add(spark, database, tmp_path)
 
 def test_every_value_type_logged_and_queried_back(harness):
     plus_two = dt.timezone(dt.timedelta(hours=2))
-    insert_usr(harness, 4, fname="Ann", lname="Lee", photo=b"\x00\xff\x10", age=30, active=True,
+    harness.insert_usr(4, fname="Ann", lname="Lee", photo=b"\x00\xff\x10", age=30, active=True,
                born=dt.datetime(2001, 2, 3, 4, 5, 6, tzinfo=UTC))
-    insert_usr(harness, 5, fname="Bob", photo=b"\xaa\xaa", age=0, active=False,
+    harness.insert_usr(5, fname="Bob", photo=b"\xaa\xaa", age=0, active=False,
                born=dt.datetime(2010, 7, 8, 9, 10, 11, tzinfo=plus_two))
-    insert_usr(harness, 6, fname="Cy", photo=b"\xbb\xbb", age=-5, active=True,
+    harness.insert_usr(6, fname="Cy", photo=b"\xbb\xbb", age=-5, active=True,
                born=dt.datetime(1969, 12, 31, 23, 59, 0, tzinfo=UTC))
     ids = harness.log(
         # logged values (types 1-3): bool as 1/0/true/false, time as ISO text, UTC unless offset

@@ -5,35 +5,9 @@ XML is written by hand from the spec.
 """
 from __future__ import annotations
 
-import pytest
 from harness import Harness
 from lxml import etree
-from sqlalchemy import text
 from xml_compare import assert_same_xml
-
-USR_COLUMNS = ("idu", "fname", "lname", "photo", "age", "active", "born")
-
-
-@pytest.fixture
-def harness(spark, database, tmp_path):
-    h = Harness(spark, database, tmp_path)
-    h.create_usr()
-    h.create_event_log()
-    return h
-
-
-def insert_usr(harness: Harness, idu: int, **values) -> None:
-    """Insert one usr row by SQL; unnamed columns are NULL."""
-    row = {name: values.get(name) for name in USR_COLUMNS}
-    row["idu"] = idu
-    with harness.engine.begin() as conn:
-        conn.execute(
-            text(
-                f"INSERT INTO {harness.table('usr')} ({', '.join(USR_COLUMNS)}) "
-                f"VALUES ({', '.join(':' + c for c in USR_COLUMNS)})"
-            ),
-            row,
-        )
 
 
 def assert_operations(harness: Harness, expected: list[tuple[int, str]]) -> None:
@@ -45,10 +19,10 @@ def assert_operations(harness: Harness, expected: list[tuple[int, str]]) -> None
 
 
 def test_field_query_back_beats_logged_events_on_its_field_only(harness):
-    insert_usr(harness, 1, fname="Cur1", lname="Lee")
-    insert_usr(harness, 2, fname="Cur2")
-    insert_usr(harness, 3, fname="Cur3")
-    insert_usr(harness, 4, lname="Cur4")
+    harness.insert_usr(1, fname="Cur1", lname="Lee")
+    harness.insert_usr(2, fname="Cur2")
+    harness.insert_usr(3, fname="Cur3")
+    harness.insert_usr(4, lname="Cur4")
     a4, a1, a2, a3, a5 = harness.log(
         (2, "usr", "idu=1", "lname", "Frost", "Lee"),  # another field: stands
         # beaten by the type 8 on fname; the beaten type 1 does not split the modify in two
@@ -103,8 +77,8 @@ def test_field_query_back_beats_logged_events_on_its_field_only(harness):
 
 def test_row_query_back_beats_fields_field_query_backs_and_a_delete(harness):
     # idu=1 was deleted and inserted again within the cycle: what counts is the row as it is now.
-    insert_usr(harness, 1, fname="John", lname="Doe", age=41)
-    insert_usr(harness, 3, fname="Ann")
+    harness.insert_usr(1, fname="John", lname="Doe", age=41)
+    harness.insert_usr(3, fname="Ann")
     e1, e2, f1, e3, e4, e5, e6, e7, e8 = harness.log(
         (1, "usr", "idu=1", "fname", None, "Jack"),
         (2, "usr", "idu=1", "lname", "Frost", "Doe"),
@@ -149,7 +123,7 @@ def test_row_query_back_beats_fields_field_query_backs_and_a_delete(harness):
 
 
 def test_query_back_on_a_vanished_object_warns_and_the_other_events_stand(harness):
-    insert_usr(harness, 3, fname="Here")
+    harness.insert_usr(3, fname="Here")
     h1, h2, h3, h4 = harness.log(  # idu=1 does not exist (any more)
         (2, "usr", "idu=1", "fname", "Jack", "John"),  # stands although a type 8 on fname follows
         (8, "usr", "idu=1", "fname"),
@@ -191,7 +165,7 @@ def test_query_back_on_a_vanished_object_warns_and_the_other_events_stand(harnes
 
 
 def test_merging_across_interleaved_objects_and_splitting_on_kind_changes(harness):
-    insert_usr(harness, 5, lname="Cur5")
+    harness.insert_usr(5, lname="Cur5")
     ids = harness.log(
         (1, "usr", "idu=1", "fname", None, "A1"),  # 0: idu=1's add ...
         (1, "usr", "idu=2", "fname", None, "A2"),  # 1: idu=2's add, in between
@@ -235,7 +209,7 @@ def test_merging_across_interleaved_objects_and_splitting_on_kind_changes(harnes
 
 
 def test_differently_padded_keys_name_one_object(harness):
-    insert_usr(harness, 2, fname="Cur2")
+    harness.insert_usr(2, fname="Cur2")
     ids = harness.log(
         (1, "usr", "idu= 1", "fname", None, "F"),  # 0: published with the canonical key
         (1, "usr", "idu=1", "lname", None, "L"),  # 1: the same object: merges into one add
