@@ -1,16 +1,17 @@
 """Stage 7: write the outcome of every event back to the event log, in one transaction.
 
-Set-based: one UPDATE (or DELETE) per status and chunk of record_id ranges, never one per row.
+Set-based: W and E rows by chunks of ids, S rows by chunks of record_id ranges, never one
+statement per row.
 Only exactly the rows the cycle read are touched, and only while they are still `N`.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
-from sqlalchemy import Engine, delete, or_, update
+from sqlalchemy import Connection, Engine, delete, or_, update
 
 from publisher.config import Config
 from publisher.database import table_schema
@@ -20,6 +21,7 @@ from publisher.failpoints import reached
 from publisher.read import event_log_table
 
 RANGES_PER_STATEMENT = 500
+IDS_PER_STATEMENT = 1000
 
 
 class AcknowledgeError(TransientError):
@@ -27,62 +29,88 @@ class AcknowledgeError(TransientError):
 
 
 @dataclass(frozen=True)
-class RecordRange:
-    status: Status
+class IdRun:
+    """record_ids first..last, every one of them read by the cycle."""
+
     first: int
     last: int
-    count: int
+
+    @property
+    def count(self) -> int:
+        return self.last - self.first + 1
 
 
-def status_ranges(outcomes: DataFrame) -> list[RecordRange]:
-    """Runs of consecutive record_ids with one status, computed in Spark (record_id, status columns)."""
-    by_status = Window.partitionBy("status").orderBy("record_id")
-    runs = (
-        outcomes.withColumn("_run", F.col("record_id") - F.row_number().over(by_status))
-        .groupBy("status", "_run")
-        .agg(F.min("record_id").alias("first"), F.max("record_id").alias("last"), F.count("*").alias("count"))
-        .orderBy("first")
-        .collect()
-    )
-    return [RecordRange(Status(r["status"]), int(r["first"]), int(r["last"]), int(r["count"])) for r in runs]
+def id_runs(record_ids: Iterable[int]) -> list[IdRun]:
+    """The read record_ids as runs of consecutive numbers: a gap (an id not read) ends a run."""
+    runs: list[IdRun] = []
+    first = last = None
+    for rid in sorted(record_ids):
+        if last is not None and rid == last + 1:
+            last = rid
+            continue
+        if first is not None and last is not None:
+            runs.append(IdRun(first, last))
+        first = last = rid
+    if first is not None and last is not None:
+        runs.append(IdRun(first, last))
+    return runs
 
 
 def acknowledge(
     engine: Engine,
     config: Config,
-    ranges: Sequence[RecordRange],
+    read: Sequence[IdRun],
+    exceptions: Mapping[int, Status],
     run_post_polling: bool,
 ) -> Mapping[Status, int]:
-    """Set each status (or delete S and W rows), then run the post-polling statements; all or nothing."""
+    """Give every read event its status (or delete S and W rows), then run the post-polling
+    statements; all or nothing.
+
+    `exceptions` holds the events whose status is not S; every other read event gets S. The
+    W and E rows are set by id, then the S rows by ranges of read ids, so no statement carries
+    more than IDS_PER_STATEMENT ids or RANGES_PER_STATEMENT ranges whatever the cycle's size.
+    """
     table = event_log_table(config, table_schema(config, engine))
     names = config.event_log.columns
     record_id = table.c[names.record_id]
     status = table.c[names.status]
     written: dict[Status, int] = {}
+
+    def apply(conn: Connection, outcome: Status, where: Any, expected: int) -> None:
+        removable = config.publisher.delete_processed_rows and outcome is not Status.ERROR
+        still_new = (status == Status.NEW.value, where)
+        statement = (
+            delete(table).where(*still_new)
+            if removable
+            else update(table).where(*still_new).values({names.status: outcome.value})
+        )
+        changed = conn.execute(statement).rowcount
+        reached("acknowledge")
+        if changed != expected:
+            raise AcknowledgeError(
+                f"expected to mark {expected} event log rows {outcome.value}, but {changed} were "
+                "still new: another process changed the event log during the cycle"
+            )
+        written[outcome] = written.get(outcome, 0) + changed
+
+    noted = sorted(exceptions)
     with engine.begin() as conn:
-        for outcome in (Status.SUCCESS, Status.WARNING, Status.ERROR):
-            mine = [r for r in ranges if r.status is outcome]
-            for start in range(0, len(mine), RANGES_PER_STATEMENT):
-                chunk = mine[start : start + RANGES_PER_STATEMENT]
-                singles = [r.first for r in chunk if r.first == r.last]
-                spans = [record_id.between(r.first, r.last) for r in chunk if r.first != r.last]
-                where = [status == Status.NEW.value, or_(*([record_id.in_(singles)] if singles else []), *spans)]
-                removable = config.publisher.delete_processed_rows and outcome is not Status.ERROR
-                statement = (
-                    delete(table).where(*where)
-                    if removable
-                    else update(table).where(*where).values({names.status: outcome.value})
-                )
-                expected = sum(r.count for r in chunk)
-                changed = conn.execute(statement).rowcount
-                reached("acknowledge")
-                if changed != expected:
-                    raise AcknowledgeError(
-                        f"expected to mark {expected} event log rows {outcome.value}, but {changed} were "
-                        "still new: another process changed the event log during the cycle"
-                    )
-                written[outcome] = written.get(outcome, 0) + changed
+        for outcome in (Status.WARNING, Status.ERROR):
+            ids = [rid for rid in noted if exceptions[rid] is outcome]
+            for start in range(0, len(ids), IDS_PER_STATEMENT):
+                some = ids[start : start + IDS_PER_STATEMENT]
+                apply(conn, outcome, record_id.in_(some), len(some))
+        for start in range(0, len(read), RANGES_PER_STATEMENT):
+            runs = read[start : start + RANGES_PER_STATEMENT]
+            singles = [r.first for r in runs if r.first == r.last]
+            spans = [record_id.between(r.first, r.last) for r in runs if r.first != r.last]
+            expected = sum(r.count - _noted_within(noted, r) for r in runs)
+            apply(conn, Status.SUCCESS, or_(*([record_id.in_(singles)] if singles else []), *spans), expected)
         if run_post_polling:
             for sql in config.publisher.post_polling_statements:
                 conn.exec_driver_sql(sql)
     return written
+
+
+def _noted_within(noted: Sequence[int], run: IdRun) -> int:
+    return bisect.bisect_right(noted, run.last) - bisect.bisect_left(noted, run.first)

@@ -4,7 +4,6 @@ Reflected on the driver once per cycle and handed to Spark workers as plain, pic
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, inspect
@@ -57,14 +56,41 @@ class TableInfo:
 
 @dataclass(frozen=True)
 class Catalog:
-    """The published tables a cycle refers to, by the names the event log uses."""
+    """Every published table of the schema, and what the schema holds besides, so that a worker
+    can resolve any table name of the event log (exactly, else ignoring case) without asking
+    the database."""
 
     tables: dict[str, TableInfo]
-    missing: dict[str, str]
-    """Names that resolve to nothing usable, with the reason."""
+    """The publishable tables and views, by their actual names."""
+    refused: dict[str, str]
+    """Actual names that exist but cannot be published, with the reason."""
+    existing: tuple[str, ...] = ()
+    """Every table and view name of the schema."""
+    where: str = "the database"
+
+    def _actual(self, name: str) -> str | None:
+        if name in self.tables or name in self.refused or name in self.existing:
+            return name
+        lowered = name.lower()
+        for candidates in (sorted(self.tables), sorted(self.refused), sorted(self.existing)):
+            for actual in candidates:
+                if actual.lower() == lowered:
+                    return actual
+        return None
 
     def lookup(self, name: str) -> TableInfo | None:
-        return self.tables.get(name)
+        found = self.tables.get(name)
+        if found is not None:
+            return found
+        actual = self._actual(name)
+        return None if actual is None else self.tables.get(actual)
+
+    def refusal(self, name: str) -> str:
+        """Why `name` (as the event log spells it) resolves to no publishable table."""
+        actual = self._actual(name)
+        if actual is None:
+            return f"table {shown(name)} does not exist in {self.where}"
+        return self.refused.get(actual, f"table {shown(name)} is not published")
 
 
 @dataclass(frozen=True)
@@ -80,47 +106,32 @@ class PublishedTables:
         return f"table {shown(name)} is not published ({why})"
 
 
-def reflect_catalog(engine: Engine, schema: str | None, names: Iterable[str], published: PublishedTables) -> Catalog:
-    """Resolve each table name of the event log to a published table or view of `schema`.
+def reflect_catalog(engine: Engine, schema: str | None, published: PublishedTables) -> Catalog:
+    """Reflect every table of the allow-list that `schema` holds.
 
-    Names match exactly, else ignoring case; the allow-list's names match the same way. Only
-    names the database itself lists are ever handed to it, so event log text never reaches SQL.
+    The allow-list's names match exactly, else ignoring case. Only names the database itself
+    lists are ever handed to it, so event log text never reaches SQL.
     """
     inspector = inspect(engine)
-    tables = {t: False for t in inspector.get_table_names(schema=schema)}
-    tables.update({v: True for v in inspector.get_view_names(schema=schema)})
-    by_lower: dict[str, str] = {}
-    for t in sorted(tables):
-        by_lower.setdefault(t.lower(), t)
-
-    def resolve(name: str) -> str | None:
-        return name if name in tables else by_lower.get(name.lower())
-
-    allowed = {actual for actual in map(resolve, published.names) if actual is not None}
-    found: dict[str, TableInfo] = {}
-    missing: dict[str, str] = {}
+    kinds = {t: False for t in inspector.get_table_names(schema=schema)}
+    kinds.update({v: True for v in inspector.get_view_names(schema=schema)})
     where = f"schema {schema}" if schema else "the database"
-    for name in names:
-        if not isinstance(name, str):
-            continue
-        actual = resolve(name)
-        if actual is None:
-            missing[name] = f"table {shown(name)} does not exist in {where}"
-            continue
-        if actual not in allowed:
-            missing[name] = published.refusal(name)
-            continue
+    listing = Catalog({}, {}, tuple(sorted(kinds)), where)
+    allowed = {actual for actual in map(listing._actual, published.names) if actual is not None}
+    tables: dict[str, TableInfo] = {}
+    refused: dict[str, str] = {name: published.refusal(name) for name in kinds if name not in allowed}
+    for name in sorted(allowed):
         try:
-            info = _reflect_table(inspector, schema, actual, tables[actual])
+            info = _reflect_table(inspector, schema, name, kinds[name])
         except NoSuchTableError:
-            missing[name] = f"table {shown(name)} does not exist in {where}"
             continue
         problem = _unpublishable(info)
-        if problem is not None:
-            missing[name] = problem
-            continue
-        found[name] = info
-    return Catalog(found, missing)
+        if problem is None:
+            tables[name] = info
+        else:
+            refused[name] = problem
+    existing = tuple(n for n in sorted(kinds) if n not in tables and n not in refused)
+    return Catalog(tables, refused, existing, where)
 
 
 def _unpublishable(info: TableInfo) -> str | None:

@@ -1,19 +1,17 @@
 """Stage 2: decide for each event whether it is loopback, malformed, or to be published.
 
-`classify_event` is plain Python so the rules are tested without Spark; `classify` runs it in
-the executors over Arrow batches.
+`classify_event` is plain Python so the rules are tested without Spark; `RowClassifier` runs
+it in the executors as the event log is read.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame
-
 from publisher.catalog import Catalog
 from publisher.events import LOGGED_VALUES, PER_FIELD, EventType
 from publisher.keys import canonical_key
-from publisher.read import UNREADABLE
+from publisher.read import EVENT_FIELDS, EVENT_SCHEMA, UNREADABLE
 from publisher.values import BadValueError, encode_logged, shown, xml_problem
 
 
@@ -83,7 +81,7 @@ def _classify_publishable(row: dict[str, Any], ctx: ClassifyContext, out: dict[s
         raise _Rejected("table_name is empty")
     table = ctx.catalog.lookup(table_name)
     if table is None:
-        raise _Rejected(ctx.catalog.missing.get(table_name, f"table {shown(table_name)} is not published"))
+        raise _Rejected(ctx.catalog.refusal(table_name))
     out["class_name"] = table.name
     table_key = _text(row, "table_key")
     if table_key is None:
@@ -134,14 +132,21 @@ def _event_type(value: Any) -> EventType:
         raise _Rejected(f"event_type {shown(value)} is not one of 1..8") from None
 
 
-def classify(events: DataFrame, ctx: ClassifyContext) -> DataFrame:
-    """Add the classification columns to every event, in the executors."""
-    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+CLASSIFIED_SCHEMA = EVENT_SCHEMA + ", position_time timestamp, " + ", ".join(
+    f"{name} {kind}" for name, kind in CLASSIFIED_FIELDS
+)
+"""An event as read, its processing-order time, and its classification."""
 
-    from publisher.workers import map_rows
 
-    spark_type = {"string": StringType(), "int": IntegerType()}
-    schema = StructType(
-        events.schema.fields + [StructField(n, spark_type[t]) for n, t in CLASSIFIED_FIELDS]
-    )
-    return map_rows(events, lambda row: [{**row, **classify_event(row, ctx)}], schema)
+@dataclass(frozen=True)
+class RowClassifier:
+    """Classifies EVENT_SCHEMA tuples into CLASSIFIED_SCHEMA tuples, where Spark reads them."""
+
+    ctx: ClassifyContext
+    future_events: bool
+
+    def __call__(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
+        event = dict(zip(EVENT_FIELDS, row, strict=True))
+        out = classify_event(event, self.ctx)
+        time = event["event_time"] if self.future_events else None
+        return (*row, time, *(out[name] for name, _ in CLASSIFIED_FIELDS))

@@ -37,12 +37,16 @@ class DatabaseConfig:
     """Password for the URL's user, best set by PUBLISHER_DATABASE_PASSWORD; never printed."""
 
     def sqlalchemy_url(self) -> str:
-        """The URL with the password filled in: for connections only, never for display."""
+        """The URL with the password filled in: for connections only, never for display. A
+        relative SQLite path is made absolute, since executors do not share the driver's directory."""
         from sqlalchemy.engine import make_url
 
         url = make_url(self.url)
         if self.password is not None:
             url = url.set(password=self.password)
+        database = url.database or ""
+        if url.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not database.startswith("file:"):
+            url = url.set(database=os.path.abspath(database))
         return url.render_as_string(hide_password=False)
 
     def display_url(self) -> str:
@@ -139,6 +143,9 @@ class SparkConfig:
     master: str = "local[*]"
     read_partitions: int = 0
     """Partitions of the event log read; 0 = Spark's default parallelism."""
+    small_cycle_events: int = 20000
+    """A cycle of at most this many events runs in the driver alone, without a Spark job (same
+    rules, a fraction of the latency); 0 = every cycle runs on Spark."""
     conf: Mapping[str, str] = field(default_factory=dict)
     """Extra Spark settings, e.g. {"spark.driver.memory" = "4g"}."""
 
@@ -308,6 +315,10 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
             raise ConfigError(f"{key}: expected a number above 0, got {number}")
     if p.heartbeat_interval < 0:
         raise ConfigError(f"publisher.heartbeat_interval: expected minutes >= 0, got {p.heartbeat_interval}")
+    if config.spark.small_cycle_events < 0:
+        raise ConfigError(
+            f"spark.small_cycle_events: expected 0 (always Spark) or more, got {config.spark.small_cycle_events}"
+        )
     if config.spark.read_partitions < 0:
         raise ConfigError(f"spark.read_partitions: expected 0 (automatic) or more, got {config.spark.read_partitions}")
     for text in p.time_of_day:

@@ -1,16 +1,23 @@
-"""One polling cycle, read top to bottom: read → classify → precedence → query back →
-build operations → write → acknowledge. Nothing is acknowledged before the output is on disk.
+"""One polling cycle, read top to bottom: read → classify → query back, precedence and
+operations per object → write → acknowledge. Nothing is acknowledged before the output is on disk.
+
+Two ways through the same stages, chosen by the cycle's size: a large cycle runs as Spark jobs
+(partitioned read, shuffle by object, documents written by the executors); a cycle of at most
+`spark.small_cycle_events` events runs in the driver alone, where a Spark job's fixed cost
+would dominate. Both call the same rule functions, so both publish the same operations.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JError
+from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -18,19 +25,27 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from publisher import failpoints
-from publisher.acknowledge import acknowledge, status_ranges
+from publisher.acknowledge import IdRun, acknowledge, id_runs
 from publisher.capture import published_tables
 from publisher.catalog import reflect_catalog
-from publisher.classify import ClassifyContext, Disposition, classify
+from publisher.classify import CLASSIFIED_SCHEMA, ClassifyContext, Disposition, RowClassifier, classify_event
 from publisher.config import Config
 from publisher.database import association_schema, publisher_user, table_schema
 from publisher.errors import StageFailedError, root_cause
-from publisher.events import Status
-from publisher.operations import OperationContext, build_operations
-from publisher.precedence import Outcome, objects_to_query_back, resolve, with_position
-from publisher.queryback import QueryBackContext, query_back
-from publisher.read import plan_window, read_events
-from publisher.write import append_rejects, next_cycle_number, write_documents
+from publisher.events import EVENT_LOG_COLUMNS, Status
+from publisher.objects import PUBLISHABLE_FIELDS, ObjectsContext, StatusNote, publish_objects
+from publisher.operations import OperationContext, PublishedOperation
+from publisher.queryback import QueryBackContext
+from publisher.read import ARROW_BATCH_ROWS, EVENT_FIELDS, CycleWindow, plan_window, read_events, read_rows
+from publisher.write import append_rejects, next_cycle_number, write_documents, write_documents_distributed
+
+SparkProvider = SparkSession | Callable[[], SparkSession]
+"""A session, or a function that builds one: a run of small cycles never starts Spark."""
+REJECT_FIELDS = tuple(EVENT_LOG_COLUMNS[i] for i in (0, 2, 3, 4, 5, 6, 7, 8, 9))
+"""The event log values a rejected row is recorded with (all but the status)."""
+NOTE_SCHEMA = (
+    "record_id long, status string, reason string, op_time timestamp, event_id long, xml binary"
+)
 
 
 @dataclass
@@ -43,6 +58,8 @@ class CycleResult:
     files: list[str] = field(default_factory=list)
     bytes_written: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    distributed: bool = False
+    """True when the cycle ran as Spark jobs, False when it ran in the driver alone."""
 
     @property
     def idle(self) -> bool:
@@ -56,6 +73,7 @@ class CycleResult:
             "statuses": self.statuses,
             "rejected": self.rejected,
             "bytes": self.bytes_written,
+            "path": "spark" if self.distributed else "driver",
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
 
@@ -75,81 +93,222 @@ class _Stopwatch:
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
 
+    def add_steps(self, stage: str, steps: dict[str, float]) -> None:
+        """Record the steps inside a stage as `stage.step` (summed over executors on Spark)."""
+        for step, spent in steps.items():
+            key = f"{stage}.{step}"
+            self.seconds[key] = self.seconds.get(key, 0.0) + spent
 
-def run_cycle(spark: SparkSession, engine: Engine, config: Config) -> CycleResult:
+
+@dataclass(frozen=True)
+class _Contexts:
+    classify: ClassifyContext
+    objects: ObjectsContext
+
+
+@dataclass
+class _Outcome:
+    """What a path hands back for writing and acknowledging."""
+
+    read: list[IdRun]
+    events: int
+    exceptions: dict[int, Status]
+    rejects: list[dict[str, Any]]
+    documents: list[Any]
+
+
+def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResult:
     """Publish what the event log holds now, once; return what was done."""
     watch = _Stopwatch()
-    partitions = config.spark.read_partitions or spark.sparkContext.defaultParallelism
-    with watch.stage("read"):
-        window = plan_window(config, engine, partitions)
+    with watch.stage("plan"):
+        window = plan_window(config, engine, 1)
         if window is None:
             return CycleResult(seconds=watch.seconds)
-        events = read_events(spark, window).localCheckpoint(eager=True)
-        failpoints.reached("after_read")
-        table_names = [r[0] for r in events.select("table_name").distinct().collect()]
-    schema = table_schema(config, engine)
-    with watch.stage("classify"):
-        catalog = reflect_catalog(engine, schema, table_names, published_tables(config, engine))
-        context = ClassifyContext(catalog, publisher_user(config, engine), config.publisher.allow_loopback)
-        classified = with_position(classify(events, context), config.publisher.future_events)
-        classified = classified.localCheckpoint(eager=True)
-        publishable = classified.where(F.col("disposition") == Disposition.PUBLISH)
-    tables = {t.name: t for t in catalog.tables.values()}
-    with watch.stage("query_back"):
-        qb_context = QueryBackContext(config.database.sqlalchemy_url(), schema, tables)
-        current = query_back(objects_to_query_back(publishable), qb_context, partitions)
-        current = current.localCheckpoint(eager=True)
-    with watch.stage("precedence"):
-        resolved = resolve(publishable, current).localCheckpoint(eager=True)
-    output = Path(config.output.directory)
-    with watch.stage("build_and_write"):
-        op_context = OperationContext(tables, association_schema(config, engine), config.publisher.insert_row_operation)
-        operations = build_operations(resolved, current, op_context)
-        cycle_number = next_cycle_number(output)
-        written = write_documents(operations, output, cycle_number, config.publisher.batch_size)
+        contexts = _contexts(engine, config)
+    output = Path(config.output.directory).resolve()
+    distributed = window.count > config.spark.small_cycle_events
+    if distributed:
+        session = spark() if callable(spark) else spark
+        partitions = config.spark.read_partitions or session.sparkContext.defaultParallelism
+        window = dataclasses.replace(window, partitions=max(1, min(partitions, window.count // 1000 + 1)))
+        outcome = _distributed(session, window, contexts, config, output, watch)
+    else:
+        outcome = _in_driver(window, contexts, config, output, watch)
     with watch.stage("rejects"):
-        outcomes = _outcomes(classified, resolved).localCheckpoint(eager=True)
-        rejected = append_rejects(output, _rejects(outcomes, classified))
+        rejected = append_rejects(output, outcome.rejects)
     failpoints.reached("before_acknowledge")
     with watch.stage("acknowledge"):
-        ranges = status_ranges(outcomes.select("record_id", "status"))
-        statuses = acknowledge(engine, config, ranges, run_post_polling=bool(written))
+        statuses = acknowledge(
+            engine, config, outcome.read, outcome.exceptions, run_post_polling=bool(outcome.documents)
+        )
     return CycleResult(
-        events=events.count(),
-        operations=sum(d.operations for d in written),
-        documents=len(written),
+        events=outcome.events,
+        operations=sum(d.operations for d in outcome.documents),
+        documents=len(outcome.documents),
         statuses={s.value: n for s, n in statuses.items()},
         rejected=rejected,
-        files=[d.name for d in written],
-        bytes_written=sum(d.bytes for d in written),
+        files=[d.name for d in outcome.documents],
+        bytes_written=sum(d.bytes for d in outcome.documents),
         seconds=watch.seconds,
+        distributed=distributed,
     )
 
 
-def _outcomes(classified: DataFrame, resolved: DataFrame) -> DataFrame:
-    """record_id, status and reason of every event the cycle read."""
-    by_disposition = classified.where(F.col("disposition") != Disposition.PUBLISH).select(
-        "record_id",
-        F.when(F.col("disposition") == Disposition.ERROR, Status.ERROR.value)
-        .otherwise(Status.SUCCESS.value)
-        .alias("status"),
-        "reason",
+def _contexts(engine: Engine, config: Config) -> _Contexts:
+    schema = table_schema(config, engine)
+    catalog = reflect_catalog(engine, schema, published_tables(config, engine))
+    return _Contexts(
+        ClassifyContext(catalog, publisher_user(config, engine), config.publisher.allow_loopback),
+        ObjectsContext(
+            QueryBackContext(config.database.sqlalchemy_url(), schema, catalog.tables),
+            OperationContext(catalog.tables, association_schema(config, engine), config.publisher.insert_row_operation),
+        ),
     )
-    by_outcome = resolved.select(
-        "record_id",
-        F.when(F.col("outcome") == Outcome.VANISHED, Status.WARNING.value)
-        .when(F.col("outcome") == Outcome.UNREADABLE, Status.ERROR.value)
-        .otherwise(Status.SUCCESS.value)
-        .alias("status"),
-        "reason",
-    )
-    return by_disposition.unionByName(by_outcome)
 
 
-def _rejects(outcomes: DataFrame, classified: DataFrame) -> list[dict[str, Any]]:
-    """The rejected rows as they were read, with the reason; small, so collected to the driver."""
-    errors = outcomes.where(F.col("status") == Status.ERROR.value).select("record_id", "reason")
-    columns = ["record_id", "event_type", "event_time", "perpetrator", "table_name", "table_key",
-               "column_name", "old_value", "new_value"]
-    rows = errors.join(classified.select(*columns), on="record_id").orderBy("record_id").collect()
-    return [{**row.asDict()} for row in rows]
+def _in_driver(
+    window: CycleWindow, contexts: _Contexts, config: Config, output: Path, watch: _Stopwatch
+) -> _Outcome:
+    with watch.stage("read"):
+        rows = [dict(zip(EVENT_FIELDS, row, strict=True)) for row in read_rows(window, window.lo, window.hi)]
+        failpoints.reached("after_read")
+    with watch.stage("classify"):
+        publishable = []
+        exceptions: dict[int, Status] = {}
+        rejects: dict[int, dict[str, Any]] = {}
+        by_id = {}
+        for row in rows:
+            by_id[row["record_id"]] = row
+            classified = classify_event(row, contexts.classify)
+            if classified["disposition"] == Disposition.PUBLISH:
+                publishable.append(_publishable(row, classified, config.publisher.future_events))
+            elif classified["disposition"] == Disposition.ERROR:
+                exceptions[row["record_id"]] = Status.ERROR
+                rejects[row["record_id"]] = _reject(row, classified["reason"])
+        publishable.sort(key=lambda e: (e["class_name"], e["canonical_key"]))
+    with watch.stage("resolve"):
+        operations: list[PublishedOperation] = []
+        steps: dict[str, float] = {}
+        for item in publish_objects(publishable, contexts.objects, steps):
+            if isinstance(item, StatusNote):
+                exceptions[item.record_id] = item.status
+                if item.status is Status.ERROR:
+                    rejects[item.record_id] = _reject(by_id[item.record_id], item.reason)
+            else:
+                operations.append(item)
+    watch.add_steps("resolve", steps)
+    with watch.stage("write"):
+        cycle_number = next_cycle_number(output)
+        documents = write_documents(operations, output, cycle_number, config.publisher.batch_size)
+    return _Outcome(
+        read=id_runs(by_id),
+        events=len(rows),
+        exceptions=exceptions,
+        rejects=[rejects[rid] for rid in sorted(rejects)],
+        documents=documents,
+    )
+
+
+def _publishable(row: dict[str, Any], classified: dict[str, Any], future_events: bool) -> dict[str, Any]:
+    event = {name: classified.get(name) for name in PUBLISHABLE_FIELDS}
+    event["record_id"] = row["record_id"]
+    event["position_time"] = row["event_time"] if future_events else None
+    return event
+
+
+def _reject(row: dict[str, Any], reason: str | None) -> dict[str, Any]:
+    return {**{name: row[name] for name in REJECT_FIELDS}, "reason": reason}
+
+
+def _distributed(
+    spark: SparkSession, window: CycleWindow, contexts: _Contexts, config: Config, output: Path, watch: _Stopwatch
+) -> _Outcome:
+    with watch.stage("read_and_classify"):
+        classifier = RowClassifier(contexts.classify, config.publisher.future_events)
+        classified = read_events(spark, window, classifier, CLASSIFIED_SCHEMA).localCheckpoint(eager=True)
+        failpoints.reached("after_read")
+        is_error = F.col("disposition") == Disposition.ERROR
+        summary = classified.select(
+            "record_id", "disposition", "reason", *(F.when(is_error, F.col(c)).alias(c) for c in REJECT_FIELDS[1:])
+        ).toArrow().to_pylist()
+    exceptions = {r["record_id"]: Status.ERROR for r in summary if r["disposition"] == Disposition.ERROR}
+    rejects = {r["record_id"]: _reject(r, r["reason"]) for r in summary if r["disposition"] == Disposition.ERROR}
+    with watch.stage("resolve"):
+        publishable = classified.where(F.col("disposition") == Disposition.PUBLISH).select(*PUBLISHABLE_FIELDS)
+        steps = spark.sparkContext.accumulator({}, _SecondsParam())
+        results = _resolve_by_object(publishable, contexts.objects, window.partitions, steps)
+        results = results.localCheckpoint(eager=True)
+        notes = results.where(F.col("xml").isNull()).select("record_id", "status", "reason").toArrow().to_pylist()
+    watch.add_steps("resolve", steps.value)
+    unreadable = {}
+    for note in notes:
+        exceptions[note["record_id"]] = Status(note["status"])
+        if note["status"] == Status.ERROR.value:
+            unreadable[note["record_id"]] = note["reason"]
+    if unreadable:
+        raw = classified.where(F.col("record_id").isin(list(unreadable))).select(*REJECT_FIELDS).toArrow().to_pylist()
+        rejects.update({r["record_id"]: _reject(r, unreadable[r["record_id"]]) for r in raw})
+    with watch.stage("write"):
+        cycle_number = next_cycle_number(output)
+        documents = write_documents_distributed(
+            results.where(F.col("xml").isNotNull()).select("op_time", "event_id", "xml"),
+            output,
+            cycle_number,
+            config.publisher.batch_size,
+        )
+    return _Outcome(
+        read=id_runs(r["record_id"] for r in summary),
+        events=len(summary),
+        exceptions=exceptions,
+        rejects=[rejects[rid] for rid in sorted(rejects)],
+        documents=documents,
+    )
+
+
+class _SecondsParam(AccumulatorParam[dict[str, float]]):
+    """Seconds per step, summed across the executors' tasks."""
+
+    def zero(self, value: dict[str, float]) -> dict[str, float]:
+        return {}
+
+    def addInPlace(self, value1: dict[str, float], value2: dict[str, float]) -> dict[str, float]:
+        for step, spent in value2.items():
+            value1[step] = value1.get(step, 0.0) + spent
+        return value1
+
+
+def _resolve_by_object(
+    publishable: DataFrame, ctx: ObjectsContext, partitions: int, steps: Accumulator[dict[str, float]]
+) -> DataFrame:
+    """Shuffle so each object's events meet in one partition, sorted together; then run
+    stages 3–5 there: the output holds a row per operation and per event that is not S."""
+    import pyarrow as pa
+
+    from publisher.workers import arrow_batch, arrow_schema
+
+    schema = arrow_schema(NOTE_SCHEMA)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        def events() -> Iterator[dict[str, Any]]:
+            for batch in batches:
+                yield from batch.to_pylist()
+
+        rows: list[tuple[Any, ...]] = []
+        spent: dict[str, float] = {}
+        for item in publish_objects(events(), ctx, spent):
+            if isinstance(item, StatusNote):
+                rows.append((item.record_id, item.status.value, item.reason, None, None, None))
+            else:
+                rows.append((None, None, None, item.op_time, item.event_id, item.xml))
+            if len(rows) == ARROW_BATCH_ROWS:
+                yield arrow_batch(rows, schema)
+                rows = []
+        if rows:
+            yield arrow_batch(rows, schema)
+        steps.add(spent)
+
+    return (
+        publishable.repartition(partitions, "class_name", "canonical_key")
+        .sortWithinPartitions("class_name", "canonical_key")
+        .mapInArrow(run, NOTE_SCHEMA)
+    )

@@ -169,7 +169,7 @@ def _syntax_error(text: str, error: UnexpectedInput) -> KeySyntaxError:
     return KeySyntaxError(text, position, _reason(text, position, expected))
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=1 << 18)
 def _parse(text: str) -> tuple[KeyPart, ...]:
     """Cached core of parse_key: event log backlogs repeat the same keys many times."""
     try:

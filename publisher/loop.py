@@ -13,12 +13,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pyspark.sql import SparkSession
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from publisher.config import Config, parse_time_of_day
-from publisher.cycle import CycleResult, run_cycle
+from publisher.cycle import CycleResult, SparkProvider, run_cycle
 from publisher.errors import TransientError, root_cause
 from publisher.write import document_name, next_cycle_number, write_atomically
 from publisher.xds import build_heartbeat
@@ -69,11 +68,11 @@ def install_stop_handlers(stops: list[threading.Event]) -> None:
 
 
 def run_forever(
-    spark: SparkSession,
+    spark: SparkProvider,
     engine: Engine,
     config: Config,
     stop: threading.Event,
-    cycle: Callable[[SparkSession, Engine, Config], CycleResult] = run_cycle,
+    cycle: Callable[[SparkProvider, Engine, Config], CycleResult] = run_cycle,
 ) -> None:
     """Poll until `stop` is set; a failing cycle acknowledges nothing and is retried with backoff."""
     output = Path(config.output.directory)

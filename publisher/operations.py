@@ -1,28 +1,17 @@
 """Stage 5: turn surviving events into XDS operations, merged per object and kind (SPEC §4).
 
-`build_operation_xml` is plain Python (tested without Spark); `build_operations` groups the
-events in Spark and runs it in the executors.
+Plain Python per object, called by both the Spark path and the small-cycle path.
 """
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BinaryType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
-
 from publisher.catalog import TableInfo
 from publisher.events import EventType
-from publisher.precedence import OBJECT, Outcome
+from publisher.precedence import PUBLISHED, CurrentRow, Decision, position
 from publisher.values import ValueType
 from publisher.xds import (
     AttrChange,
@@ -31,15 +20,6 @@ from publisher.xds import (
     Value,
     association,
     build_operation,
-)
-
-OPERATION_SCHEMA = StructType(
-    [
-        StructField("op_time", TimestampType()),
-        StructField("event_id", LongType()),
-        StructField("kind", StringType()),
-        StructField("xml", BinaryType()),
-    ]
 )
 
 
@@ -116,46 +96,49 @@ def _as_dict(value: Any) -> dict[str, str | None] | None:
     return dict(value)
 
 
-def build_operations(resolved: DataFrame, current: DataFrame, ctx: OperationContext) -> DataFrame:
-    """Group surviving events into operations and serialise each in the executors."""
-    from publisher.workers import map_rows
+@dataclass(frozen=True)
+class PublishedOperation:
+    """One serialised operation and where it stands in publication order."""
 
-    insert_as_add = F.lit(ctx.insert_row_operation == "add")
-    t = F.col("effective_type")
-    kind = (
-        F.when(t == int(EventType.INSERT_FIELD), OperationKind.ADD.value)
-        .when(t == int(EventType.DELETE_ROW), OperationKind.DELETE.value)
-        .when((t == int(EventType.INSERT_ROW_QUERY_BACK)) & insert_as_add, OperationKind.ADD.value)
-        .otherwise(OperationKind.MODIFY.value)
-    )
-    by_object = Window.partitionBy(*OBJECT).orderBy("position")
-    units = (
-        resolved.where(F.col("outcome").isin(Outcome.SURVIVES, Outcome.WINS))
-        .withColumn("kind", kind)
-        .withColumn("_previous", F.lag("kind").over(by_object))
-        .withColumn(
-            "_starts", F.when(F.col("_previous").isNull() | (F.col("_previous") != F.col("kind")), 1).otherwise(0)
-        )
-        .withColumn("_group", F.sum("_starts").over(by_object))
-    )
-    groups = (
-        units.groupBy(*OBJECT, "_group", "kind")
-        .agg(
-            F.min("position").alias("position"),
-            F.sort_array(
-                F.collect_list(
-                    F.struct("position", "effective_type", "attr_name", "value_type", "old_text", "new_text")
-                )
-            ).alias("units"),
-        )
-        .join(current.select(*OBJECT, "row"), on=list(OBJECT), how="left")
-    )
+    op_time: dt.datetime | None
+    event_id: int
+    kind: str
+    xml: bytes
 
-    def serialise(group: dict[str, Any]) -> list[dict[str, Any]]:
+    @property
+    def order(self) -> tuple[int, dt.datetime, int]:
+        return position({"position_time": self.op_time, "record_id": self.event_id})
+
+
+def object_operations(
+    events: Sequence[Mapping[str, Any]],
+    decisions: Sequence[Decision],
+    current: CurrentRow | None,
+    ctx: OperationContext,
+) -> list[PublishedOperation]:
+    """One object's operations: its published events in processing order, consecutive events
+    of one kind merged into one operation."""
+    groups: list[dict[str, Any]] = []
+    for event, decision in zip(events, decisions, strict=True):
+        if decision.outcome not in PUBLISHED:
+            continue
+        kind = operation_kind(decision.effective_type, ctx.insert_row_operation).value
+        unit = {**event, "effective_type": decision.effective_type}
+        if groups and groups[-1]["kind"] == kind:
+            groups[-1]["units"].append(unit)
+            continue
+        groups.append({
+            "class_name": event["class_name"],
+            "canonical_key": event["canonical_key"],
+            "kind": kind,
+            "row": None if current is None else current.values,
+            "position": {"time": event["position_time"], "record_id": event["record_id"]},
+            "units": [unit],
+        })
+    published = []
+    for group in groups:
         xml = build_operation_xml(group, ctx)
-        if xml is None:
-            return []
-        position = group["position"]
-        return [{"op_time": position["time"], "event_id": position["record_id"], "kind": group["kind"], "xml": xml}]
-
-    return map_rows(groups, serialise, OPERATION_SCHEMA)
+        if xml is not None:
+            first = group["position"]
+            published.append(PublishedOperation(first["time"], int(first["record_id"]), group["kind"], xml))
+    return published

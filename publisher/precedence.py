@@ -1,13 +1,17 @@
-"""Stage 3: which events survive, which are redundant, which lost their object (SPEC §3).
+"""Stage 3: which of an object's events survive, which are redundant, which lost their object
+(SPEC §3).
 
-Pure DataFrame functions; one place for the precedence rules.
+Plain Python over one object's events at a time: the Spark path and the small-cycle path
+group events by object and both call `decide`, so the rules live here and only here.
 """
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from publisher.events import EventType
+from publisher.events import FIELD_QUERY_BACK, LOGGED_VALUES, ROW_QUERY_BACK, Status
 
 
 class Outcome:
@@ -25,88 +29,108 @@ class Outcome:
     """A query-back event whose current value cannot be published: status E."""
 
 
-OBJECT = ("class_name", "canonical_key")
-ROW_QUERY_BACK = (int(EventType.INSERT_ROW_QUERY_BACK), int(EventType.UPDATE_ROW_QUERY_BACK))
-FIELD_QUERY_BACK = (int(EventType.INSERT_FIELD_QUERY_BACK), int(EventType.UPDATE_FIELD_QUERY_BACK))
-LOGGED_FIELD = (
-    int(EventType.INSERT_FIELD),
-    int(EventType.UPDATE_FIELD),
-    int(EventType.UPDATE_FIELD_REMOVE_ALL),
-)
+PUBLISHED = (Outcome.SURVIVES, Outcome.WINS)
+VANISHED_REASON = "object no longer exists; query-back published nothing"
+_ROW_QB = frozenset(int(t) for t in ROW_QUERY_BACK)
+_FIELD_QB = frozenset(int(t) for t in FIELD_QUERY_BACK)
+_LOGGED_FIELD = frozenset(int(t) for t in LOGGED_VALUES)
+QUERY_BACK_TYPES = _ROW_QB | _FIELD_QB
 
 
-def with_position(events: DataFrame, future_events: bool) -> DataFrame:
-    """Processing order: record_id, or (event_time, record_id) with future-event processing."""
-    time = F.col("event_time") if future_events else F.lit(None).cast("timestamp")
-    return events.withColumn("position", F.struct(time.alias("time"), F.col("record_id").alias("record_id")))
+@dataclass(frozen=True)
+class CurrentRow:
+    """An object's row as query-back read it: published text per value column, and the columns
+    whose value cannot be published, with why."""
+
+    values: Mapping[str, str | None]
+    problems: Mapping[str, str] = field(default_factory=dict)
 
 
-def objects_to_query_back(events: DataFrame) -> DataFrame:
-    """The objects whose current row must be read: those with any query-back event."""
-    return (
-        events.where(F.col("event_type_code").isin(*ROW_QUERY_BACK, *FIELD_QUERY_BACK))
-        .select(*OBJECT)
-        .distinct()
-    )
+@dataclass(frozen=True)
+class Decision:
+    outcome: str
+    effective_type: int
+    """The type the event publishes as: a field query-back takes the strongest type (7 < 8) of its field."""
+    reason: str | None = None
+
+    @property
+    def status(self) -> Status:
+        if self.outcome == Outcome.VANISHED:
+            return Status.WARNING
+        if self.outcome == Outcome.UNREADABLE:
+            return Status.ERROR
+        return Status.SUCCESS
 
 
-def resolve(events: DataFrame, current: DataFrame) -> DataFrame:
-    """Add `outcome` and `effective_type` to each publishable event.
+_EPOCH = dt.datetime(1, 1, 1, tzinfo=dt.UTC)
 
-    `current` holds one row per object that still exists: OBJECT columns, `row` (column →
-    published text) and `problems` (column → why its value cannot be published).
+
+def position(event: Mapping[str, Any]) -> tuple[int, dt.datetime, int]:
+    """Processing order: record_id, or (event_time, record_id) with future-event processing,
+    where `position_time` is set; an event without a readable time comes first, as in Spark."""
+    time = event["position_time"]
+    return (0, _EPOCH, event["record_id"]) if time is None else (1, time, event["record_id"])
+
+
+def needs_query_back(events: Sequence[Mapping[str, Any]]) -> bool:
+    return any(e["event_type_code"] in QUERY_BACK_TYPES for e in events)
+
+
+def decide(events: Sequence[Mapping[str, Any]], current: CurrentRow | None) -> list[Decision]:
+    """The decision for each of one object's publishable events, given in processing order.
+
+    `current` is the object's row as query-back read it, None when it no longer exists (or
+    when no event of the object needed it).
     """
-    obj = Window.partitionBy(*OBJECT)
-    field = Window.partitionBy(*OBJECT, "attr_name")
-    t = F.col("event_type_code")
-    is_row_qb = t.isin(*ROW_QUERY_BACK)
-    is_field_qb = t.isin(*FIELD_QUERY_BACK)
-    exists = F.col("_exists")
-    row_readable = exists & (F.size(F.col("problems")) == 0)
-    field_readable = exists & F.try_element_at(F.col("problems"), F.col("attr_name")).isNull()
+    exists = current is not None
+    problems: Mapping[str, str] = current.problems if current is not None else {}
+    row_readable = exists and not problems
+    row_wins = False
+    first_row_qb: int | None = None
+    field_wins: set[str] = set()
+    first_field_qb: dict[str, int] = {}
+    field_type: dict[str, int] = {}
+    for index, event in enumerate(events):
+        t = event["event_type_code"]
+        if t in _ROW_QB:
+            row_wins = row_wins or row_readable
+            if first_row_qb is None:
+                first_row_qb = index
+        elif t in _FIELD_QB:
+            name = event["attr_name"]
+            if exists and name not in problems:
+                field_wins.add(name)
+            first_field_qb.setdefault(name, index)
+            field_type[name] = max(field_type.get(name, t), t)
 
-    joined = events.join(
-        current.select(*OBJECT, F.lit(True).alias("_exists"), "problems"), on=list(OBJECT), how="left"
-    ).withColumn("_exists", F.coalesce(exists, F.lit(False)))
-
-    row_wins = _any(is_row_qb & row_readable).over(obj)
-    field_wins = _any(is_field_qb & field_readable).over(field)
-    first_row_qb = F.min(F.when(is_row_qb, F.col("position"))).over(obj)
-    first_field_qb = F.min(F.when(is_field_qb, F.col("position"))).over(field)
-    field_type = F.max(F.when(is_field_qb, t)).over(field)
-
-    outcome = (
-        F.when(is_row_qb & ~exists, Outcome.VANISHED)
-        .when(is_row_qb & ~row_readable, Outcome.UNREADABLE)
-        .when(is_row_qb, F.when(F.col("position") == first_row_qb, Outcome.WINS).otherwise(Outcome.REDUNDANT))
-        .when(is_field_qb & ~exists, Outcome.VANISHED)
-        .when(is_field_qb & ~field_readable, Outcome.UNREADABLE)
-        .when(row_wins, Outcome.REDUNDANT)
-        .when(is_field_qb, F.when(F.col("position") == first_field_qb, Outcome.WINS).otherwise(Outcome.REDUNDANT))
-        .when(t.isin(*LOGGED_FIELD) & field_wins, Outcome.REDUNDANT)
-        .otherwise(Outcome.SURVIVES)
-    )
-    effective_type = F.when(is_field_qb, field_type).otherwise(t)
-    reason = (
-        F.when(F.col("outcome") == Outcome.VANISHED, F.lit("object no longer exists; query-back published nothing"))
-        .when(
-            F.col("outcome") == Outcome.UNREADABLE,
-            F.concat(
-                F.lit("current value cannot be published: "),
-                F.when(is_field_qb, F.try_element_at(F.col("problems"), F.col("attr_name"))).otherwise(
-                    F.array_join(F.array_distinct(F.map_values(F.col("problems"))), "; ")
-                ),
-            ),
-        )
-        .otherwise(F.col("reason"))
-    )
-    return (
-        joined.withColumn("outcome", outcome)
-        .withColumn("effective_type", effective_type)
-        .withColumn("reason", reason)
-        .drop("_exists", "problems")
-    )
+    decisions = []
+    for index, event in enumerate(events):
+        t = event["event_type_code"]
+        name = event["attr_name"]
+        if t in _ROW_QB:
+            if not exists:
+                decisions.append(Decision(Outcome.VANISHED, t, VANISHED_REASON))
+            elif not row_readable:
+                reason = "; ".join(dict.fromkeys(problems.values()))
+                decisions.append(Decision(Outcome.UNREADABLE, t, _unreadable(reason)))
+            else:
+                decisions.append(Decision(Outcome.WINS if index == first_row_qb else Outcome.REDUNDANT, t))
+        elif t in _FIELD_QB:
+            effective = field_type[name]
+            if not exists:
+                decisions.append(Decision(Outcome.VANISHED, effective, VANISHED_REASON))
+            elif name in problems:
+                decisions.append(Decision(Outcome.UNREADABLE, effective, _unreadable(problems[name])))
+            elif row_wins or index != first_field_qb[name]:
+                decisions.append(Decision(Outcome.REDUNDANT, effective))
+            else:
+                decisions.append(Decision(Outcome.WINS, effective))
+        elif row_wins or (t in _LOGGED_FIELD and name in field_wins):
+            decisions.append(Decision(Outcome.REDUNDANT, t))
+        else:
+            decisions.append(Decision(Outcome.SURVIVES, t))
+    return decisions
 
 
-def _any(condition: Column) -> Column:
-    return F.max(F.when(condition, F.lit(True)).otherwise(F.lit(False)))
+def _unreadable(reason: str) -> str:
+    return f"current value cannot be published: {reason}"

@@ -1,17 +1,14 @@
 """Stage 4: read the current row of every object a query-back event names, in bulk.
 
-One set-based SELECT per table and chunk of keys, run in the executors; never one query per
-event. Table and column names come from the reflected catalog, never from the event log text.
+One set-based SELECT per table and chunk of keys (in the executors on the Spark path); never
+one query per event. Table and column names come from the reflected catalog, never from the event log text.
 """
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-from pyspark.sql import DataFrame
 from sqlalchemy import Column, Connection, MetaData, RowMapping, Select, Table, bindparam, select, tuple_
 from sqlalchemy.exc import DataError
 from sqlalchemy.types import NullType
@@ -20,9 +17,9 @@ from publisher.catalog import TableInfo
 from publisher.errors import root_cause
 from publisher.failpoints import reached
 from publisher.keys import KeyPart, format_key, key_values
+from publisher.precedence import CurrentRow
 from publisher.values import BadValueError, ValueType, encode_current, shown
 
-CURRENT_SCHEMA = "class_name string, canonical_key string, row map<string,string>, problems map<string,string>"
 CHUNK = 500
 
 
@@ -34,20 +31,13 @@ class QueryBackContext:
     """By table name (the class name)."""
 
 
-def query_back(objects: DataFrame, ctx: QueryBackContext, partitions: int) -> DataFrame:
-    """One row per object that still exists: its publishable values and any that cannot be published."""
-
-    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        wanted: dict[str, list[str]] = defaultdict(list)
-        for batch in batches:
-            for class_name, key in zip(batch["class_name"], batch["canonical_key"], strict=True):
-                wanted[class_name].append(key)
-        for class_name, keys in wanted.items():
-            rows = list(read_current(ctx, ctx.tables[class_name], keys))
-            if rows:
-                yield pd.DataFrame(rows, columns=["class_name", "canonical_key", "row", "problems"])
-
-    return objects.repartition(partitions, "class_name", "canonical_key").mapInPandas(run, CURRENT_SCHEMA)
+def current_rows(ctx: QueryBackContext, wanted: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], CurrentRow]:
+    """The current row of each wanted object (class name → canonical keys) that still exists."""
+    found: dict[tuple[str, str], CurrentRow] = {}
+    for class_name, keys in wanted.items():
+        for name, key, row, problems in read_current(ctx, ctx.tables[class_name], keys):
+            found[(name, key)] = CurrentRow(row, problems)
+    return found
 
 
 def read_current(

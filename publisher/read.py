@@ -6,9 +6,10 @@ JVM driver jar, and a cluster's executors do the reading.
 """
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -160,22 +161,33 @@ class RecordRange(InputPartition):
 
 
 class EventLogSource(DataSource):
-    """`spark.read.format("event_log").option("window", window.to_json()).load()`"""
+    """`spark.read.format("event_log").option("window", window.to_json()).load()`
+
+    Option `transform` (see `read_events`) maps each row in the reading worker itself, so a
+    row is turned into Arrow once, after the work on it, instead of once per step.
+    """
 
     @classmethod
     def name(cls) -> str:
         return "event_log"
 
     def schema(self) -> str:
-        return EVENT_SCHEMA
+        return self.options.get("schema", EVENT_SCHEMA)
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return EventLogReader(CycleWindow.from_json(self.options["window"]))
+        transform = self.options.get("transform")
+        return EventLogReader(
+            CycleWindow.from_json(self.options["window"]),
+            schema,
+            None if transform is None else _unpickle(transform),
+        )
 
 
 class EventLogReader(DataSourceReader):
-    def __init__(self, window: CycleWindow) -> None:
+    def __init__(self, window: CycleWindow, schema: Any, transform: RowTransform | None) -> None:
         self.window = window
+        self.schema = schema
+        self.transform = transform
 
     def partitions(self) -> list[InputPartition]:
         w = self.window
@@ -185,25 +197,59 @@ class EventLogReader(DataSourceReader):
             RecordRange(lo, min(lo + width - 1, w.hi)) for lo in range(w.lo, w.hi + 1, width)
         ]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        from publisher.workers import engine_for
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        from publisher.workers import arrow_batch, arrow_schema
 
         assert isinstance(partition, RecordRange)
-        w = self.window
-        table = _event_log_table(w.table, w.columns, w.schema)
-        c = _role_columns(table, w.columns)
-        engine = engine_for(w.url)
-        as_bytes = engine.dialect.name == "sqlite"
-        query = (
-            select(c["record_id"], c["status"], *(_as_read(c[role], role, as_bytes) for role in EVENT_LOG_COLUMNS[2:]))
-            .where(window_predicate(w, table, partition.lo, partition.hi))
-            .order_by(c["record_id"])
-        )
-        with engine.connect() as conn:
-            encoding = _sqlite_encoding(conn) if as_bytes else _UTF8
-            result = conn.execution_options(stream_results=True, yield_per=5000).execute(query)
-            for row in result:
-                yield _event_row(row, w.columns, encoding)
+        schema = arrow_schema(self.schema)
+        rows: list[tuple[Any, ...]] = []
+        transform = self.transform
+        for row in read_rows(self.window, partition.lo, partition.hi):
+            rows.append(row if transform is None else transform(row))
+            if len(rows) == ARROW_BATCH_ROWS:
+                yield arrow_batch(rows, schema)
+                rows = []
+        if rows:
+            yield arrow_batch(rows, schema)
+
+
+RowTransform = Callable[[tuple[Any, ...]], tuple[Any, ...]]
+"""An EVENT_SCHEMA tuple → a tuple of the schema given with it; runs in the executors."""
+ARROW_BATCH_ROWS = 10_000
+EVENT_FIELDS = tuple(part.split()[0] for part in EVENT_SCHEMA.split(", "))
+
+
+def _pickle(transform: RowTransform) -> str:
+    from pyspark import cloudpickle
+
+    return base64.b64encode(cloudpickle.dumps(transform)).decode("ascii")
+
+
+def _unpickle(text: str) -> RowTransform:
+    import pickle
+
+    return pickle.loads(base64.b64decode(text))  # type: ignore[no-any-return]
+
+
+def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]]:
+    """The window's events within record_ids lo..hi, in record_id order, as EVENT_SCHEMA tuples."""
+    from publisher.workers import engine_for
+
+    w = window
+    table = _event_log_table(w.table, w.columns, w.schema)
+    c = _role_columns(table, w.columns)
+    engine = engine_for(w.url)
+    as_bytes = engine.dialect.name == "sqlite"
+    query = (
+        select(c["record_id"], c["status"], *(_as_read(c[role], role, as_bytes) for role in EVENT_LOG_COLUMNS[2:]))
+        .where(window_predicate(w, table, lo, hi))
+        .order_by(c["record_id"])
+    )
+    with engine.connect() as conn:
+        encoding = _sqlite_encoding(conn) if as_bytes else _UTF8
+        result = conn.execution_options(stream_results=True, yield_per=5000).execute(query)
+        for row in result:
+            yield _event_row(row, w.columns, encoding)
 
 
 _UTF8 = ("utf-8", "UTF-8")
@@ -282,7 +328,13 @@ def as_utc(value: Any) -> dt.datetime | None:
         return None
 
 
-def read_events(spark: SparkSession, window: CycleWindow) -> DataFrame:
-    """The window's events as a DataFrame with the fixed column roles as names."""
+def read_events(
+    spark: SparkSession, window: CycleWindow, transform: RowTransform | None = None, schema: str = EVENT_SCHEMA
+) -> DataFrame:
+    """The window's events as a DataFrame with the fixed column roles as names, or each mapped
+    by `transform` to rows of `schema` as it is read."""
     spark.dataSource.register(EventLogSource)
-    return spark.read.format(EventLogSource.name()).option("window", window.to_json()).load()
+    reader = spark.read.format(EventLogSource.name()).option("window", window.to_json())
+    if transform is not None:
+        reader = reader.option("transform", _pickle(transform)).option("schema", schema)
+    return reader.load()

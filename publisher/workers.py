@@ -1,15 +1,14 @@
-"""Per-process caches for code that runs in Spark's Python workers (engines are not picklable)."""
+"""Helpers for code that runs in Spark's Python workers: per-process engines (an engine is not
+picklable) and Arrow batches."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.pool import NullPool
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
 
@@ -20,23 +19,23 @@ def engine_for(url: str) -> Engine:
     return create_engine(url, poolclass=NullPool, connect_args=connect_args)
 
 
-def map_rows(
-    frame: DataFrame, fn: Callable[[dict[str, Any]], Iterable[dict[str, Any]]], schema: StructType
-) -> DataFrame:
-    """Apply a plain-Python function row by row in the executors, over Arrow batches.
-
-    The function takes a row as a dict and yields output rows as dicts; this keeps the rules
-    themselves free of Spark and testable on their own.
-    """
-    import pyarrow as pa
+def arrow_schema(schema: StructType | str) -> Any:
+    """The Arrow schema of Spark rows of `schema`, as mapInArrow and the data source expect
+    batches to match it exactly. DDL text needs a SparkContext: on workers pass a StructType."""
     from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
 
-    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
+    assert isinstance(struct, StructType)
+    return to_arrow_schema(struct, timezone="UTC")
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            rows = [out for row in batch.to_pylist() for out in fn(row)]
-            if rows:
-                yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
 
-    return frame.mapInArrow(run, schema)
+def arrow_batch(rows: list[tuple[Any, ...]], schema: Any) -> Any:
+    """Tuples → one Arrow record batch of `schema`, built column by column (much cheaper than
+    from dicts)."""
+    import pyarrow as pa
+
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(values, type=f.type) for values, f in zip(columns, schema, strict=True)], schema=schema
+    )

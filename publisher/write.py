@@ -1,4 +1,4 @@
-"""Stage 6: write the XDS documents (in the executors) and the rejected rows (on the driver).
+"""Stage 6: write the XDS documents (from the driver or the executors) and the rejected rows.
 
 A document file appears whole or not at all: written to a hidden temporary name, flushed to
 disk, then renamed. File names sort in publication order across cycles and runs.
@@ -11,19 +11,23 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from pyspark.sql import DataFrame
+from typing import TYPE_CHECKING, Any
 
 from publisher.failpoints import reached
+from publisher.operations import PublishedOperation
 from publisher.xds import build_document
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 CYCLE_FILE = ".publisher-cycle"
 REJECTS_FILE = "rejects.jsonl"
 _LINE_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
 """Line breaks JSON leaves raw but line readers split on (Python's splitlines, JavaScript)."""
 _DOCUMENT_NAME = re.compile(r"^(\d{12})-\d{7}\.xml$")
-_TEMPORARY_NAME = re.compile(r"^\.(\d{12}-\d{7}\.xml|" + re.escape(CYCLE_FILE) + r")\.tmp$")
+_TEMPORARY_NAME = re.compile(
+    r"^\.(\d{12}-\d{7}\.xml|" + re.escape(CYCLE_FILE) + r")\.tmp$|^\.\d{12}-\d{5}-\d{7}\.staged$"
+)
 
 
 @dataclass(frozen=True)
@@ -80,27 +84,90 @@ def remove_stale_temporaries(directory: Path) -> None:
             Path(entry.path).unlink(missing_ok=True)
 
 
-def write_documents(operations: DataFrame, directory: Path, cycle: int, batch_size: int) -> list[DocumentWritten]:
-    """Number the operations in publication order, cut them into documents, write each in an executor."""
-    ordered = operations.orderBy("op_time", "event_id").select("xml").rdd.zipWithIndex()
+def write_documents(
+    operations: Iterable[PublishedOperation], directory: Path, cycle: int, batch_size: int
+) -> list[DocumentWritten]:
+    """Write a small cycle's operations from the driver: sorted into publication order, cut into
+    documents of `batch_size`, each written atomically."""
+    ordered = sorted(operations, key=lambda op: op.order)
+    written = []
+    for index, start in enumerate(range(0, len(ordered), batch_size)):
+        xml = [op.xml for op in ordered[start : start + batch_size]]
+        data = build_document(xml)
+        name = document_name(cycle, index)
+        write_atomically(directory / name, data)
+        reached("write")
+        written.append(DocumentWritten(name, len(xml), len(data)))
+    return written
+
+
+STAGED_SCHEMA = "part int, piece int, operations int, bytes long"
+
+
+def staged_name(cycle: int, part: int, piece: int) -> str:
+    return f".{cycle:012d}-{part:05d}-{piece:07d}.staged"
+
+
+def write_documents_distributed(
+    operations: DataFrame, directory: Path, cycle: int, batch_size: int
+) -> list[DocumentWritten]:
+    """Write a large cycle's operations (op_time, event_id, xml) from the executors.
+
+    A range-partitioned sort puts partition i's operations before partition i+1's; each
+    executor cuts its partition into documents of at most `batch_size` and writes them, fsynced,
+    under staged names. The driver then renames them into numbered names in partition order,
+    so names keep publication order and no operation passes through the driver.
+    """
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from publisher.workers import arrow_schema
+
     target = str(directory)
+    staged_schema = arrow_schema(STAGED_SCHEMA)
 
-    def write_partition(documents: Iterable[tuple[int, Iterable[tuple[int, bytes]]]]) -> Iterator[DocumentWritten]:
-        for index, members in documents:
-            xml = [bytes(x) for _, x in sorted(members, key=lambda m: m[0])]
-            data = build_document(xml)
-            name = document_name(cycle, index)
-            write_atomically(Path(target) / name, data)
-            reached("write")
-            yield DocumentWritten(name, len(xml), len(data))
+    def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pieces: list[dict[str, int]] = []
+        pending: list[bytes] = []
+        part = -1
 
-    written = (
-        ordered.map(lambda pair: (pair[1] // batch_size, (pair[1], pair[0][0])))
-        .groupByKey()
-        .mapPartitions(write_partition)
+        def flush() -> None:
+            data = build_document(pending)
+            name = staged_name(cycle, part, len(pieces))
+            with open(Path(target) / name, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            pieces.append({"part": part, "piece": len(pieces), "operations": len(pending), "bytes": len(data)})
+            pending.clear()
+
+        for batch in batches:
+            if batch.num_rows:
+                part = batch.column("part")[0].as_py()
+            for xml in batch.column("xml").to_pylist():
+                pending.append(xml)
+                if len(pending) == batch_size:
+                    flush()
+        if pending:
+            flush()
+        if pieces:
+            yield pa.RecordBatch.from_pylist(pieces, schema=staged_schema)
+
+    staged = (
+        operations.orderBy("op_time", "event_id")
+        .select(F.spark_partition_id().alias("part"), "xml")
+        .mapInArrow(write_partition, STAGED_SCHEMA)
         .collect()
     )
-    return sorted(written, key=lambda d: d.name)
+    written = []
+    for index, piece in enumerate(sorted(staged, key=lambda r: (r["part"], r["piece"]))):
+        name = document_name(cycle, index)
+        os.replace(directory / staged_name(cycle, piece["part"], piece["piece"]), directory / name)
+        if index == 0:
+            reached("write")
+        written.append(DocumentWritten(name, piece["operations"], piece["bytes"]))
+    _fsync_directory(directory)
+    return written
 
 
 def append_rejects(directory: Path, rejects: Iterable[dict[str, Any]]) -> int:

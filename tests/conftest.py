@@ -91,12 +91,18 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(params=["driver", "spark"])
+def cycle_path(request: pytest.FixtureRequest) -> str:
+    """Each test using it runs its cycles once in the driver alone and once as Spark jobs."""
+    return str(request.param)
+
+
 @pytest.fixture
-def harness(spark, database, tmp_path):
+def harness(spark, cycle_path, database, tmp_path):
     """A publisher on the test's database with the usr table and an event log (no triggers)."""
     from harness import Harness
 
-    h = Harness(spark, database, tmp_path)
+    h = Harness(spark, database, tmp_path, path=cycle_path)
     h.create_usr()
     h.create_event_log()
     return h

@@ -11,7 +11,15 @@ from lxml import etree
 from sqlalchemy import text
 
 from publisher.capture import event_log_ddl, install_capture
-from publisher.config import Config, DatabaseConfig, EventLogColumns, EventLogConfig, OutputConfig, PublisherSettings
+from publisher.config import (
+    Config,
+    DatabaseConfig,
+    EventLogColumns,
+    EventLogConfig,
+    OutputConfig,
+    PublisherSettings,
+    SparkConfig,
+)
 from publisher.cycle import CycleResult, run_cycle
 from publisher.database import connect
 
@@ -49,12 +57,15 @@ class Published:
 class Harness:
     """One test's publisher: its database (see conftest `database`), config and output directory.
 
-    `user` is the publisher's own database user (loopback); other keywords are PublisherSettings.
+    `user` is the publisher's own database user (loopback); `path` the way cycles run ("driver":
+    the small-cycle path, "spark": every cycle as Spark jobs); other keywords are PublisherSettings.
     Most tests log events by hand without installing triggers, so `tables` defaults to the
     tables they use; `tables=()` publishes the tables that carry triggers, as a site would.
     """
 
-    def __init__(self, spark: Any, database: Any, tmp_path: Path, user: str | None = None, **settings: Any) -> None:
+    def __init__(
+        self, spark: Any, database: Any, tmp_path: Path, user: str | None = None, path: str = "driver", **settings: Any
+    ) -> None:
         self.spark = spark
         self.db = database
         self.output = tmp_path / "out"
@@ -65,6 +76,7 @@ class Harness:
             event_log=EventLogConfig(columns=columns),
             publisher=PublisherSettings(**settings),
             output=OutputConfig(directory=str(self.output)),
+            spark=SparkConfig(small_cycle_events=SparkConfig.small_cycle_events if path == "driver" else 0),
         )
         self.engine = connect(self.config)
         self.seen: set[str] = set()

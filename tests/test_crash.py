@@ -27,6 +27,8 @@ from sqlalchemy import create_engine, text
 from publisher.cli import main
 
 FAILPOINTS = ["after_read", "query_back", "write", "before_acknowledge", "acknowledge"]
+SPARK_FAILPOINTS = ["query_back", "write"]
+"""The points that lie elsewhere when a cycle runs as Spark jobs: in an executor, after the executors staged."""
 WRITES_BEFORE = {"write", "before_acknowledge", "acknowledge"}
 """Failpoints reached after at least one document is in place."""
 MARKER_TIMEOUT = 180.0
@@ -68,8 +70,12 @@ class Outcome:
     """(record_id, reason) per line of rejects.jsonl."""
 
 
-def prepare(db: TestDatabase, directory: Path) -> Path:
-    """Create usr, install the event log and its triggers with `publisher install`, log the workload."""
+def prepare(db: TestDatabase, directory: Path, path: str = "driver") -> Path:
+    """Create usr, install the event log and its triggers with `publisher install`, log the workload.
+
+    `path` "spark" makes every cycle run as Spark jobs (query-back in the executors, documents
+    staged by the executors and renamed by the driver)."""
+    small = "" if path == "driver" else "small_cycle_events = 0\n"
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / "publisher.toml"
     schema = f'schema = "{db.schema}"\n' if db.schema else ""
@@ -77,7 +83,7 @@ def prepare(db: TestDatabase, directory: Path) -> Path:
         f'[database]\nurl = "{db.url}"\n{schema}user = "{OTHER_USER}"\n'
         f'[publisher]\nbatch_size = 3\n'
         f'[output]\ndirectory = "{directory / "out"}"\n'
-        f'[spark]\nmaster = "local[2]"\nconf = {{ "spark.sql.shuffle.partitions" = "2" }}\n',
+        f'[spark]\nmaster = "local[2]"\n{small}conf = {{ "spark.sql.shuffle.partitions" = "2" }}\n',
         encoding="utf-8",
     )
     db.execute(USR_DDL.format(table=db.qualified("usr")))
@@ -128,7 +134,9 @@ def canonical(op: etree._Element) -> Operation:
 
 
 def temporaries(output: Path) -> list[str]:
-    return sorted(n for n in os.listdir(output) if n.endswith(".tmp")) if output.exists() else []
+    """Files a writer leaves while it works: `.…tmp` from the driver, `.…staged` from executors."""
+    names = os.listdir(output) if output.exists() else []
+    return sorted(n for n in names if n.endswith((".tmp", ".staged")))
 
 
 class References:
@@ -232,12 +240,15 @@ def crash_at(failpoint: str, config: Path, markers: Path) -> None:
     assert process.returncode == -signal.SIGKILL
 
 
-@pytest.mark.parametrize("failpoint", FAILPOINTS)
+@pytest.mark.parametrize(
+    ("path", "failpoint"),
+    [("driver", f) for f in FAILPOINTS] + [("spark", f) for f in SPARK_FAILPOINTS],
+)
 def test_a_kill_at_any_step_loses_nothing_and_duplicates_are_recognisable(
-    spark, database, tmp_path, references, failpoint
+    spark, database, tmp_path, references, path, failpoint
 ):
     reference = references.of(database.dialect)
-    config = prepare(database, tmp_path / "publisher")
+    config = prepare(database, tmp_path / "publisher", path)
     output = config.parent / "out"
 
     crash_at(failpoint, config, tmp_path / "markers")

@@ -26,9 +26,9 @@ SPECIAL_KEY = r"""name="x, ; ' + \" = \\ < >"+site=7"""
 DOCUMENT_NAME = re.compile(r"^(\d{12})-(\d{7})\.xml$")
 
 
-def make(spark, db, tmp_path, /, user: str | None = None, **settings) -> Harness:
+def make(spark, path, db, tmp_path, /, user: str | None = None, **settings) -> Harness:
     """A harness with usr and the event log; `user` is the publisher's database user (loopback)."""
-    h = Harness(spark, db, tmp_path, user=user, **settings)
+    h = Harness(spark, db, tmp_path, user=user, path=path, **settings)
     h.create_usr()
     h.create_event_log()
     return h
@@ -62,8 +62,8 @@ def count(h: Harness, table: str) -> int:
 # --- loopback (§5.2) -------------------------------------------------------------------------
 
 
-def test_loopback_rows_get_s_unpublished_unless_allowed(spark, database, tmp_path):
-    h = make(spark, database, tmp_path, user="Pub_User")
+def test_loopback_rows_get_s_unpublished_unless_allowed(spark, cycle_path, database, tmp_path):
+    h = make(spark, cycle_path, database, tmp_path, user="Pub_User")
     own = h.log((1, "usr", "idu=1", "fname", None, "Ann"), perpetrator="  pub_user ")
     other = h.log((1, "usr", "idu=2", "fname", None, "Bob"), perpetrator="alice")
     anonymous = h.log((1, "usr", "idu=3", "fname", None, "Cy"), perpetrator=None)
@@ -83,11 +83,11 @@ def test_loopback_rows_get_s_unpublished_unless_allowed(spark, database, tmp_pat
     assert h.statuses()[allowed[0]] == "S"
 
 
-def test_loopback_user_defaults_to_the_connection_user(spark, postgresql_database, tmp_path):
+def test_loopback_user_defaults_to_the_connection_user(spark, cycle_path, postgresql_database, tmp_path):
     """No database.user: the URL's user is the publisher, and its trigger-logged changes loop back."""
     user = make_url(POSTGRES_URL).username
     assert user  # the test server's URL names its user
-    h = make(spark, postgresql_database, tmp_path)
+    h = make(spark, cycle_path, postgresql_database, tmp_path)
     h.install("usr")
     h.db.execute(f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (1, 'Ann')")
     (by_trigger,) = logged_ids(h)
@@ -101,8 +101,8 @@ def test_loopback_user_defaults_to_the_connection_user(spark, postgresql_databas
 # --- future events (§5.1) --------------------------------------------------------------------
 
 
-def test_future_events_order_by_time_and_wait_for_their_time(spark, database, tmp_path):
-    h = make(spark, database, tmp_path, future_events=True)
+def test_future_events_order_by_time_and_wait_for_their_time(spark, cycle_path, database, tmp_path):
+    h = make(spark, cycle_path, database, tmp_path, future_events=True)
     # the future row lies between the others in record_id order, inside the cycle's id range
     late, future, early = h.log(
         (4, "usr", "idu=1"),
@@ -133,8 +133,8 @@ def test_future_events_order_by_time_and_wait_for_their_time(spark, database, tm
 # --- query limit, batch size, foreign statuses (§1, §4, §5.1, §6) ----------------------------
 
 
-def test_query_limit_and_batch_size_across_cycles(spark, database, tmp_path):
-    h = make(spark, database, tmp_path, query_limit=3, batch_size=2)
+def test_query_limit_and_batch_size_across_cycles(spark, cycle_path, database, tmp_path):
+    h = make(spark, cycle_path, database, tmp_path, query_limit=3, batch_size=2)
     (staged,) = h.log((1, "usr", "idu=9", "fname", None, "Staged"), status="X")
     ids = h.log(*[(4, "usr", f"idu={n}") for n in range(1, 6)])
 
@@ -165,10 +165,12 @@ def test_query_limit_and_batch_size_across_cycles(spark, database, tmp_path):
 # --- delete processed rows and post-polling statements (§5.5, §6) ----------------------------
 
 
-def test_delete_processed_rows_keeps_errors_and_post_polling_runs_after_publishing(spark, database, tmp_path):
+def test_delete_processed_rows_keeps_errors_and_post_polling_runs_after_publishing(
+    spark, cycle_path, database, tmp_path
+):
     marker = database.qualified("marker")
     h = make(
-        spark, database, tmp_path,
+        spark, cycle_path, database, tmp_path,
         user="pub",
         delete_processed_rows=True,
         post_polling_statements=(f"INSERT INTO {marker} (n) VALUES (1)",),
@@ -215,8 +217,8 @@ RENAMED = EventLogColumns(
 )
 
 
-def test_renamed_event_log_columns_with_triggers(spark, database, tmp_path):
-    h = make(spark, database, tmp_path, columns=RENAMED, user=OTHER_USER, future_events=True)
+def test_renamed_event_log_columns_with_triggers(spark, cycle_path, database, tmp_path):
+    h = make(spark, cycle_path, database, tmp_path, columns=RENAMED, user=OTHER_USER, future_events=True)
     h.install("usr", style="row")
     (staged,) = h.log((1, "usr", "idu=1", "fname", None, "Staged"), status="X")
     h.db.execute(
@@ -245,8 +247,8 @@ def test_renamed_event_log_columns_with_triggers(spark, database, tmp_path):
 GRP_DDL = "CREATE TABLE {table} (name VARCHAR(64), site INTEGER, descr VARCHAR(64), PRIMARY KEY (name, site))"
 
 
-def test_compound_quoted_key_round_trips(spark, database, tmp_path):
-    h = make(spark, database, tmp_path, user=OTHER_USER)
+def test_compound_quoted_key_round_trips(spark, cycle_path, database, tmp_path):
+    h = make(spark, cycle_path, database, tmp_path, user=OTHER_USER)
     h.db.execute(GRP_DDL.format(table=h.table("grp")))
     h.install("grp")
     with h.engine.begin() as conn:
@@ -281,8 +283,8 @@ def test_compound_quoted_key_round_trips(spark, database, tmp_path):
 # --- views (§2, §3) --------------------------------------------------------------------------
 
 
-def test_view_with_pk_prefixed_key_columns(spark, database, tmp_path):
-    h = make(spark, database, tmp_path)
+def test_view_with_pk_prefixed_key_columns(spark, cycle_path, database, tmp_path):
+    h = make(spark, cycle_path, database, tmp_path)
     h.db.execute(
         f"CREATE VIEW {h.table('view_usr')} AS SELECT idu AS pk_empno, fname FROM {h.table('usr')}",
         f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (1, 'Ann')",
@@ -321,8 +323,8 @@ BORN_LITERAL = {"sqlite": "'2001-02-03 04:05:06'", "postgresql": "'2001-02-03 04
 BORN_EPOCH = "981173106"  # 2001-02-03T04:05:06Z
 
 
-def test_field_style_triggers_end_to_end(spark, database, tmp_path):
-    h = make(spark, database, tmp_path, user=OTHER_USER)
+def test_field_style_triggers_end_to_end(spark, cycle_path, database, tmp_path):
+    h = make(spark, cycle_path, database, tmp_path, user=OTHER_USER)
     h.install("usr", style="field")
     usr = h.table("usr")
     h.db.execute(
@@ -368,8 +370,8 @@ def test_field_style_triggers_end_to_end(spark, database, tmp_path):
     assert set(h.statuses().values()) == {"S"}
 
 
-def test_row_style_triggers_end_to_end(spark, database, tmp_path):
-    h = make(spark, database, tmp_path, user=OTHER_USER)
+def test_row_style_triggers_end_to_end(spark, cycle_path, database, tmp_path):
+    h = make(spark, cycle_path, database, tmp_path, user=OTHER_USER)
     h.install("usr", style="row")
     usr = h.table("usr")
     with h.engine.begin() as conn:

@@ -35,8 +35,8 @@ XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]
 SPECIALS = ",;'+\"=\\<>&\t\n\r\x01\x08\x0b\x1b\x7f\x85\ufffe\uffff\U0001f600 "
 
 
-def make(spark, db, tmp_path, /, **settings: Any) -> Harness:
-    h = Harness(spark, db, tmp_path, **settings)
+def make(spark, path, db, tmp_path, /, **settings: Any) -> Harness:
+    h = Harness(spark, db, tmp_path, path=path, **settings)
     h.create_usr()
     h.create_event_log()
     return h
@@ -79,8 +79,8 @@ def insert_sql(h: Harness, values_sql: str, **params: Any) -> int:
 # --- the allow-list -----------------------------------------------------------------------------
 
 
-def test_default_publishes_the_triggered_tables_and_a_configured_list_only_those(spark, database, tmp_path):
-    h = make(spark, database, tmp_path, user=OTHER_USER, tables=())
+def test_default_publishes_the_triggered_tables_and_a_configured_list_only_those(spark, cycle_path, database, tmp_path):
+    h = make(spark, cycle_path, database, tmp_path, user=OTHER_USER, tables=())
     h.db.execute(
         f"CREATE TABLE {h.table('plain')} (id INTEGER PRIMARY KEY, v VARCHAR(20))",
         f"CREATE VIEW {h.table('view_usr')} AS SELECT idu AS pk_idu, fname FROM {h.table('usr')}",
@@ -126,8 +126,8 @@ def test_default_publishes_the_triggered_tables_and_a_configured_list_only_those
 # --- SQL injection ------------------------------------------------------------------------------
 
 
-def test_sql_injection_payloads_are_rejected_or_published_verbatim(spark, database, tmp_path):
-    h = make(spark, database, tmp_path, user=OTHER_USER)
+def test_sql_injection_payloads_are_rejected_or_published_verbatim(spark, cycle_path, database, tmp_path):
+    h = make(spark, cycle_path, database, tmp_path, user=OTHER_USER)
     h.db.execute(
         GRP_DDL.format(table=h.table("grp")),
         f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (1, 'Ann')",
@@ -179,8 +179,8 @@ def test_sql_injection_payloads_are_rejected_or_published_verbatim(spark, databa
 # --- huge values --------------------------------------------------------------------------------
 
 
-def test_megabyte_values_publish_intact_or_are_rejected_with_a_short_reason(spark, database, tmp_path):
-    h = make(spark, database, tmp_path)
+def test_megabyte_values_publish_intact_or_are_rejected_with_a_short_reason(spark, cycle_path, database, tmp_path):
+    h = make(spark, cycle_path, database, tmp_path)
     h.db.execute(GRP_DDL.format(table=h.table("grp")))
     huge_text = ("λ" + "x" * 1023) * (MEGABYTE // 1024)
     huge_photo = base64.b64encode(bytes(range(256)) * (MEGABYTE // 256 * 3 // 4)).decode("ascii")
@@ -222,9 +222,9 @@ def test_megabyte_values_publish_intact_or_are_rejected_with_a_short_reason(spar
 # --- characters XML cannot carry ----------------------------------------------------------------
 
 
-def test_characters_xml_cannot_carry_are_rejected_and_the_rest_encoded(spark, database, tmp_path):
+def test_characters_xml_cannot_carry_are_rejected_and_the_rest_encoded(spark, cycle_path, database, tmp_path):
     weird, odd = "we\x01ird", "odd"
-    h = make(spark, database, tmp_path, tables=TEST_TABLES + (weird, odd))
+    h = make(spark, cycle_path, database, tmp_path, tables=TEST_TABLES + (weird, odd))
     h.db.execute(
         GRP_DDL.format(table=h.table("grp")),
         f'CREATE TABLE {h.table(chr(34) + weird + chr(34))} (id INTEGER PRIMARY KEY, v VARCHAR(9))',
@@ -264,9 +264,9 @@ def test_characters_xml_cannot_carry_are_rejected_and_the_rest_encoded(spark, da
     assert_documents_carry_only_xml_characters(h)
 
 
-def test_text_that_is_not_utf8_is_rejected_and_the_cycle_goes_on(spark, sqlite_database, tmp_path):
+def test_text_that_is_not_utf8_is_rejected_and_the_cycle_goes_on(spark, cycle_path, sqlite_database, tmp_path):
     """SQLite stores any bytes as TEXT (PostgreSQL's UTF8 database refuses them on the way in)."""
-    h = make(spark, sqlite_database, tmp_path)
+    h = make(spark, cycle_path, sqlite_database, tmp_path)
     (first,) = h.log((1, "usr", "idu=1", "fname", None, "Ann"))
     columns = "event_type, perpetrator, table_name, table_key, column_name, old_value, new_value"
     valid = {"event_type": "1", "perpetrator": "NULL", "table_name": "'usr'", "table_key": "'idu=2'",
@@ -302,8 +302,8 @@ def test_text_that_is_not_utf8_is_rejected_and_the_cycle_goes_on(spark, sqlite_d
 # --- keys the database cannot compare -------------------------------------------------------------
 
 
-def test_a_key_its_column_type_cannot_take_is_rejected(spark, postgresql_database, tmp_path):
-    h = make(spark, postgresql_database, tmp_path, tables=("usr", "tagged"))
+def test_a_key_its_column_type_cannot_take_is_rejected(spark, cycle_path, postgresql_database, tmp_path):
+    h = make(spark, cycle_path, postgresql_database, tmp_path, tables=("usr", "tagged"))
     known = "6f1c58a5-2f1e-4e55-9a8b-4d1c7e0f0a11"
     h.db.execute(
         f"CREATE TABLE {h.table('tagged')} (id uuid PRIMARY KEY, label text)",
@@ -371,8 +371,8 @@ def event_rows(dialect: str) -> st.SearchStrategy[tuple[Any, ...]]:
     return row()
 
 
-def test_generated_rows_publish_or_are_rejected_and_the_cycle_goes_on(spark, database, tmp_path):
-    h = make(spark, database, tmp_path)
+def test_generated_rows_publish_or_are_rejected_and_the_cycle_goes_on(spark, cycle_path, database, tmp_path):
+    h = make(spark, cycle_path, database, tmp_path)
     h.db.execute(
         GRP_DDL.format(table=h.table("grp")),
         f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (1, 'Ann')",
@@ -420,7 +420,7 @@ GRP = TableInfo("grp", (
     ColumnInfo("descr", ValueType.STRING, False),
 ))
 CONTEXT = ClassifyContext(
-    Catalog({"usr": USR, "USR": USR, "grp": GRP}, {"nosuch": "table 'nosuch' does not exist"}), "pub", False
+    Catalog({"usr": USR, "grp": GRP}, {"secret": "table 'secret' is not published"}), "pub", False
 )
 ANYTHING = st.none() | st.text() | st.text(st.sampled_from(SPECIALS + "\x00")) | st.integers() | st.binary()
 
@@ -432,7 +432,7 @@ ANYTHING = st.none() | st.text() | st.text(st.sampled_from(SPECIALS + "\x00")) |
 ).flatmap(lambda row: st.fixed_dictionaries({
     **{role: st.just(value) for role, value in row.items()},
     "event_type": st.sampled_from(["1", "2", "3", "4", "5", "6", "7", "8"]) | st.just(row["event_type"]),
-    "table_name": st.sampled_from(["usr", "USR", "grp", "nosuch"]) | st.just(row["table_name"]),
+    "table_name": st.sampled_from(["usr", "USR", "grp", "nosuch", "secret"]) | st.just(row["table_name"]),
     "table_key": st.sampled_from(["idu=1", "name=a+site=1"]) | st.just(row["table_key"]),
     "column_name": st.sampled_from(["fname", "photo", "age", "descr"]) | st.just(row["column_name"]),
 })))

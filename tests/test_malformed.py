@@ -31,8 +31,8 @@ MALFORMED = [
 SQLITE_ONLY = [((("x", "usr", "idu=1")), ["event_type", "'x'"])]
 
 
-def test_malformed_rows_are_rejected_and_valid_rows_still_publish(spark, database, tmp_path):
-    h = Harness(spark, database, tmp_path)
+def test_malformed_rows_are_rejected_and_valid_rows_still_publish(spark, cycle_path, database, tmp_path):
+    h = Harness(spark, database, tmp_path, path=cycle_path)
     h.create_usr()
     h.create_event_log()
     malformed = MALFORMED + (SQLITE_ONLY if h.dialect == "sqlite" else [])

@@ -58,7 +58,7 @@ def test_poll_exits_1_and_acknowledges_nothing_when_output_is_unwritable(harness
     break_output(harness)
     assert main(["poll", "-c", str(config)]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith("publisher: cycle failed in stage build_and_write:")
+    assert err.startswith("publisher: cycle failed in stage write:")
     assert "out" in err and len(err.splitlines()) == 1
     assert harness.statuses() == {rid: "N"}
     mend_output(harness)
@@ -122,7 +122,7 @@ def test_run_rides_out_output_and_database_outages(harness, tmp_path):
         break_output(harness)
         (rid,) = harness.log((4, "usr", "idu=2"))
         publisher.wait_for(lambda: len(publisher.failures()) >= 1, "a failed cycle")
-        assert "build_and_write" in publisher.failures()[0]
+        assert "stage write" in publisher.failures()[0]
         assert harness.statuses()[rid] == "N"
         mend_output(harness)
         publisher.wait_for(lambda: harness.statuses()[rid] == "S", "the output to come back")

@@ -146,13 +146,8 @@ def run_reference(config: Config, engine: Engine, sample: int, output: Path) -> 
         ).scalars()]
         if not ids:
             return result
-        table_names = conn.execute(
-            select(roles["table_name"]).distinct().where(status == Status.NEW.value, record_id.between(ids[0], ids[-1]))
-        ).scalars().all()
         conn.rollback()
-        catalog = reflect_catalog(
-            engine, table_schema(config, engine), table_names, published_tables(config, engine)
-        )
+        catalog = reflect_catalog(engine, table_schema(config, engine), published_tables(config, engine))
         publisher = _Publisher(config, engine, catalog)
         read_one = select(*(c.label(role) for role, c in roles.items())).where(record_id == bindparam("rid"))
         try:

@@ -1,0 +1,109 @@
+"""The two ways through a cycle publish the same thing: the same events, drained once in the
+driver alone and once as Spark jobs, give the same operations in the same order, the same
+statuses and the same rejected rows."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import POSTGRES_URL
+from lxml import etree
+from sqlalchemy import text
+
+from publisher.bench.workload import discard, generate
+from publisher.config import Config
+from publisher.cycle import CycleResult, run_cycle
+from publisher.database import connect
+
+ROWS, EVENTS, QUERY_LIMIT, BATCH_SIZE = 120, 3_000, 1_100, 50
+
+
+def drain(spark: Any, config: Config) -> list[CycleResult]:
+    engine = connect(config)
+    try:
+        results = []
+        while not (result := run_cycle(spark, engine, config)).idle:
+            results.append(result)
+        return results
+    finally:
+        engine.dispose()
+
+
+def operations(directory: Path) -> list[bytes]:
+    """Every published operation, serialised, in publication order (documents in name order)."""
+    documents = sorted(directory.glob("*.xml"))
+    return [
+        etree.tostring(op) for path in documents for op in etree.parse(str(path)).getroot().find("input")
+    ]
+
+
+def statuses(config: Config) -> dict[int, str]:
+    engine = connect(config)
+    try:
+        with engine.connect() as conn:
+            table = f"{config.database.schema}.event_log" if config.database.schema else "event_log"
+            return {int(r): s for r, s in conn.execute(text(f"SELECT record_id, status FROM {table}"))}
+    finally:
+        engine.dispose()
+
+
+def renew(config: Config) -> None:
+    """Put every event back to N: the same backlog again, over unchanged tables."""
+    engine = connect(config)
+    try:
+        with engine.begin() as conn:
+            table = f"{config.database.schema}.event_log" if config.database.schema else "event_log"
+            conn.execute(text(f"UPDATE {table} SET status = 'N'"))
+    finally:
+        engine.dispose()
+
+
+def with_path(config: Config, output: Path, small_cycle_events: int) -> Config:
+    return dataclasses.replace(
+        config,
+        output=dataclasses.replace(config.output, directory=str(output)),
+        spark=dataclasses.replace(config.spark, small_cycle_events=small_cycle_events),
+    )
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_driver_and_spark_paths_publish_the_same_operations(spark, tmp_path: Path, dialect: str) -> None:
+    url = f"sqlite:///{tmp_path / 'paths.db'}" if dialect == "sqlite" else POSTGRES_URL
+    workload = generate(dialect, url, ROWS, EVENTS, f"paths_{uuid.uuid4().hex[:10]}")  # type: ignore[arg-type]
+    try:
+        config = workload.config(tmp_path / "unused", QUERY_LIMIT, BATCH_SIZE)
+        in_driver = with_path(config, tmp_path / "driver", small_cycle_events=EVENTS)
+        on_spark = with_path(config, tmp_path / "spark", small_cycle_events=0)
+
+        driver_cycles = drain(spark, in_driver)
+        driver_statuses = statuses(config)
+        renew(config)
+        spark_cycles = drain(spark, on_spark)
+        spark_statuses = statuses(config)
+    finally:
+        discard(workload)
+
+    assert [c.distributed for c in driver_cycles] == [False] * 3
+    assert [c.distributed for c in spark_cycles] == [True] * 3
+    assert [c.events for c in driver_cycles] == [c.events for c in spark_cycles] == [1_100, 1_100, 800]
+
+    published = operations(tmp_path / "driver")
+    assert published == operations(tmp_path / "spark")
+    tags = {etree.fromstring(op).tag for op in published}
+    assert tags == {"add", "modify", "delete"}
+    assert len(published) == sum(c.operations for c in driver_cycles) == sum(c.operations for c in spark_cycles)
+
+    assert driver_statuses == spark_statuses
+    assert set(driver_statuses.values()) == {"S", "W", "E"}
+    assert [c.statuses for c in driver_cycles] == [c.statuses for c in spark_cycles]
+
+    def rejects(path: Path) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (path / "rejects.jsonl").read_text(encoding="utf-8").splitlines()]
+
+    rejected = rejects(tmp_path / "driver")
+    assert rejected == rejects(tmp_path / "spark")
+    assert len(rejected) == workload.plan.malformed
