@@ -138,6 +138,7 @@ examples:
   publisher bench --database sqlite --rows 5000 --events 20000 --latency-cycles 10
   publisher bench --url postgresql://postgres@127.0.0.1:5432/test --query-limit 100000
   publisher bench --json > bench.json
+  publisher bench --cluster --events 200000      the same drain on a standalone cluster
 """
 
 
@@ -162,6 +163,9 @@ def _add_bench(commands: Any) -> None:
     bench.add_argument("--reference-sample", type=_positive, default=5_000, metavar="SAMPLE",
                        help="events the one-at-a-time reference publishes (default: 5000)")
     bench.add_argument("--master", default="local[*]", metavar="M", help="Spark master (default: local[*])")
+    bench.add_argument("--cluster", action="store_true",
+                       help="start a Spark standalone master and worker on 127.0.0.1 from the installed Spark's "
+                       "scripts and run the drain on them (ignores --master)")
     bench.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
@@ -279,7 +283,7 @@ def _poll(config: Config) -> int:
     engine = connect(config)
     _check_reachable(engine)
     with PublisherLock(config) as lock:
-        result = run_cycle(get_spark(config.spark), engine, config)
+        result = run_cycle(lambda: get_spark(config.spark), engine, config)
     print(json.dumps(result.summary()))
     _check_not_lost(lock)
     return 0
@@ -351,6 +355,7 @@ def _bench(args: argparse.Namespace) -> int:
     options = BenchOptions(
         database=database, url=args.url, rows=args.rows, events=args.events, query_limit=args.query_limit,
         latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
+        cluster=args.cluster,
     )
     try:
         report = run_benchmark(options)

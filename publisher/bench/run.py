@@ -6,6 +6,7 @@ the processes Spark started (the JVM, the Python workers), sampled from /proc wh
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import resource
@@ -24,6 +25,7 @@ from pyspark.sql import SparkSession
 from sqlalchemy import Engine, func, select
 
 from publisher.bench.floor import Floor, measure_floor
+from publisher.bench.processes import descendants
 from publisher.bench.reference import ReferenceResult, run_reference
 from publisher.bench.workload import (
     DEFAULT_POSTGRES_URL,
@@ -44,8 +46,6 @@ from publisher.read import event_log_table
 
 log = logging.getLogger("publisher")
 
-STAGES = ("read", "classify", "query_back", "precedence", "build_and_write", "rejects", "acknowledge")
-"""The stages `run_cycle` times, in the order they run."""
 SAMPLE_SECONDS = 0.2
 
 
@@ -71,11 +71,15 @@ class BenchOptions:
     """Drain a tiny backlog before the measured drain; off only where the session is known to be warm."""
     workdir: Path | None = None
     """Where the documents (and the SQLite file) go; default: a temporary directory, removed afterwards."""
+    cluster: bool = False
+    """Start a standalone master and worker on loopback and drain on them instead of `master`."""
 
 
 @dataclass
 class DrainResult:
     cycles: int = 0
+    distributed_cycles: int = 0
+    """Cycles that ran as Spark jobs; the others ran in the driver alone (spark.small_cycle_events)."""
     events: int = 0
     operations: int = 0
     documents: int = 0
@@ -92,6 +96,7 @@ class DrainResult:
 
     def add(self, result: CycleResult, seconds: float) -> None:
         self.cycles += 1
+        self.distributed_cycles += result.distributed
         self.events += result.events
         self.operations += result.operations
         self.documents += result.documents
@@ -106,6 +111,7 @@ class DrainResult:
     def summary(self) -> dict[str, Any]:
         return {
             "cycles": self.cycles,
+            "distributed_cycles": self.distributed_cycles,
             "events": self.events,
             "operations": self.operations,
             "documents": self.documents,
@@ -175,8 +181,9 @@ class ProcessSampler:
     that lives on; Spark reuses its Python workers, so most of them do.
     """
 
-    def __init__(self, interval: float = SAMPLE_SECONDS) -> None:
+    def __init__(self, interval: float = SAMPLE_SECONDS, roots: list[int] | None = None) -> None:
         self.interval = interval
+        self.roots = roots or [os.getpid()]
         self.peaks: dict[int, tuple[str, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-memory", daemon=True)
@@ -197,7 +204,7 @@ class ProcessSampler:
             self.sample()
 
     def sample(self) -> None:
-        for pid in _descendants(os.getpid()):
+        for pid in {p for root in self.roots for p in descendants(root)}:
             kind = _kind(pid)
             peak = _status_kib(pid, "VmHWM")
             if kind is None or peak is None:
@@ -214,30 +221,6 @@ class ProcessSampler:
             python_worker=max(workers) if workers else None,
             python_workers_seen=len(workers),
         )
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    found: list[int] = []
-    pending = list(children.get(root, []))
-    while pending:
-        pid = pending.pop()
-        found.append(pid)
-        pending.extend(children.get(pid, []))
-    return found
 
 
 def _kind(pid: int) -> str | None:
@@ -322,9 +305,22 @@ def _rounded(value: float | None) -> float | None:
 
 
 def run_benchmark(options: BenchOptions, spark: SparkSession | None = None) -> BenchReport:
-    """Run every phase; `spark` is reused when given, else one session is built and timed."""
+    """Run every phase; `spark` is reused when given, else one session is built and timed (and,
+    with `options.cluster`, a standalone cluster started for it and stopped afterwards)."""
     with _workdir(options.workdir) as workdir:
-        return _run(options, workdir, spark)
+        if not options.cluster or spark is not None:
+            return _run(options, workdir, spark, {})
+        from publisher.bench.cluster import StandaloneCluster, spark_conf_for
+
+        with StandaloneCluster(workdir / "cluster") as cluster:
+            log.info("standalone cluster up at %s", cluster.master_url)
+            options = dataclasses.replace(options, master=cluster.master_url)
+            try:
+                return _run(options, workdir, None, spark_conf_for(cluster), cluster.daemon_pids())
+            finally:
+                active = SparkSession.getActiveSession()
+                if active is not None:
+                    active.stop()
 
 
 @contextmanager
@@ -337,7 +333,9 @@ def _workdir(path: Path | None) -> Iterator[Path]:
         yield Path(name)
 
 
-def _run(options: BenchOptions, workdir: Path, spark: SparkSession | None) -> BenchReport:
+def _run(
+    options: BenchOptions, workdir: Path, spark: SparkSession | None, conf: dict[str, str], roots: tuple[int, ...] = ()
+) -> BenchReport:
     url = options.url or (
         DEFAULT_POSTGRES_URL if options.database == "postgresql" else f"sqlite:///{workdir / 'bench.db'}"
     )
@@ -355,13 +353,13 @@ def _run(options: BenchOptions, workdir: Path, spark: SparkSession | None) -> Be
         spark_seconds = None
         if spark is None:
             started = time.perf_counter()
-            spark = _spark(config)
+            spark = _spark(config, conf)
             spark_seconds = time.perf_counter() - started
         started = time.perf_counter()
         if options.warm_up:
             warm_up(spark, options, workdir)
         warm_up_seconds = time.perf_counter() - started
-        with ProcessSampler() as sampler:
+        with ProcessSampler(roots=[os.getpid(), *roots]) as sampler:
             drained = drain(spark, engine, config, workload.events)
             latency = measure_latency(spark, engine, config, workload, options.latency_cycles,
                                       options.latency_events)
@@ -374,13 +372,15 @@ def _run(options: BenchOptions, workdir: Path, spark: SparkSession | None) -> Be
 
 
 def warm_up(spark: SparkSession, options: BenchOptions, workdir: Path) -> None:
-    """Drain a tiny backlog of the same dialect first, so that the drain measures a warm session:
-    Python workers started, code paths compiled, as in a `publisher run` that has been up a while."""
+    """Drain a tiny backlog of the same dialect first, through Spark jobs even though it is small,
+    so that the drain measures a warm session: Python workers started, code paths compiled, as in
+    a `publisher run` that has been up a while."""
     url = options.url or DEFAULT_POSTGRES_URL
     if options.database == "sqlite":
         url = f"sqlite:///{workdir / 'warm-up.db'}"
     workload = generate(options.database, url, MIN_ROWS, MIN_EVENTS, f"{options.schema}_warm_up")
     config = workload.config(workdir / "warm-up", options.query_limit, options.batch_size, options.master)
+    config = dataclasses.replace(config, spark=dataclasses.replace(config.spark, small_cycle_events=0))
     engine = connect(config)
     try:
         drain(spark, engine, config, workload.events, "warm-up")
@@ -389,10 +389,10 @@ def warm_up(spark: SparkSession, options: BenchOptions, workdir: Path) -> None:
         discard(workload)
 
 
-def _spark(config: Config) -> SparkSession:
+def _spark(config: Config, conf: dict[str, str]) -> SparkSession:
     from publisher.spark import get_spark
 
-    return get_spark(SparkConfig(master=config.spark.master))
+    return get_spark(SparkConfig(master=config.spark.master, conf=conf))
 
 
 def drain(spark: SparkSession, engine: Engine, config: Config, backlog: int, name: str = "drain") -> DrainResult:
@@ -490,7 +490,8 @@ def format_report(report: BenchReport) -> str:
     row("documents / bytes", f"{_count(r.documents)} / {_size(r.bytes_written)}")
     if report.reference_extrapolated_seconds is not None:
         row("extrapolated", f"{_seconds(report.reference_extrapolated_seconds)} for {_count(w.events)} events")
-    section(f"publisher (drain, {d.cycles} cycles)")
+    section(f"publisher (drain, {d.cycles} cycles: {d.distributed_cycles} as Spark jobs, "
+            f"{d.cycles - d.distributed_cycles} in the driver alone)")
     if report.spark_seconds is not None:
         row("SparkSession start", _seconds(report.spark_seconds))
     if o.warm_up:
@@ -502,8 +503,10 @@ def format_report(report: BenchReport) -> str:
     row("operations / documents", f"{_count(d.operations)} / {_count(d.documents)}")
     row("bytes written", _size(d.bytes_written))
     staged = 0.0
-    for stage in STAGES:
-        spent = d.stage_seconds.get(stage, 0.0)
+    for stage, spent in d.stage_seconds.items():
+        if "." in stage:
+            row(f"  {stage.split('.', 1)[1]}", _seconds(spent) + " (summed over the tasks)")
+            continue
         staged += spent
         share = f" ({spent / d.seconds:.0%})" if d.seconds else ""
         row(f"stage {stage}", _seconds(spent) + share)
@@ -523,8 +526,8 @@ def format_report(report: BenchReport) -> str:
         row(name, f"median {_seconds(spread['median'])}  p95 {_seconds(spread['p95'])}")
     cycles = max(1, len(lat.to_acknowledged))
     row("per cycle, by stage", "  ".join(
-        f"{stage} {lat.stage_seconds.get(stage, 0.0) / cycles:.2f}" for stage in STAGES
-    ) + " (s)")
+        f"{stage} {spent / cycles * 1000:.1f}" for stage, spent in lat.stage_seconds.items() if "." not in stage
+    ) + " (ms)")
     lines.append(("", ""))
     lines.append(("new rows left in the event log", _count(report.left_new)))
     width = max(len(name) for name, value in lines if value) + 2
