@@ -21,6 +21,8 @@ from publisher.failpoints import reached
 from publisher.read import event_log_table
 
 RANGES_PER_STATEMENT = 500
+ANALYZE_AFTER = 10_000
+"""Acknowledged rows from which a cycle refreshes the event log's planner statistics."""
 IDS_PER_STATEMENT = 1000
 
 
@@ -110,6 +112,16 @@ def acknowledge(
             for sql in config.publisher.post_polling_statements:
                 conn.exec_driver_sql(sql)
     return written
+
+
+def refresh_statistics(engine: Engine, config: Config) -> None:
+    """ANALYZE the event log after a large acknowledgement. The planner otherwise keeps the
+    picture of a table full of N rows for a while and finds the next cycle's few N rows by
+    walking every processed one (0.7 s instead of 1 ms after a million-event drain)."""
+    table = event_log_table(config, table_schema(config, engine))
+    name = engine.dialect.identifier_preparer.format_table(table)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"ANALYZE {name}")
 
 
 def _noted_within(noted: Sequence[int], run: IdRun) -> int:

@@ -4,6 +4,7 @@ Reflected on the driver once per cycle and handed to Spark workers as plain, pic
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, inspect
@@ -30,7 +31,7 @@ class TableInfo:
     columns: tuple[ColumnInfo, ...]
     is_view: bool = False
 
-    @property
+    @functools.cached_property
     def key_columns(self) -> tuple[tuple[str, KeyKind], ...]:
         return tuple(
             (c.name, KeyKind.INTEGER if c.value_type is ValueType.INT else KeyKind.TEXT)
@@ -38,7 +39,7 @@ class TableInfo:
             if c.is_key
         )
 
-    @property
+    @functools.cached_property
     def value_columns(self) -> tuple[ColumnInfo, ...]:
         return tuple(c for c in self.columns if not c.is_key)
 

@@ -25,7 +25,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from publisher import failpoints
-from publisher.acknowledge import IdRun, acknowledge, id_runs
+from publisher.acknowledge import ANALYZE_AFTER, IdRun, acknowledge, id_runs, refresh_statistics
 from publisher.capture import published_tables
 from publisher.catalog import reflect_catalog
 from publisher.classify import CLASSIFIED_SCHEMA, ClassifyContext, Disposition, RowClassifier, classify_event
@@ -141,6 +141,9 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
         statuses = acknowledge(
             engine, config, outcome.read, outcome.exceptions, run_post_polling=bool(outcome.documents)
         )
+    if sum(statuses.values()) >= ANALYZE_AFTER:
+        with watch.stage("analyze"):
+            refresh_statistics(engine, config)
     return CycleResult(
         events=outcome.events,
         operations=sum(d.operations for d in outcome.documents),

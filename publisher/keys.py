@@ -282,7 +282,15 @@ def canonical_key(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> str:
     Columns take the spelling and order of ``key_columns``; INTEGER values are
     written as plain decimals; TEXT values are kept as they are.
     """
-    values = _typed_values(text, key_columns)
+    if not isinstance(text, str):
+        raise KeySyntaxError(text, 0, f"expected a str, got {type(text).__name__}")
+    return _canonical(text, tuple(key_columns))
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _canonical(text: str, key_columns: tuple[tuple[str, KeyKind], ...]) -> str:
+    """Cached core of canonical_key: a backlog names the same rows many times."""
+    values = _typed(text, key_columns)
     return format_key(
         KeyPart(name, str(value)) for (name, _), value in zip(key_columns, values, strict=True)
     )
@@ -290,4 +298,11 @@ def canonical_key(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> str:
 
 def key_values(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> tuple[int | str, ...]:
     """Return the key's typed values in ``key_columns`` order, for building WHERE clauses."""
+    if not isinstance(text, str):
+        raise KeySyntaxError(text, 0, f"expected a str, got {type(text).__name__}")
+    return _typed(text, tuple(key_columns))
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _typed(text: str, key_columns: tuple[tuple[str, KeyKind], ...]) -> tuple[int | str, ...]:
     return tuple(_typed_values(text, key_columns))
