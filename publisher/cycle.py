@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 from py4j.protocol import Py4JError
 from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.errors import PySparkException
@@ -231,11 +232,12 @@ def _distributed(
         classified = read_events(spark, window, classifier, CLASSIFIED_SCHEMA).localCheckpoint(eager=True)
         failpoints.reached("after_read")
         is_error = F.col("disposition") == Disposition.ERROR
-        summary = classified.select(
+        read = classified.select(
             "record_id", "disposition", "reason", *(F.when(is_error, F.col(c)).alias(c) for c in REJECT_FIELDS[1:])
-        ).toArrow().to_pylist()
-    exceptions = {r["record_id"]: Status.ERROR for r in summary if r["disposition"] == Disposition.ERROR}
-    rejects = {r["record_id"]: _reject(r, r["reason"]) for r in summary if r["disposition"] == Disposition.ERROR}
+        ).toArrow()
+        errors = read.filter(pc.equal(read["disposition"], Disposition.ERROR)).to_pylist()
+    exceptions = {r["record_id"]: Status.ERROR for r in errors}
+    rejects = {r["record_id"]: _reject(r, r["reason"]) for r in errors}
     with watch.stage("resolve"):
         publishable = classified.where(F.col("disposition") == Disposition.PUBLISH).select(*PUBLISHABLE_FIELDS)
         steps = spark.sparkContext.accumulator({}, _SecondsParam())
@@ -260,8 +262,8 @@ def _distributed(
             config.publisher.batch_size,
         )
     return _Outcome(
-        read=id_runs(r["record_id"] for r in summary),
-        events=len(summary),
+        read=id_runs(read["record_id"].to_pylist()),
+        events=read.num_rows,
         exceptions=exceptions,
         rejects=[rejects[rid] for rid in sorted(rejects)],
         documents=documents,
