@@ -38,7 +38,13 @@ from publisher.objects import PUBLISHABLE_FIELDS, ObjectsContext, StatusNote, pu
 from publisher.operations import OperationContext, PublishedOperation
 from publisher.queryback import QueryBackContext
 from publisher.read import ARROW_BATCH_ROWS, EVENT_FIELDS, CycleWindow, plan_window, read_events, read_rows
-from publisher.write import append_rejects, next_cycle_number, write_documents, write_documents_distributed
+from publisher.write import (
+    DocumentWritten,
+    append_rejects,
+    next_cycle_number,
+    write_documents,
+    write_documents_distributed,
+)
 
 SparkProvider = SparkSession | Callable[[], SparkSession]
 """A session, or a function that builds one: a run of small cycles never starts Spark."""
@@ -115,7 +121,7 @@ class _Outcome:
     events: int
     exceptions: dict[int, Status]
     rejects: list[dict[str, Any]]
-    documents: list[Any]
+    documents: list[DocumentWritten]
 
 
 def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResult:
