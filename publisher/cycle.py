@@ -38,6 +38,7 @@ from publisher.objects import PUBLISHABLE_FIELDS, ObjectsContext, StatusNote, pu
 from publisher.operations import OperationContext, PublishedOperation
 from publisher.queryback import QueryBackContext
 from publisher.read import ARROW_BATCH_ROWS, EVENT_FIELDS, CycleWindow, plan_window, read_events, read_rows
+from publisher.spark import is_connect
 from publisher.write import (
     DocumentWritten,
     append_rejects,
@@ -53,6 +54,8 @@ REJECT_FIELDS = tuple(EVENT_LOG_COLUMNS[i] for i in (0, 2, 3, 4, 5, 6, 7, 8, 9))
 NOTE_SCHEMA = (
     "record_id long, status string, reason string, op_time timestamp, event_id long, xml binary"
 )
+CONNECT_PARALLELISM = 2
+"""Read partitions on a Spark Connect server that sets no spark.default.parallelism."""
 
 
 @dataclass
@@ -136,7 +139,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
     distributed = window.count > config.spark.small_cycle_events
     if distributed:
         session = spark() if callable(spark) else spark
-        partitions = config.spark.read_partitions or session.sparkContext.defaultParallelism
+        partitions = config.spark.read_partitions or _default_parallelism(session)
         window = dataclasses.replace(window, partitions=max(1, min(partitions, window.count // 1000 + 1)))
         outcome = _distributed(session, window, contexts, config, output, watch)
     else:
@@ -162,6 +165,13 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
         seconds=watch.seconds,
         distributed=distributed,
     )
+
+
+def _default_parallelism(session: SparkSession) -> int:
+    """A Spark Connect client cannot see the server's SparkContext, only its settings."""
+    if not is_connect(session):
+        return session.sparkContext.defaultParallelism
+    return int(session.conf.get("spark.default.parallelism", None) or CONNECT_PARALLELISM)
 
 
 def _contexts(engine: Engine, config: Config) -> _Contexts:
@@ -246,11 +256,12 @@ def _distributed(
     rejects = {r["record_id"]: _reject(r, r["reason"]) for r in errors}
     with watch.stage("resolve"):
         publishable = classified.where(F.col("disposition") == Disposition.PUBLISH).select(*PUBLISHABLE_FIELDS)
-        steps = spark.sparkContext.accumulator({}, _SecondsParam())
+        steps = None if is_connect(spark) else spark.sparkContext.accumulator({}, _SecondsParam())
         results = _resolve_by_object(publishable, contexts.objects, window.partitions, steps)
         results = results.localCheckpoint(eager=True)
         notes = results.where(F.col("xml").isNull()).select("record_id", "status", "reason").toArrow().to_pylist()
-    watch.add_steps("resolve", steps.value)
+    if steps is not None:
+        watch.add_steps("resolve", steps.value)
     unreadable = {}
     for note in notes:
         exceptions[note["record_id"]] = Status(note["status"])
@@ -289,10 +300,11 @@ class _SecondsParam(AccumulatorParam[dict[str, float]]):
 
 
 def _resolve_by_object(
-    publishable: DataFrame, ctx: ObjectsContext, partitions: int, steps: Accumulator[dict[str, float]]
+    publishable: DataFrame, ctx: ObjectsContext, partitions: int, steps: Accumulator[dict[str, float]] | None
 ) -> DataFrame:
     """Shuffle so each object's events meet in one partition, sorted together; then run
-    stages 3–5 there: the output holds a row per operation and per event that is not S."""
+    stages 3–5 there: the output holds a row per operation and per event that is not S.
+    Without `steps` (Spark Connect has no accumulators) the time spent per step is not summed."""
     import pyarrow as pa
 
     from publisher.workers import arrow_batch, arrow_schema
@@ -316,7 +328,8 @@ def _resolve_by_object(
                 rows = []
         if rows:
             yield arrow_batch(rows, schema)
-        steps.add(spent)
+        if steps is not None:
+            steps.add(spent)
 
     return (
         publishable.repartition(partitions, "class_name", "canonical_key")
