@@ -1,0 +1,72 @@
+"""Acknowledgement on its own: exactly the read rows change, in statements of bounded size,
+all or nothing."""
+from __future__ import annotations
+
+import pytest
+from harness import Harness
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from publisher import acknowledge as ack
+from publisher.acknowledge import AcknowledgeError, IdRun, acknowledge, id_runs
+from publisher.events import Status
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.sets(st.integers(min_value=-5, max_value=200)))
+def test_id_runs_cover_exactly_the_ids_in_maximal_runs(ids: set[int]) -> None:
+    runs = id_runs(ids)
+    covered = [rid for run in runs for rid in range(run.first, run.last + 1)]
+    assert covered == sorted(ids)
+    assert all(run.count == run.last - run.first + 1 >= 1 for run in runs)
+    assert all(later.first > earlier.last + 1 for earlier, later in zip(runs, runs[1:]))
+
+
+@pytest.fixture
+def small_statements(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Statements carry at most 3 ids or 2 ranges, so a few rows show the chunking."""
+    monkeypatch.setattr(ack, "IDS_PER_STATEMENT", 3)
+    monkeypatch.setattr(ack, "RANGES_PER_STATEMENT", 2)
+
+
+def log_events(h: Harness, count: int) -> list[int]:
+    return h.log(*[(4, "usr", f"idu={n}") for n in range(count)])
+
+
+def test_only_the_read_rows_change_in_bounded_statements(spark, database, tmp_path, small_statements):
+    from sqlalchemy import event
+
+    h = Harness(spark, database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    ids = log_events(h, 20)
+    # Rows inside the window that the cycle did not read, as when their transaction commits late.
+    unread = {ids[4], ids[9], ids[10], ids[15]}
+    read = [rid for rid in ids if rid not in unread]
+    exceptions = {ids[1]: Status.WARNING, ids[2]: Status.ERROR, ids[7]: Status.ERROR, ids[8]: Status.ERROR,
+                  ids[12]: Status.ERROR, ids[19]: Status.WARNING}
+
+    statements: list[str] = []
+    event.listen(h.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    written = acknowledge(h.engine, h.config, id_runs(read), exceptions, run_post_polling=False)
+
+    expected = {rid: (exceptions.get(rid, Status.SUCCESS).value if rid in read else "N") for rid in ids}
+    assert h.statuses() == expected
+    assert written == {Status.WARNING: 2, Status.ERROR: 4, Status.SUCCESS: len(read) - 6}
+    changes = [s for s in statements if s.lstrip().upper().startswith("UPDATE")]
+    # W: 2 ids in 1 statement; E: 4 ids in 2; S: 4 runs of read ids in 2 statements of <= 2 ranges.
+    assert len(id_runs(read)) == 4
+    assert len(changes) == 1 + 2 + 2
+
+
+def test_a_row_that_is_no_longer_new_rolls_everything_back(spark, database, tmp_path, small_statements):
+    h = Harness(spark, database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    ids = log_events(h, 8)
+    h.db.execute(
+        f"UPDATE {h.table('event_log')} SET status = 'S' WHERE record_id = {ids[6]}"
+    )
+    with pytest.raises(AcknowledgeError, match="expected to mark 7 event log rows S, but 6 were still new"):
+        acknowledge(h.engine, h.config, [IdRun(ids[0], ids[-1])], {ids[0]: Status.ERROR}, run_post_polling=False)
+    assert h.statuses() == {**{rid: "N" for rid in ids}, ids[6]: "S"}
