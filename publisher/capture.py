@@ -287,7 +287,7 @@ class _Dialect(abc.ABC):
     def event_log_fields(self) -> dict[str, str]:
         """The event log's identifiers, by their role names, for every template that writes it."""
         columns = self.config.event_log.columns
-        names = {role: self.quote(getattr(columns, role)) for role in EVENT_LOG_COLUMNS}
+        names = {role: self.quote(getattr(columns, role)) for role in (*EVENT_LOG_COLUMNS, "transaction_id")}
         return {"event_log": self.qualify(self.config.event_log.table), **names}
 
     def event_log_ddl(self) -> list[str]:
@@ -463,7 +463,8 @@ class _PostgreSQL(_Dialect):
 
     def event_log_ddl(self) -> list[str]:
         return super().event_log_ddl() + [
-            self.render("key_value_function", function=self.qualify(KEY_VALUE_FUNCTION))
+            self.render("event_log_transaction", **self.event_log_fields()),
+            self.render("key_value_function", function=self.qualify(KEY_VALUE_FUNCTION)),
         ]
 
     def null(self) -> str:

@@ -99,8 +99,12 @@ class EventLogColumns:
     column_name: str = "column_name"
     old_value: str = "old_value"
     new_value: str = "new_value"
+    transaction_id: str = "transaction_id"
+    """The optional eleventh column: the transaction that logged the row, where the database
+    can tell. An event log without it is read as if every value were NULL."""
 
     def in_order(self) -> tuple[str, ...]:
+        """The ten fixed columns, in their order."""
         return tuple(getattr(self, name) for name in EVENT_LOG_COLUMNS)
 
 

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from sqlalchemy import (
     Column,
+    ColumnElement,
     Connection,
     Engine,
     LargeBinary,
@@ -26,6 +27,8 @@ from sqlalchemy import (
     and_,
     cast,
     func,
+    inspect,
+    null,
     or_,
     select,
 )
@@ -39,7 +42,7 @@ UNREADABLE = "unreadable"
 EVENT_SCHEMA = (
     "record_id long, status string, event_type string, event_time timestamp, perpetrator string, "
     "table_name string, table_key string, column_name string, old_value string, new_value string, "
-    f"{UNREADABLE} string"
+    f"transaction_id string, {UNREADABLE} string"
 )
 
 
@@ -57,6 +60,8 @@ class CycleWindow:
     cutoff_record_id: int | None
     """Future mode: the last row taken in (event_time, record_id) order."""
     partitions: int
+    transaction_column: str | None = None
+    """The event log's optional transaction_id column, when it has one."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -126,8 +131,19 @@ def plan_window(config: Config, engine: Engine, partitions: int) -> CycleWindow 
         hi=int(hi),
         count=int(count),
         cutoff_record_id=None if cutoff is None else int(cutoff),
+        transaction_column=_transaction_column(engine, config, schema),
         partitions=max(1, min(partitions, int(count) // 1000 + 1)),
     )
+
+
+def _transaction_column(engine: Engine, config: Config, schema: str | None) -> str | None:
+    """The configured transaction_id column's actual name, or None where the event log has none
+    (an event log made before the column existed, or by a site's own DDL)."""
+    wanted = config.event_log.columns.transaction_id
+    names = [c["name"] for c in inspect(engine).get_columns(config.event_log.table, schema=schema)]
+    if wanted in names:
+        return wanted
+    return next((n for n in names if n.lower() == wanted.lower()), None)
 
 
 def window_predicate(window: CycleWindow, table: Table, lo: int, hi: int) -> Any:
@@ -236,12 +252,19 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
     from publisher.workers import engine_for
 
     w = window
-    table = _event_log_table(w.table, w.columns, w.schema)
+    extra = () if w.transaction_column is None else (w.transaction_column,)
+    table = _event_log_table(w.table, w.columns + extra, w.schema)
     c = _role_columns(table, w.columns)
     engine = engine_for(w.url)
     as_bytes = engine.dialect.name == "sqlite"
+    transaction = null() if w.transaction_column is None else table.c[w.transaction_column]
     query = (
-        select(c["record_id"], c["status"], *(_as_read(c[role], role, as_bytes) for role in EVENT_LOG_COLUMNS[2:]))
+        select(
+            c["record_id"],
+            c["status"],
+            *(_as_read(c[role], role, as_bytes) for role in EVENT_LOG_COLUMNS[2:]),
+            _as_read(transaction, "transaction_id", as_bytes),
+        )
         .where(window_predicate(w, table, lo, hi))
         .order_by(c["record_id"])
     )
@@ -249,14 +272,14 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
         encoding = _sqlite_encoding(conn) if as_bytes else _UTF8
         result = conn.execution_options(stream_results=True, yield_per=5000).execute(query)
         for row in result:
-            yield _event_row(row, w.columns, encoding)
+            yield _event_row(row, (*w.columns, w.transaction_column or "transaction_id"), encoding)
 
 
 _UTF8 = ("utf-8", "UTF-8")
 _SQLITE_ENCODINGS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}
 
 
-def _as_read(column: Column[Any], role: str, as_bytes: bool) -> Any:
+def _as_read(column: ColumnElement[Any], role: str, as_bytes: bool) -> Any:
     """SQLite TEXT may hold any bytes, and its driver fails the whole read on one bad value:
     there every text column is read as bytes and decoded here, row by row."""
     if as_bytes:

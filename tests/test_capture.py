@@ -146,7 +146,7 @@ def test_event_log_has_the_fixed_columns_and_a_poll_index(database: TestDatabase
     install_capture(config, database.engine, [])
     inspector = inspect(database.engine)
     columns = inspector.get_columns("event_log", schema=database.schema)
-    assert tuple(c["name"] for c in columns) == config.event_log.columns.in_order()
+    assert tuple(c["name"] for c in columns) == (*config.event_log.columns.in_order(), "transaction_id")
     required = [c["name"] for c in columns if not c["nullable"] and c["name"] != "record_id"]
     assert required == ["status", "event_type", "event_time", "table_name", "table_key"]
     key = inspector.get_pk_constraint("event_log", schema=database.schema)
@@ -175,12 +175,14 @@ def test_event_log_defaults(database: TestDatabase) -> None:
 
 
 def test_renamed_event_log_columns(database: TestDatabase, usr: Table) -> None:
-    renamed = EventLogColumns(status="state", table_key="objkey", event_type="kind", new_value="val")
+    renamed = EventLogColumns(
+        status="state", table_key="objkey", event_type="kind", new_value="val", transaction_id="txn"
+    )
     config = make_config(database, EventLogConfig(table="evlog", columns=renamed))
     install_capture(config, database.engine, ["usr"])
     insert_jack(database, usr)
     columns = inspect(database.engine).get_columns("evlog", schema=database.schema)
-    assert tuple(c["name"] for c in columns) == renamed.in_order()
+    assert tuple(c["name"] for c in columns) == (*renamed.in_order(), "txn")
     assert logged(database, config) == jack_inserted(database, "idu=1")
     assert not inspect(database.engine).has_table("event_log", schema=database.schema)
 

@@ -9,5 +9,6 @@ CREATE TABLE IF NOT EXISTS ${event_log} (
     ${table_key} text NOT NULL,
     ${column_name} varchar(255),
     ${old_value} text,
-    ${new_value} text
+    ${new_value} text,
+    ${transaction_id} varchar(64)
 )

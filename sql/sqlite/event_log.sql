@@ -9,5 +9,6 @@ CREATE TABLE IF NOT EXISTS ${event_log} (
     ${table_key} TEXT NOT NULL,
     ${column_name} VARCHAR(255),
     ${old_value} TEXT,
-    ${new_value} TEXT
+    ${new_value} TEXT,
+    ${transaction_id} VARCHAR(64)
 )

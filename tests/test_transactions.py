@@ -1,0 +1,72 @@
+"""The event log's optional eleventh column, transaction_id: the triggers fill it where the
+database can tell (PostgreSQL), leave it NULL where it cannot (SQLite), and an event log
+without the column is read and published as before."""
+from __future__ import annotations
+
+from harness import Harness
+from sqlalchemy import text
+
+from publisher.read import EVENT_FIELDS, plan_window, read_rows
+
+# A user no test database logs in as, so that trigger-logged rows on PostgreSQL are not loopback.
+OTHER_USER = "publisher_app"
+
+
+def read_transactions(h: Harness) -> dict[int, str | None]:
+    """record_id → transaction_id, as the publisher's reader hands them to a cycle."""
+    window = plan_window(h.config, h.engine, 1)
+    assert window is not None
+    rows = [dict(zip(EVENT_FIELDS, row, strict=True)) for row in read_rows(window, window.lo, window.hi)]
+    return {row["record_id"]: row["transaction_id"] for row in rows}
+
+
+def test_triggers_record_the_transaction_of_each_change(spark, database, tmp_path):
+    h = Harness(spark, database, tmp_path, user=OTHER_USER, tables=())
+    h.create_usr()
+    h.install("usr")
+    with h.engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (1, 'Ann'), (2, 'Bob')"))
+        conn.execute(text(f"UPDATE {h.table('usr')} SET lname = 'Lee' WHERE idu = 1"))
+    first = set(h.statuses())
+    with h.engine.begin() as conn:
+        conn.execute(text(f"DELETE FROM {h.table('usr')} WHERE idu = 2"))
+    second = set(h.statuses()) - first
+
+    transactions = read_transactions(h)
+    assert set(transactions) == first | second and len(first) == 3 and len(second) == 1
+    if h.dialect == "sqlite":
+        assert set(transactions.values()) == {None}
+        return
+    (one,) = {transactions[rid] for rid in first}
+    (other,) = {transactions[rid] for rid in second}
+    assert one is not None and one.isdigit() and other is not None and other.isdigit()
+    assert int(other) > int(one)
+
+
+def test_an_event_log_without_the_column_is_read_and_published(spark, cycle_path, database, tmp_path):
+    h = Harness(spark, database, tmp_path, path=cycle_path)
+    h.create_usr()
+    h.create_event_log()
+    h.db.execute(f"ALTER TABLE {h.table('event_log')} DROP COLUMN transaction_id")
+    ids = h.log((1, "usr", "idu=1", "fname", None, "Ann"), (4, "usr", "idu=2"))
+
+    assert read_transactions(h) == {rid: None for rid in ids}
+    result = h.poll()
+    assert result.statuses == {"S": 2}
+    assert h.published().describe() == [
+        ("add", h.association("idu=1"), ids[0]),
+        ("delete", h.association("idu=2"), ids[1]),
+    ]
+
+
+def test_install_gives_an_older_postgresql_event_log_the_column(spark, postgresql_database, tmp_path):
+    h = Harness(spark, postgresql_database, tmp_path, user=OTHER_USER, tables=())
+    h.create_usr()
+    h.create_event_log()
+    h.db.execute(f"ALTER TABLE {h.table('event_log')} DROP COLUMN transaction_id")
+    h.install("usr")
+    h.db.execute(f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (1, 'Ann')")
+
+    (transaction,) = set(read_transactions(h).values())
+    assert transaction is not None and transaction.isdigit()
+    assert h.poll().statuses == {"S": 1}
