@@ -190,6 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UnavailableError as exc:
         print(f"publisher: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("publisher: interrupted; what was not acknowledged is published again next time", file=sys.stderr)
+        return 130
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -180,3 +180,32 @@ def test_a_second_publisher_run_exits_while_the_first_keeps_running(database, tm
     assert first.returncode == 0, log_path.read_text()
     assert "stopped" in log_path.read_text()
     assert seconds_to_take(lock_config(database), limit=1.0) < 1.0
+
+
+def test_ctrl_c_while_poll_waits_for_the_lock_ends_it_with_one_line(database, tmp_path):
+    config = config_file(database, tmp_path, '[publisher]\nwhen_locked = "wait"\n')
+    assert main(["install", "-c", str(config)]) == 0
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THE_LOCK, str(config)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "publisher.cli", "poll", "-c", str(config)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        lines: list[str] = []
+        assert waiting.stderr is not None
+        while not any("waiting" in line for line in lines):
+            line = waiting.stderr.readline()
+            assert line, f"poll ended before waiting: {lines}"
+            lines.append(line)
+        waiting.send_signal(signal.SIGINT)
+        _, rest = waiting.communicate(timeout=60)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert waiting.returncode == 130
+    assert "Traceback" not in rest
+    assert rest.strip().splitlines()[-1].startswith("publisher: interrupted")
