@@ -113,20 +113,56 @@ def operations(output: Path) -> list[tuple[Any, ...]]:
     return found
 
 
+class LocalPoll:
+    """`publisher poll` in local mode on a copy of the database, running while the remote side
+    (a cluster, a Connect server) starts: the reference the remote run must match."""
+
+    def __init__(self, tmp_path: Path, database: Path) -> None:
+        self.database = tmp_path / "local.db"
+        self.output = tmp_path / "out-local"
+        shutil.copyfile(database, self.database)
+        config = write_config(tmp_path / "local.toml", self.database, self.output, "local[2]", {})
+        self.process = subprocess.Popen(
+            poll_command(config), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_environment()
+        )
+
+    def finish(self) -> dict[str, Any]:
+        """Its JSON summary, once it exited 0."""
+        out, err = self.process.communicate(timeout=300)
+        assert self.process.returncode == 0, err[-5000:]
+        return dict(json.loads(out.strip().splitlines()[-1]))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def assert_published_like_local(database: Path, output: Path, run: subprocess.CompletedProcess[str],
+                                local: dict[str, Any], local_poll: LocalPoll) -> dict[str, Any]:
+    """The remote poll's summary, statuses and operations equal the local poll's; returns its summary."""
+    summary = dict(json.loads(run.stdout.strip().splitlines()[-1]))
+    assert summary["path"] == "spark"
+    assert local["statuses"] == summary["statuses"]
+    assert summary["events"] == len(statuses(database)) and summary["operations"] > 0
+    remote_statuses = statuses(database)
+    assert "N" not in {s for _, _, s in remote_statuses}
+    assert remote_statuses == statuses(local_poll.database)
+    published = operations(output)
+    assert len(published) == summary["operations"]
+    assert published == operations(local_poll.output)
+    return summary
+
+
 def test_poll_on_a_standalone_cluster_publishes_what_local_mode_publishes(tmp_path: Path) -> None:
     started = time.monotonic()
-    on_cluster, local = tmp_path / "cluster.db", tmp_path / "local.db"
+    on_cluster = tmp_path / "cluster.db"
     make_database(on_cluster)
-    shutil.copyfile(on_cluster, local)
     assert {s for _, _, s in statuses(on_cluster)} == {"N"}
     assert {t for _, t, _ in statuses(on_cluster)} >= {1, 2, 4, 5, 6, 7, 8}
     assert len(statuses(on_cluster)) > 1000
 
-    env = clean_environment()
-    local_config = write_config(tmp_path / "local.toml", local, tmp_path / "out-local", "local[2]", {})
-    local_run = subprocess.Popen(
-        poll_command(local_config), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
+    local_poll = LocalPoll(tmp_path, on_cluster)
     try:
         starting = time.monotonic()
         with StandaloneCluster(tmp_path / "spark") as cluster:
@@ -136,34 +172,21 @@ def test_poll_on_a_standalone_cluster_publishes_what_local_mode_publishes(tmp_pa
                 {"small_cycle_events": 0, "conf": spark_conf_for(cluster)},
             )
             cluster_run = subprocess.run(
-                poll_command(cluster_config), capture_output=True, text=True, env=env, timeout=300
+                poll_command(cluster_config), capture_output=True, text=True, env=clean_environment(), timeout=300
             )
             assert cluster_run.returncode == 0, cluster_run.stderr[-5000:] + "\n" + cluster.log_tail()
             poll_seconds = time.monotonic() - cluster_started
             applications = cluster.master_state()["completedapps"]
-        local_out, local_err = local_run.communicate(timeout=300)
+        local = local_poll.finish()
     finally:
-        if local_run.poll() is None:
-            local_run.kill()
-            local_run.wait()
-    assert local_run.returncode == 0, local_err[-5000:]
+        local_poll.stop()
 
     assert [(a["name"], a["state"]) for a in applications] == [("event-log-publisher", "FINISHED")]
     executor_logs = list((tmp_path / "spark" / "work" / applications[0]["id"]).glob("*/stderr"))
     assert executor_logs, f"no executor ran in {tmp_path / 'spark' / 'work'}"
     assert any("Finished task" in log.read_text(errors="replace") for log in executor_logs)
 
-    summary = json.loads(cluster_run.stdout.strip().splitlines()[-1])
-    assert json.loads(local_out.strip().splitlines()[-1])["statuses"] == summary["statuses"]
-    assert summary["events"] == len(statuses(on_cluster)) and summary["operations"] > 0
-
-    cluster_statuses, local_statuses = statuses(on_cluster), statuses(local)
-    assert "N" not in {s for _, _, s in cluster_statuses}
-    assert cluster_statuses == local_statuses
-
-    published = operations(tmp_path / "out-cluster")
-    assert len(published) == summary["operations"]
-    assert published == operations(tmp_path / "out-local")
+    summary = assert_published_like_local(on_cluster, tmp_path / "out-cluster", cluster_run, local, local_poll)
     print(
         f"cluster start {cluster_started - starting:.1f} s, poll on it {poll_seconds:.1f} s, "
         f"whole test {time.monotonic() - started:.1f} s; stages on the cluster {summary['seconds']}"
