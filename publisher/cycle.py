@@ -131,7 +131,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
     """Publish what the event log holds now, once; return what was done."""
     watch = _Stopwatch()
     with watch.stage("plan"):
-        window = plan_window(config, engine, 1)
+        window = plan_window(config, engine)
         if window is None:
             return CycleResult(seconds=watch.seconds)
         contexts = _contexts(engine, config)

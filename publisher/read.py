@@ -59,9 +59,10 @@ class CycleWindow:
     count: int
     cutoff_record_id: int | None
     """Future mode: the last row taken in (event_time, record_id) order."""
-    partitions: int
     transaction_column: str | None = None
     """The event log's optional transaction_id column, when it has one."""
+    partitions: int = 1
+    """How many record_id ranges Spark reads in parallel; set for the cycle's path."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -93,7 +94,7 @@ def _database_now(dialect_name: str) -> Any:
     return func.now()
 
 
-def plan_window(config: Config, engine: Engine, partitions: int) -> CycleWindow | None:
+def plan_window(config: Config, engine: Engine) -> CycleWindow | None:
     """The rows of this cycle, or None when there is nothing new."""
     schema = table_schema(config, engine)
     table = event_log_table(config, schema)
@@ -132,7 +133,6 @@ def plan_window(config: Config, engine: Engine, partitions: int) -> CycleWindow 
         count=int(count),
         cutoff_record_id=None if cutoff is None else int(cutoff),
         transaction_column=_transaction_column(engine, config, schema),
-        partitions=max(1, min(partitions, int(count) // 1000 + 1)),
     )
 
 

@@ -14,7 +14,7 @@ OTHER_USER = "publisher_app"
 
 def read_transactions(h: Harness) -> dict[int, str | None]:
     """record_id → transaction_id, as the publisher's reader hands them to a cycle."""
-    window = plan_window(h.config, h.engine, 1)
+    window = plan_window(h.config, h.engine)
     assert window is not None
     rows = [dict(zip(EVENT_FIELDS, row, strict=True)) for row in read_rows(window, window.lo, window.hi)]
     return {row["record_id"]: row["transaction_id"] for row in rows}
