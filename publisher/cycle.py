@@ -29,7 +29,7 @@ from publisher import failpoints
 from publisher.acknowledge import ANALYZE_AFTER, IdRun, acknowledge, id_runs, refresh_statistics
 from publisher.capture import published_tables
 from publisher.catalog import reflect_catalog
-from publisher.classify import CLASSIFIED_SCHEMA, ClassifyContext, Disposition, RowClassifier, classify_event
+from publisher.classify import CLASSIFIED_FIELD_NAMES, CLASSIFIED_SCHEMA, ClassifyContext, Disposition, RowClassifier
 from publisher.config import Config
 from publisher.database import association_schema, publisher_user, table_schema
 from publisher.errors import StageFailedError, root_cause
@@ -37,7 +37,7 @@ from publisher.events import EVENT_LOG_COLUMNS, Status
 from publisher.objects import PUBLISHABLE_FIELDS, ObjectsContext, StatusNote, publish_objects
 from publisher.operations import OperationContext, PublishedOperation
 from publisher.queryback import QueryBackContext
-from publisher.read import ARROW_BATCH_ROWS, EVENT_FIELDS, CycleWindow, plan_window, read_events, read_rows
+from publisher.read import ARROW_BATCH_ROWS, CycleWindow, plan_window, read_events, read_rows
 from publisher.spark import is_connect
 from publisher.write import (
     DocumentWritten,
@@ -190,21 +190,22 @@ def _in_driver(
     window: CycleWindow, contexts: _Contexts, config: Config, output: Path, watch: _Stopwatch
 ) -> _Outcome:
     with watch.stage("read"):
-        rows = [dict(zip(EVENT_FIELDS, row, strict=True)) for row in read_rows(window, window.lo, window.hi)]
+        rows = list(read_rows(window, window.lo, window.hi))
         failpoints.reached("after_read")
     with watch.stage("classify"):
+        classifier = RowClassifier(contexts.classify, config.publisher.future_events)
         publishable = []
         exceptions: dict[int, Status] = {}
         rejects: dict[int, dict[str, Any]] = {}
         by_id = {}
         for row in rows:
-            by_id[row["record_id"]] = row
-            classified = classify_event(row, contexts.classify)
-            if classified["disposition"] == Disposition.PUBLISH:
-                publishable.append(_publishable(row, classified, config.publisher.future_events))
-            elif classified["disposition"] == Disposition.ERROR:
-                exceptions[row["record_id"]] = Status.ERROR
-                rejects[row["record_id"]] = _reject(row, classified["reason"])
+            event = dict(zip(CLASSIFIED_FIELD_NAMES, classifier(row), strict=True))
+            by_id[event["record_id"]] = event
+            if event["disposition"] == Disposition.PUBLISH:
+                publishable.append({name: event[name] for name in PUBLISHABLE_FIELDS})
+            elif event["disposition"] == Disposition.ERROR:
+                exceptions[event["record_id"]] = Status.ERROR
+                rejects[event["record_id"]] = _reject(event, event["reason"])
         publishable.sort(key=lambda e: (e["class_name"], e["canonical_key"]))
     with watch.stage("resolve"):
         operations: list[PublishedOperation] = []
@@ -227,13 +228,6 @@ def _in_driver(
         rejects=[rejects[rid] for rid in sorted(rejects)],
         documents=documents,
     )
-
-
-def _publishable(row: dict[str, Any], classified: dict[str, Any], future_events: bool) -> dict[str, Any]:
-    event = {name: classified.get(name) for name in PUBLISHABLE_FIELDS}
-    event["record_id"] = row["record_id"]
-    event["position_time"] = row["event_time"] if future_events else None
-    return event
 
 
 def _reject(row: dict[str, Any], reason: str | None) -> dict[str, Any]:
