@@ -21,6 +21,15 @@ class ColumnInfo:
     name: str
     value_type: ValueType
     is_key: bool
+    ordinal: int = 0
+    """Position in the table as the database lists its columns, from 1 (0: not reflected)."""
+    sql_type: str = ""
+    """The database type as SQLAlchemy names it, e.g. VARCHAR(64) or NUMERIC(10, 2)."""
+    length: int | None = None
+    precision: int | None = None
+    scale: int | None = None
+    key_position: int = 0
+    """Position in the primary key (or a view's pk_ columns), from 1; 0 for other columns."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,11 @@ class TableInfo:
     @functools.cached_property
     def value_columns(self) -> tuple[ColumnInfo, ...]:
         return tuple(c for c in self.columns if not c.is_key)
+
+    @functools.cached_property
+    def data_columns(self) -> tuple[ColumnInfo, ...]:
+        """Every column in the table's own order (the order change tables and messages use)."""
+        return tuple(sorted(self.columns, key=lambda c: c.ordinal))
 
     def column(self, name: str) -> ColumnInfo | None:
         """Look a column up as the event log names it: exact spelling first, then ignoring case."""
@@ -159,7 +173,32 @@ def _reflect_table(inspector, schema: str | None, name: str, is_view: bool) -> T
     else:
         order = list(inspector.get_pk_constraint(name, schema=schema).get("constrained_columns") or [])
         keys = set(order)
-    infos = [ColumnInfo(c["name"], value_type_of(c["type"]), c["name"] in keys) for c in columns]
     key_rank = {n: i for i, n in enumerate(order)}
+    infos = [
+        ColumnInfo(
+            c["name"],
+            value_type_of(c["type"]),
+            c["name"] in keys,
+            ordinal=ordinal,
+            sql_type=_type_name(c["type"]),
+            length=_int_attribute(c["type"], "length"),
+            precision=_int_attribute(c["type"], "precision"),
+            scale=_int_attribute(c["type"], "scale"),
+            key_position=key_rank[c["name"]] + 1 if c["name"] in keys else 0,
+        )
+        for ordinal, c in enumerate(columns, start=1)
+    ]
     infos.sort(key=lambda c: (0, key_rank[c.name]) if c.is_key else (1, 0))
     return TableInfo(name, tuple(infos), is_view)
+
+
+def _type_name(sql_type: object) -> str:
+    try:
+        return str(sql_type)
+    except Exception:  # noqa: BLE001 - a type some dialect cannot render still gets a name
+        return type(sql_type).__name__.upper()
+
+
+def _int_attribute(sql_type: object, name: str) -> int | None:
+    value = getattr(sql_type, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

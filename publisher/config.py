@@ -138,8 +138,45 @@ class PublisherSettings:
 
 
 @dataclass(frozen=True)
+class ChangeTablesConfig:
+    """A Parquet change table per published table, under <directory>/changes/<table>/."""
+
+    enabled: bool = False
+    header_prefix: str = "header__"
+    """Prefix of the header columns, so they never collide with the table's own columns."""
+    partition_minutes: int = 0
+    """Change-table partitioning by time: each row names the period of this many minutes its
+    change falls in (partition_name, e.g. 20170313T123000_20170313T170000); 0 = off."""
+    trail_header: bool = False
+    """Add the trail-style record header columns (HdrInd, IOType, TransInd, ...) after the others."""
+
+
+@dataclass(frozen=True)
+class MessagesConfig:
+    """JSON lines under <directory>/messages/: a metadata message per table version, a data
+    message per change."""
+
+    enabled: bool = False
+    server: str = ""
+    """lineage.server of the metadata messages; empty: this machine's host name."""
+    task: str = "publisher"
+    """lineage.task of the metadata messages."""
+    external_schema_id: bool = False
+    """Put the table version's schemaId into every data message's headers."""
+    trail_header: bool = False
+    """Give every data message the trail-style record header (trailHeader)."""
+
+
+@dataclass(frozen=True)
 class OutputConfig:
     directory: str = "out"
+    change_tables: ChangeTablesConfig = field(default_factory=ChangeTablesConfig)
+    messages: MessagesConfig = field(default_factory=MessagesConfig)
+
+    @property
+    def publishes_changes(self) -> bool:
+        """True when a format beside XDS needs the cycle's changes."""
+        return self.change_tables.enabled or self.messages.enabled
 
 
 @dataclass(frozen=True)
@@ -346,6 +383,19 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
             raise ConfigError(f"event_log.columns.{role}: {name!r} names two columns of the event log")
     if not config.output.directory.strip():
         raise ConfigError("output.directory: expected a path, got an empty string")
+    changes = config.output.change_tables
+    if changes.partition_minutes < 0 or (changes.partition_minutes and 1440 % changes.partition_minutes):
+        raise ConfigError(
+            "output.change_tables.partition_minutes: expected 0 (off) or minutes that divide a day "
+            f"(e.g. 60, 240, 1440), got {changes.partition_minutes}"
+        )
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", changes.header_prefix):
+        raise ConfigError(
+            "output.change_tables.header_prefix: expected letters, digits and underscores, not starting "
+            f"with a digit (default header__), got {changes.header_prefix!r}"
+        )
+    if not config.output.messages.task.strip():
+        raise ConfigError("output.messages.task: expected a task name, got an empty string")
     if not config.spark.master.strip():
         raise ConfigError("spark.master: expected a Spark master URL such as local[*]")
 

@@ -19,6 +19,11 @@ class StageFailedError(TransientError):
         self.reason = reason
 
 
+class OutputStateError(ValueError):
+    """An output format cannot be written as configured, or its state files are unreadable; the
+    message names the table, column or file and what to do."""
+
+
 def root_cause(exc: BaseException) -> str:
     """The innermost exception of a (possibly remote, multi-page) traceback, as one line."""
     text = str(getattr(exc, "orig", None) or exc)

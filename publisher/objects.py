@@ -33,6 +33,12 @@ PUBLISHABLE_FIELDS = (
     "new_text",
 )
 """What stages 3–5 need of a classified event."""
+CHANGE_FIELDS = ("event_time", "transaction_id")
+"""What the change-capture formats need besides."""
+
+
+def publishable_fields(changes: bool) -> tuple[str, ...]:
+    return PUBLISHABLE_FIELDS + CHANGE_FIELDS if changes else PUBLISHABLE_FIELDS
 
 
 @dataclass(frozen=True)

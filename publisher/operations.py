@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from publisher.catalog import TableInfo
+from publisher.changes import Change, change_of
 from publisher.events import EventType
 from publisher.precedence import PUBLISHED, CurrentRow, Decision, position
 from publisher.values import ValueType
@@ -29,6 +30,8 @@ class OperationContext:
     """By table name (the class name)."""
     schema_label: str
     insert_row_operation: str = "modify"
+    changes: bool = False
+    """Also describe each operation as a `Change`, for the change tables and messages."""
 
 
 def operation_kind(event_type: int, insert_row_operation: str = "modify") -> OperationKind:
@@ -104,6 +107,7 @@ class PublishedOperation:
     event_id: int
     kind: str
     xml: bytes
+    change: Change | None = None
 
     @property
     def order(self) -> tuple[int, dt.datetime, int]:
@@ -138,7 +142,12 @@ def object_operations(
     published = []
     for group in groups:
         xml = build_operation_xml(group, ctx)
-        if xml is not None:
-            first = group["position"]
-            published.append(PublishedOperation(first["time"], int(first["record_id"]), group["kind"], xml))
+        if xml is None:
+            continue
+        change = None
+        if ctx.changes:
+            table = ctx.tables[group["class_name"]]
+            change = change_of(group, table, _as_dict(group["row"]), OperationKind(group["kind"]))
+        first = group["position"]
+        published.append(PublishedOperation(first["time"], int(first["record_id"]), group["kind"], xml, change))
     return published

@@ -252,3 +252,19 @@ def encode_current(value_type: ValueType, value: object) -> str | None:
     if value is None:
         return None
     return _CURRENT[value_type](value)
+
+
+def typed_value(value_type: ValueType, text: str | None) -> int | bool | dt.datetime | bytes | str | None:
+    """A published text as a typed value, for the formats that carry types (change tables,
+    messages): int, bool, UTC datetime (from epoch seconds), bytes (from base64), or str."""
+    if text is None:
+        return None
+    if value_type is ValueType.INT:
+        return int(text)
+    if value_type is ValueType.STATE:
+        return text == "true"
+    if value_type is ValueType.TIME:
+        return _EPOCH_AWARE + dt.timedelta(seconds=int(text))
+    if value_type is ValueType.OCTET:
+        return base64.b64decode(text)
+    return text

@@ -1,0 +1,262 @@
+"""Stage 5, for the change-capture formats: each published operation as one change record.
+
+The XDS operation and its change record come from the same merged group of one object's
+events (see `operations.object_operations`), so every format publishes the same operations in
+the same order. A change says which columns it carries, their values before and after, and
+which of them changed; the change-table and message writers only lay it out.
+
+Mapping (by the group's events): type 1 inserts (the mask marks the key and every logged
+column); types 2/3 update, with the logged old values as before-image and the mask marking the
+columns whose value changed; type 4 deletes, carrying and marking the key; query-back types
+carry the current row (insert for 5 and 7, update for 6 and 8) with no before-image, since none
+was logged, and the mask marks the columns read back.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from publisher.catalog import TableInfo
+from publisher.events import EventType
+from publisher.keys import key_values
+from publisher.xds import OperationKind
+
+INSERT = "INSERT"
+UPDATE = "UPDATE"
+DELETE = "DELETE"
+BEFORE_IMAGE = "BEFOREIMAGE"
+CHANGE_OPER = {INSERT: "I", UPDATE: "U", DELETE: "D", BEFORE_IMAGE: "B"}
+"""The one-letter `change_oper` of each record operation."""
+
+_INSERTING = frozenset({int(EventType.INSERT_ROW_QUERY_BACK), int(EventType.INSERT_FIELD_QUERY_BACK)})
+_ROW_QB = frozenset({int(EventType.INSERT_ROW_QUERY_BACK), int(EventType.UPDATE_ROW_QUERY_BACK)})
+_FIELD_QB = frozenset({int(EventType.INSERT_FIELD_QUERY_BACK), int(EventType.UPDATE_FIELD_QUERY_BACK)})
+_UPDATING = frozenset({int(EventType.UPDATE_FIELD), int(EventType.UPDATE_FIELD_REMOVE_ALL)})
+
+
+@dataclass(frozen=True)
+class Change:
+    """One published operation as a change: what a change-table row or data message says."""
+
+    table: str
+    operation: str
+    """INSERT, UPDATE or DELETE."""
+    record_id: int
+    """Where in the event log: the first event of the operation (the XDS event-id)."""
+    event_time: dt.datetime | None
+    """When that event was logged (UTC)."""
+    transaction_id: str | None
+    """The transaction that logged that event, as the event log holds it; None: unknown."""
+    after: Mapping[str, str | None]
+    """Every column the change carries, with its published text: the key columns always; for an
+    insert or update the values after it."""
+    before: Mapping[str, str | None] | None
+    """An update's logged old values (key columns included); None when nothing was logged."""
+    changed: tuple[str, ...]
+    """The columns the change mask marks, in table order."""
+    fetched: bool
+    """True when a value was read back from the table rather than from the event log."""
+
+    def to_json(self) -> bytes:
+        data = asdict(self)
+        data["event_time"] = None if self.event_time is None else self.event_time.isoformat()
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> Change:
+        data = json.loads(raw)
+        time = data["event_time"]
+        data["event_time"] = None if time is None else dt.datetime.fromisoformat(time)
+        data["changed"] = tuple(data["changed"])
+        return cls(**data)
+
+    @property
+    def records(self) -> int:
+        """Change-table rows of this change: a before-image row and the update, or one row."""
+        return 1 if self.before is None else 2
+
+
+def change_of(
+    group: Mapping[str, Any], table: TableInfo, row: Mapping[str, str | None] | None, kind: OperationKind
+) -> Change:
+    """The change one merged group of an object's events (an XDS operation) stands for."""
+    units: Sequence[Mapping[str, Any]] = group["units"]
+    first = units[0]
+    key = {name: str(value) for (name, _), value in
+           zip(table.key_columns, key_values(group["canonical_key"], table.key_columns), strict=True)}
+    types = [int(u["effective_type"]) for u in units]
+    if kind is OperationKind.DELETE:
+        return _change(table, DELETE, first, key, None, tuple(key), fetched=False)
+    after: dict[str, str | None] = dict(key)
+    before: dict[str, str | None] = {}
+    read_back: list[str] = []
+    logged: list[str] = []
+    current = row or {}
+    for unit, event_type in zip(units, types, strict=True):
+        name = unit["attr_name"]
+        if event_type in _ROW_QB:
+            for column in table.value_columns:
+                after[column.name] = current.get(column.name)
+                read_back.append(column.name)
+        elif event_type in _FIELD_QB:
+            after[name] = current.get(name)
+            read_back.append(name)
+        else:
+            if event_type in _UPDATING and name not in before:
+                before[name] = unit["old_text"]
+            after[name] = unit["new_text"]
+            logged.append(name)
+    inserting = kind is OperationKind.ADD or all(t in _INSERTING for t in types)
+    if inserting:
+        inserted = [*key, *logged] if logged else []
+        return _change(table, INSERT, first, after, None, _ordered(table, [*inserted, *read_back]),
+                       fetched=bool(read_back))
+    changed = {name for name, old in before.items() if old != after[name]} | set(read_back)
+    logged_before = {**key, **before} if before else None
+    return _change(table, UPDATE, first, after, logged_before, _ordered(table, changed), fetched=bool(read_back))
+
+
+def _change(
+    table: TableInfo, operation: str, first: Mapping[str, Any], after: Mapping[str, str | None],
+    before: Mapping[str, str | None] | None, changed: tuple[str, ...], fetched: bool,
+) -> Change:
+    return Change(
+        table=table.name,
+        operation=operation,
+        record_id=int(first["record_id"]),
+        event_time=as_utc(first.get("event_time")),
+        transaction_id=first.get("transaction_id"),
+        after=after,
+        before=before,
+        changed=changed,
+        fetched=fetched,
+    )
+
+
+def _ordered(table: TableInfo, names: Iterable[str]) -> tuple[str, ...]:
+    wanted = set(names)
+    return tuple(c.name for c in table.data_columns if c.name in wanted)
+
+
+def as_utc(value: dt.datetime | None) -> dt.datetime | None:
+    """Event times are UTC; a naive one is read as UTC."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def little_endian_mask(bits: Iterable[int]) -> bytes:
+    """Bit n set for each n: byte 0 holds bits 0-7 (bit 0 lowest), trailing zero bytes dropped."""
+    value = 0
+    for bit in bits:
+        value |= 1 << bit
+    return value.to_bytes((value.bit_length() + 7) // 8, "little")
+
+
+def transaction_hex(transaction_id: str | None) -> str | None:
+    """The transaction as a hex string: a numeric id as 32 hex digits (128 bits), any other id
+    as the hex of its UTF-8 bytes."""
+    if transaction_id is None:
+        return None
+    text = transaction_id.strip()
+    if text.isascii() and text.isdigit() and int(text) < 1 << 128:
+        return f"{int(text):032X}"
+    return text.encode("utf-8").hex().upper()
+
+
+def trans_ind(index: int, total: int) -> int:
+    """Where a record stands in its transaction: 0 first, 1 middle, 2 last, 3 the only one."""
+    if total == 1:
+        return 3
+    if index == 0:
+        return 0
+    return 2 if index == total - 1 else 1
+
+
+@dataclass(frozen=True)
+class TransactionPlace:
+    """Where a change stands among its transaction's changes in the cycle, counted as messages
+    (one per change) and as change-table rows (a before-image is a row of its own)."""
+
+    index: int
+    total: int
+    row_index: int
+    rows: int
+
+
+def transaction_places(changes: Sequence[Change]) -> list[TransactionPlace]:
+    """The place of each change, given in publication order. A change without a transaction is a
+    transaction of its own."""
+    totals: dict[str, tuple[int, int]] = {}
+    for change in changes:
+        if change.transaction_id is not None:
+            count, rows = totals.get(change.transaction_id, (0, 0))
+            totals[change.transaction_id] = (count + 1, rows + change.records)
+    seen: dict[str, tuple[int, int]] = {}
+    places = []
+    for change in changes:
+        if change.transaction_id is None:
+            places.append(TransactionPlace(0, 1, 0, change.records))
+            continue
+        index, row_index = seen.get(change.transaction_id, (0, 0))
+        total, rows = totals[change.transaction_id]
+        places.append(TransactionPlace(index, total, row_index, rows))
+        seen[change.transaction_id] = (index + 1, row_index + change.records)
+    return places
+
+
+NO_TIME = "0" * 16
+"""The time part of a change sequence before any change had a time."""
+
+
+def time_prefix(time: dt.datetime | None) -> str:
+    """YYYYMMDDHHmmSShh of a UTC time, to 1/100 s."""
+    if time is None:
+        return NO_TIME
+    utc = as_utc(time)
+    assert utc is not None
+    return utc.strftime("%Y%m%d%H%M%S") + f"{utc.microsecond // 10000:02d}"
+
+
+@dataclass(frozen=True)
+class StampedChange:
+    """A change with its place in the publisher's change sequence and in its transaction."""
+
+    change: Change
+    change_seq: str
+    """35 characters: the time part (YYYYMMDDHHmmSShh, never decreasing) and a 19-digit change
+    number, increasing across every change table and message of the publisher, across runs."""
+    place: TransactionPlace
+
+    @property
+    def number(self) -> int:
+        return int(self.change_seq[16:])
+
+
+def stamp(
+    changes: Iterable[Change], places: Iterable[TransactionPlace], first_number: int, after_time: str
+) -> list[StampedChange]:
+    """Number changes given in publication order from `first_number`; the time part is the
+    change's own time, or the latest time part before it when that is later (so the sequence
+    never decreases when clocks or event times do)."""
+    stamped = []
+    latest = after_time
+    for number, (change, place) in enumerate(zip(changes, places, strict=True), start=first_number):
+        latest = max(latest, time_prefix(change.event_time))
+        stamped.append(StampedChange(change, f"{latest}{number:019d}", place))
+    return stamped
+
+
+def record_length(values: Mapping[str, str | None]) -> int:
+    """A record's length in bytes (the trail header's RecLength): its columns and published
+    values as compact UTF-8 JSON."""
+    return len(json.dumps(values, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def column_mask(table: TableInfo, names: Iterable[str], first_bit: int = 0) -> bytes:
+    """`little_endian_mask` over the table's columns (its own order) from `first_bit` on."""
+    wanted = set(names)
+    return little_endian_mask(first_bit + i for i, c in enumerate(table.data_columns) if c.name in wanted)
