@@ -1,0 +1,260 @@
+"""Change tables: each published change laid out as rows of a Parquet table per published table.
+
+Plain pyarrow, no Spark, because the same code writes from Spark executors and from the driver
+alone (small cycles), and the two must give the same files.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from publisher.catalog import TableInfo
+from publisher.changes import (
+    BEFORE_IMAGE,
+    CHANGE_OPER,
+    DELETE,
+    INSERT,
+    UPDATE,
+    Change,
+    StampedChange,
+    as_utc,
+    column_mask,
+    record_length,
+    trans_ind,
+    transaction_hex,
+)
+from publisher.config import ChangeTablesConfig
+from publisher.errors import OutputStateError
+from publisher.values import ValueType, shown, typed_value
+
+HEADER_FIELDS = (
+    "change_seq",
+    "change_oper",
+    "change_mask",
+    "stream_position",
+    "operation",
+    "transaction_id",
+    "timestamp",
+    "partition_name",
+)
+TRAIL_FIELDS = ("HdrInd", "IOType", "TransInd", "BeforeAfter", "IOTime", "FormatType", "AuditPos", "RecLength")
+
+_UTC_TIME = pa.timestamp("us", tz="UTC")
+_FIELD_TYPES: dict[str, pa.DataType] = {
+    "change_seq": pa.string(),
+    "change_oper": pa.string(),
+    "change_mask": pa.binary(),
+    "stream_position": pa.string(),
+    "operation": pa.string(),
+    "transaction_id": pa.string(),
+    "timestamp": _UTC_TIME,
+    "partition_name": pa.string(),
+    "HdrInd": pa.string(),
+    "IOType": pa.string(),
+    "TransInd": pa.int8(),
+    "BeforeAfter": pa.string(),
+    "IOTime": _UTC_TIME,
+    "FormatType": pa.string(),
+    "AuditPos": pa.int64(),
+    "RecLength": pa.int32(),
+}
+_VALUE_TYPES: dict[ValueType, pa.DataType] = {
+    ValueType.INT: pa.int64(),
+    ValueType.STATE: pa.bool_(),
+    ValueType.TIME: _UTC_TIME,
+    ValueType.OCTET: pa.binary(),
+    ValueType.STRING: pa.string(),
+}
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_PLAIN_DIRECTORY = re.compile(r"[A-Za-z0-9_.$-]+")
+ENCODED_DIRECTORY_PREFIX = "%"
+"""Starts the directory of a table whose name is not plain; no plain name contains it."""
+_BATCH_ROWS = 10_000
+"""Rows converted to Arrow at a time, so a large cycle never holds all its rows as dicts."""
+
+
+class ChangeTableError(OutputStateError):
+    """A change that cannot be laid out as change-table rows; the message names table and column."""
+
+
+def header_columns(options: ChangeTablesConfig) -> tuple[str, ...]:
+    """The header column names in their order: the header fields, then the trail fields if asked."""
+    return tuple(options.header_prefix + name for name in _header_fields(options))
+
+
+def _header_fields(options: ChangeTablesConfig) -> tuple[str, ...]:
+    return HEADER_FIELDS + (TRAIL_FIELDS if options.trail_header else ())
+
+
+def change_table_schema(table: TableInfo, options: ChangeTablesConfig) -> pa.Schema:
+    """The header columns, then the table's columns in its own order, typed by value type."""
+    headers = header_columns(options)
+    own = {c.name.lower(): c.name for c in table.columns}
+    for header in headers:
+        clash = own.get(header.lower())
+        if clash is not None:
+            raise ChangeTableError(
+                f"table {shown(table.name)}: column {shown(clash)} has the name of the change-table header "
+                f"column {header!r}; change output.change_tables.header_prefix "
+                f"(now {options.header_prefix!r}) to one no column name starts with"
+            )
+    fields = [pa.field(name, _FIELD_TYPES[field]) for name, field in zip(headers, _header_fields(options), strict=True)]
+    fields += [pa.field(c.name, _VALUE_TYPES[c.value_type]) for c in table.data_columns]
+    return pa.schema(fields)
+
+
+def change_table_rows(stamped: StampedChange, table: TableInfo, options: ChangeTablesConfig) -> list[dict[str, Any]]:
+    """The rows of one change: an update that logged its old values gives a before-image row and
+    then the update, both with the update's change_seq (so the two join on it); any other change
+    gives one row."""
+    change = stamped.change
+    headers = header_columns(options)
+    _check(change, table)
+    rows: list[dict[str, Any]] = []
+    if change.before is not None:
+        rows.append(_row(stamped, table, options, headers, BEFORE_IMAGE, change.before, b"", len(rows)))
+    mask = column_mask(table, change.changed, first_bit=len(headers))
+    rows.append(_row(stamped, table, options, headers, change.operation, change.after, mask, len(rows)))
+    return rows
+
+
+def _check(change: Change, table: TableInfo) -> None:
+    if change.operation not in (INSERT, UPDATE, DELETE):
+        raise ChangeTableError(
+            f"table {shown(table.name)}: the change at event {change.record_id} has operation "
+            f"{shown(change.operation)}, not INSERT, UPDATE or DELETE"
+        )
+    if change.before is not None and change.operation != UPDATE:
+        raise ChangeTableError(
+            f"table {shown(table.name)}: the {change.operation} at event {change.record_id} has a before-image, "
+            "which only an UPDATE can have"
+        )
+    known = {c.name for c in table.data_columns}
+    for values in (change.after, change.before or {}, dict.fromkeys(change.changed)):
+        for name in values:
+            if name not in known:
+                raise ChangeTableError(
+                    f"table {shown(table.name)}: change at event {change.record_id} carries column "
+                    f"{shown(name)}, which the table does not have"
+                )
+
+
+def _row(
+    stamped: StampedChange,
+    table: TableInfo,
+    options: ChangeTablesConfig,
+    headers: tuple[str, ...],
+    operation: str,
+    values: Mapping[str, str | None],
+    mask: bytes,
+    index: int,
+) -> dict[str, Any]:
+    change = stamped.change
+    time = as_utc(change.event_time)
+    before_image = operation == BEFORE_IMAGE
+    header: list[Any] = [
+        stamped.change_seq,
+        CHANGE_OPER[operation],
+        mask,
+        str(change.record_id),
+        operation,
+        transaction_hex(change.transaction_id),
+        time,
+        _partition_name(time, options.partition_minutes),
+    ]
+    if options.trail_header:
+        header += [
+            "E",
+            change.operation,
+            trans_ind(stamped.place.row_index + index, stamped.place.rows),
+            "B" if before_image or change.operation == DELETE else "A",
+            time,
+            "F" if change.fetched and not before_image else "R",
+            change.record_id,
+            record_length(dict(values)),
+        ]
+    row = dict(zip(headers, header, strict=True))
+    for column in table.data_columns:
+        row[column.name] = _typed(table, column.name, column.value_type, values.get(column.name), change)
+    return row
+
+
+def _typed(table: TableInfo, name: str, value_type: ValueType, text: str | None, change: Change) -> Any:
+    """The Parquet value of a published text; a text the column type cannot hold is refused with
+    table and column named, rather than by pyarrow naming neither."""
+    try:
+        value = typed_value(value_type, text)
+        if isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX:
+            raise OverflowError
+        return value
+    except (ValueError, OverflowError):
+        raise ChangeTableError(
+            f"table {shown(table.name)}: column {shown(name)} of the change at event {change.record_id} "
+            f"has {shown(text)}, which is not a {value_type.value} value a change table can hold"
+        ) from None
+
+
+def _partition_name(time: dt.datetime | None, minutes: int) -> str | None:
+    """The period of `minutes` minutes, counted from UTC midnight, that holds `time`."""
+    if not minutes or time is None:
+        return None
+    midnight = time.replace(hour=0, minute=0, second=0, microsecond=0)
+    period = dt.timedelta(minutes=minutes)
+    start = midnight + (time - midnight) // period * period
+    end = start + period
+    return f"{start:%Y%m%dT%H%M%S}_{end:%Y%m%dT%H%M%S}"
+
+
+def table_directory(name: str) -> str:
+    """The directory of a table's change table: the name itself when it is plain (only ASCII
+    letters, digits and _ . $ -, not starting with . or _), else "%" followed by the name
+    percent-encoded (urllib.parse.quote with safe=""), so that no name can escape the changes
+    directory or start with the . or _ that Spark and Hadoop readers skip as hidden. Plain names
+    never contain "%", so no two tables share a directory; decode with unquote(directory[1:])."""
+    if _PLAIN_DIRECTORY.fullmatch(name) and not name.startswith((".", "_")):
+        return name
+    return ENCODED_DIRECTORY_PREFIX + quote(name, safe="")
+
+
+def write_change_table_files(
+    stamped: Iterable[StampedChange],
+    tables: Mapping[str, TableInfo],
+    directory: Path,
+    file_name: str,
+    options: ChangeTablesConfig,
+) -> dict[str, int]:
+    """Write `directory/<table directory>/file_name` for each table the changes touch, its rows in
+    the changes' order; returns the rows written per table. Not synced: the caller flushes once."""
+    by_table: dict[str, list[StampedChange]] = {}
+    for item in stamped:
+        name = item.change.table
+        if name not in tables:
+            raise ChangeTableError(f"table {shown(name)}: a change names a table the catalog does not hold")
+        by_table.setdefault(name, []).append(item)
+    written: dict[str, int] = {}
+    for name, changes in by_table.items():
+        table = tables[name]
+        schema = change_table_schema(table, options)
+        folder = directory / table_directory(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        count = 0
+        with pq.ParquetWriter(folder / file_name, schema) as writer:
+            batch: list[dict[str, Any]] = []
+            for item in changes:
+                batch += change_table_rows(item, table, options)
+                if len(batch) >= _BATCH_ROWS:
+                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                    count += len(batch)
+                    batch = []
+            if batch:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                count += len(batch)
+        written[name] = count
+    return written
