@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 CYCLE_FILE = ".publisher-cycle"
 REJECTS_FILE = "rejects.jsonl"
-_LINE_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
+JSON_LINE_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
 """Line breaks JSON leaves raw but line readers split on (Python's splitlines, JavaScript)."""
 _DOCUMENT_NAME = re.compile(r"^(\d{12})-\d{7}\.xml$")
 _TEMPORARY_NAME = re.compile(
@@ -50,10 +50,10 @@ def write_atomically(path: Path, data: bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
-    _fsync_directory(path.parent)
+    fsync_directory(path.parent)
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -136,7 +136,7 @@ def write_documents(
         os.replace(tmp, path)
         if index == 0:
             reached("write")
-    _fsync_directory(directory)
+    fsync_directory(directory)
     return [written for _, _, written in staged]
 
 
@@ -205,14 +205,14 @@ def write_documents_distributed(
         if index == 0:
             reached("write")
         written.append(DocumentWritten(name, piece["operations"], piece["bytes"]))
-    _fsync_directory(directory)
+    fsync_directory(directory)
     return written
 
 
 def append_rejects(directory: Path, rejects: Iterable[dict[str, Any]]) -> int:
     """Append one JSON object per rejected row; flushed to disk before statuses are written."""
     lines = [
-        json.dumps(r, ensure_ascii=False, default=str, sort_keys=True).translate(_LINE_BREAKS) + "\n"
+        json.dumps(r, ensure_ascii=False, default=str, sort_keys=True).translate(JSON_LINE_BREAKS) + "\n"
         for r in rejects
     ]
     if not lines:
