@@ -29,12 +29,14 @@ from publisher import failpoints
 from publisher.acknowledge import ANALYZE_AFTER, IdRun, acknowledge, id_runs, refresh_statistics
 from publisher.capture import published_tables
 from publisher.catalog import reflect_catalog
+from publisher.changes import NO_TIME, Change, stamp, time_prefix, transaction_places
 from publisher.classify import CLASSIFIED_FIELD_NAMES, CLASSIFIED_SCHEMA, ClassifyContext, Disposition, RowClassifier
 from publisher.config import Config
 from publisher.database import association_schema, publisher_user, table_schema
-from publisher.errors import StageFailedError, root_cause
+from publisher.errors import OutputStateError, StageFailedError, root_cause
 from publisher.events import EVENT_LOG_COLUMNS, Status
-from publisher.objects import PUBLISHABLE_FIELDS, ObjectsContext, StatusNote, publish_objects
+from publisher.formats import CycleFormats, FormatsWritten, PartWritten, reserve_change_numbers, write_part
+from publisher.objects import ObjectsContext, StatusNote, publish_objects, publishable_fields
 from publisher.operations import OperationContext, PublishedOperation
 from publisher.queryback import QueryBackContext
 from publisher.read import ARROW_BATCH_ROWS, CycleWindow, plan_window, read_events, read_rows
@@ -52,7 +54,8 @@ SparkProvider = SparkSession | Callable[[], SparkSession]
 REJECT_FIELDS = tuple(EVENT_LOG_COLUMNS[i] for i in (0, 2, 3, 4, 5, 6, 7, 8, 9))
 """The event log values a rejected row is recorded with (all but the status)."""
 NOTE_SCHEMA = (
-    "record_id long, status string, reason string, op_time timestamp, event_id long, xml binary"
+    "record_id long, status string, reason string, op_time timestamp, event_id long, xml binary, "
+    "change binary, transaction_id string, change_time timestamp, records int"
 )
 CONNECT_PARALLELISM = 2
 """Read partitions on a Spark Connect server that sets no spark.default.parallelism."""
@@ -66,10 +69,15 @@ class CycleResult:
     statuses: dict[str, int] = field(default_factory=dict)
     rejected: int = 0
     files: list[str] = field(default_factory=list)
+    """The XDS documents written, by name in the output directory."""
+    format_files: list[str] = field(default_factory=list)
+    """The change-table and message files written, relative to the output directory."""
     bytes_written: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     distributed: bool = False
     """True when the cycle ran as Spark jobs, False when it ran in the driver alone."""
+    change_rows: int = 0
+    messages: int = 0
 
     @property
     def idle(self) -> bool:
@@ -83,6 +91,8 @@ class CycleResult:
             "statuses": self.statuses,
             "rejected": self.rejected,
             "bytes": self.bytes_written,
+            "change_rows": self.change_rows,
+            "messages": self.messages,
             "path": "spark" if self.distributed else "driver",
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
@@ -98,7 +108,7 @@ class _Stopwatch:
         started = time.perf_counter()
         try:
             yield
-        except (PySparkException, Py4JError, SQLAlchemyError, OSError) as exc:
+        except (PySparkException, Py4JError, SQLAlchemyError, OSError, OutputStateError) as exc:
             raise StageFailedError(name, root_cause(exc)) from exc
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
@@ -125,6 +135,7 @@ class _Outcome:
     exceptions: dict[int, Status]
     rejects: list[dict[str, Any]]
     documents: list[DocumentWritten]
+    formats: FormatsWritten = field(default_factory=FormatsWritten)
 
 
 def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResult:
@@ -161,9 +172,12 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
         statuses={s.value: n for s, n in statuses.items()},
         rejected=rejected,
         files=[d.name for d in outcome.documents],
+        format_files=outcome.formats.files,
         bytes_written=sum(d.bytes for d in outcome.documents),
         seconds=watch.seconds,
         distributed=distributed,
+        change_rows=outcome.formats.change_rows,
+        messages=outcome.formats.messages,
     )
 
 
@@ -181,7 +195,12 @@ def _contexts(engine: Engine, config: Config) -> _Contexts:
         ClassifyContext(catalog, publisher_user(config, engine), config.publisher.allow_loopback),
         ObjectsContext(
             QueryBackContext(config.database.sqlalchemy_url(), schema, catalog.tables),
-            OperationContext(catalog.tables, association_schema(config, engine), config.publisher.insert_row_operation),
+            OperationContext(
+                catalog.tables,
+                association_schema(config, engine),
+                config.publisher.insert_row_operation,
+                changes=config.output.publishes_changes,
+            ),
         ),
     )
 
@@ -194,6 +213,7 @@ def _in_driver(
         failpoints.reached("after_read")
     with watch.stage("classify"):
         classifier = RowClassifier(contexts.classify, config.publisher.future_events)
+        fields = publishable_fields(config.output.publishes_changes)
         publishable = []
         exceptions: dict[int, Status] = {}
         rejects: dict[int, dict[str, Any]] = {}
@@ -202,7 +222,7 @@ def _in_driver(
             event = dict(zip(CLASSIFIED_FIELD_NAMES, classifier(row), strict=True))
             by_id[event["record_id"]] = event
             if event["disposition"] == Disposition.PUBLISH:
-                publishable.append({name: event[name] for name in PUBLISHABLE_FIELDS})
+                publishable.append({name: event[name] for name in fields})
             elif event["disposition"] == Disposition.ERROR:
                 exceptions[event["record_id"]] = Status.ERROR
                 rejects[event["record_id"]] = _reject(event, event["reason"])
@@ -221,13 +241,35 @@ def _in_driver(
     with watch.stage("write"):
         cycle_number = next_cycle_number(output)
         documents = write_documents(operations, output, cycle_number, config.publisher.batch_size)
+    formats = FormatsWritten()
+    if config.output.publishes_changes:
+        with watch.stage("changes"):
+            ordered = sorted(operations, key=lambda op: op.order)
+            changes = [op.change for op in ordered if op.change is not None]
+            formats = _formats_in_driver(changes, contexts, config, output, cycle_number)
     return _Outcome(
         read=id_runs(by_id),
         events=len(rows),
         exceptions=exceptions,
         rejects=[rejects[rid] for rid in sorted(rejects)],
         documents=documents,
+        formats=formats,
     )
+
+
+def _cycle_formats(contexts: _Contexts, config: Config, output: Path, cycle_number: int) -> CycleFormats:
+    operations = contexts.objects.operations
+    return CycleFormats(output, cycle_number, operations.tables, operations.schema_label, config.output)
+
+
+def _formats_in_driver(
+    changes: list[Change], contexts: _Contexts, config: Config, output: Path, cycle_number: int
+) -> FormatsWritten:
+    formats = _cycle_formats(contexts, config, output, cycle_number)
+    latest = max((time_prefix(c.event_time) for c in changes), default=NO_TIME)
+    numbers = reserve_change_numbers(output, len(changes), latest)
+    stamped = stamp(changes, transaction_places(changes), numbers.first, numbers.after_time)
+    return formats.finish([write_part(stamped, formats.ctx, 0)])
 
 
 def _reject(row: dict[str, Any], reason: str | None) -> dict[str, Any]:
@@ -249,7 +291,9 @@ def _distributed(
     exceptions = {r["record_id"]: Status.ERROR for r in errors}
     rejects = {r["record_id"]: _reject(r, r["reason"]) for r in errors}
     with watch.stage("resolve"):
-        publishable = classified.where(F.col("disposition") == Disposition.PUBLISH).select(*PUBLISHABLE_FIELDS)
+        publishable = classified.where(F.col("disposition") == Disposition.PUBLISH).select(
+            *publishable_fields(config.output.publishes_changes)
+        )
         steps = None if is_connect(spark) else spark.sparkContext.accumulator({}, _SecondsParam())
         results = _resolve_by_object(publishable, contexts.objects, window.partitions, steps)
         results = results.localCheckpoint(eager=True)
@@ -272,13 +316,97 @@ def _distributed(
             cycle_number,
             config.publisher.batch_size,
         )
+    formats = FormatsWritten()
+    if config.output.publishes_changes:
+        with watch.stage("changes"):
+            operations = results.where(F.col("xml").isNotNull())
+            formats = _formats_distributed(operations, contexts, config, output, cycle_number)
     return _Outcome(
         read=id_runs(read["record_id"].to_pylist()),
         events=read.num_rows,
         exceptions=exceptions,
         rejects=[rejects[rid] for rid in sorted(rejects)],
         documents=documents,
+        formats=formats,
     )
+
+
+def _formats_distributed(
+    operations: DataFrame, contexts: _Contexts, config: Config, output: Path, cycle_number: int
+) -> FormatsWritten:
+    """Change tables and messages from the executors: each operation's place in its transaction
+    by a window over the transaction, then the publication order cut into range partitions;
+    partition i's change numbers follow partition i-1's."""
+    import pyarrow as pa
+    from pyspark.sql import Window
+
+    from publisher.changes import TransactionPlace
+    from publisher.workers import arrow_batch, arrow_schema
+
+    formats = _cycle_formats(contexts, config, output, cycle_number)
+    order = [F.col("op_time").asc_nulls_first(), F.col("event_id")]
+    transaction = F.coalesce(F.col("transaction_id"), F.concat(F.lit("#"), F.col("event_id").cast("string")))
+    earlier = Window.partitionBy("transaction").orderBy(*order)
+    whole = Window.partitionBy("transaction")
+    placed = (
+        operations.withColumn("transaction", transaction)
+        .select(
+            *order,
+            "change",
+            "change_time",
+            (F.row_number().over(earlier) - 1).alias("t_index"),
+            F.count(F.lit(1)).over(whole).alias("t_total"),
+            F.coalesce(F.sum("records").over(earlier.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
+            .alias("t_row_index"),
+            F.sum("records").over(whole).alias("t_rows"),
+        )
+        .orderBy(*order)
+        .select(F.spark_partition_id().alias("part"), "change", "change_time", "t_index", "t_total", "t_row_index",
+                "t_rows")
+        .localCheckpoint(eager=True)
+    )
+    stats = placed.groupBy("part").agg(
+        F.count(F.lit(1)).alias("changes"), F.max(F.date_format("change_time", "yyyyMMddHHmmssSS")).alias("latest")
+    ).collect()
+    parts = sorted((r["part"], r["changes"], r["latest"] or NO_TIME) for r in stats)
+    latest = max((p[2] for p in parts), default=NO_TIME)
+    numbers = reserve_change_numbers(output, sum(p[1] for p in parts), latest)
+    starts: dict[int, tuple[int, str]] = {}
+    first, after_time = numbers.first, numbers.after_time
+    for part, count, part_latest in parts:
+        starts[part] = (first, after_time)
+        first, after_time = first + count, max(after_time, part_latest)
+    ctx = formats.ctx
+    written_schema = arrow_schema(PART_WRITTEN_SCHEMA)
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        changes: list[Change] = []
+        places: list[TransactionPlace] = []
+        part = None
+        for batch in batches:
+            for row in batch.to_pylist():
+                part = row["part"]
+                changes.append(Change.from_json(row["change"]))
+                places.append(TransactionPlace(row["t_index"], row["t_total"], row["t_row_index"], row["t_rows"]))
+        if part is None:
+            return
+        number, time = starts[part]
+        written = write_part(stamp(changes, places, number, time), ctx, part)
+        rows: list[tuple[int, str | None, int, int]] = [
+            (part, table, count, written.messages) for table, count in written.rows.items()
+        ]
+        yield arrow_batch(rows or [(part, None, 0, written.messages)], written_schema)
+
+    pieces: dict[int, tuple[dict[str, int], int]] = {}
+    for r in placed.mapInArrow(write, PART_WRITTEN_SCHEMA).collect():
+        table_rows, messages = pieces.setdefault(r["part"], ({}, r["messages"]))
+        if r["table"] is not None:
+            table_rows[r["table"]] = r["rows"]
+    return formats.finish(PartWritten(part, rows, messages) for part, (rows, messages) in pieces.items())
+
+
+PART_WRITTEN_SCHEMA = "part int, table string, rows long, messages long"
+"""What a partition's change-table and message writer reports: a row per table written."""
 
 
 class _SecondsParam(AccumulatorParam[dict[str, float]]):
@@ -314,9 +442,16 @@ def _resolve_by_object(
         spent: dict[str, float] = {}
         for item in publish_objects(events(), ctx, spent):
             if isinstance(item, StatusNote):
-                rows.append((item.record_id, item.status.value, item.reason, None, None, None))
+                rows.append((item.record_id, item.status.value, item.reason, None, None, None, None, None, None, None))
             else:
-                rows.append((None, None, None, item.op_time, item.event_id, item.xml))
+                change = item.change
+                rows.append((
+                    None, None, None, item.op_time, item.event_id, item.xml,
+                    None if change is None else change.to_json(),
+                    None if change is None else change.transaction_id,
+                    None if change is None else change.event_time,
+                    None if change is None else change.records,
+                ))
             if len(rows) == ARROW_BATCH_ROWS:
                 yield arrow_batch(rows, schema)
                 rows = []

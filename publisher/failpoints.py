@@ -4,7 +4,8 @@ Off unless the environment variable PUBLISHER_FAILPOINT names a point. The envir
 once per process, so an unarmed point costs one cached lookup and a string comparison.
 
 Points: ``after_read`` (driver, events read), ``query_back`` (executor, first SELECT of a chunk
-run), ``write`` (executor, first document renamed into place), ``before_acknowledge`` (driver,
+run), ``write`` (executor, first document renamed into place), ``changes`` (driver, first
+change-table file or message file renamed into place), ``before_acknowledge`` (driver,
 documents and rejects written), ``acknowledge`` (driver, inside the status transaction after
 its first statement, before commit).
 """

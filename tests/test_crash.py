@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from conftest import POSTGRES_URL, TestDatabase
 from lxml import etree
@@ -26,10 +27,11 @@ from sqlalchemy import create_engine, text
 
 from publisher.cli import main
 
-FAILPOINTS = ["after_read", "query_back", "write", "before_acknowledge", "acknowledge"]
-SPARK_FAILPOINTS = ["query_back", "write"]
-"""The points that lie elsewhere when a cycle runs as Spark jobs: in an executor, after the executors staged."""
-WRITES_BEFORE = {"write", "before_acknowledge", "acknowledge"}
+FAILPOINTS = ["after_read", "query_back", "write", "changes", "before_acknowledge", "acknowledge"]
+SPARK_FAILPOINTS = ["query_back", "write", "changes"]
+"""The points that lie elsewhere when a cycle runs as Spark jobs: in an executor, after the executors
+staged, and the change tables and messages written from the executors' staged parts."""
+WRITES_BEFORE = {"write", "changes", "before_acknowledge", "acknowledge"}
 """Failpoints reached after at least one document is in place."""
 MARKER_TIMEOUT = 180.0
 # Triggers on PostgreSQL record session_user; the publisher must not take it for its own (loopback).
@@ -68,6 +70,10 @@ class Outcome:
     operations: list[Operation]
     rejects: list[tuple[int, str]]
     """(record_id, reason) per line of rejects.jsonl."""
+    changes: list[tuple[str, str, str]]
+    """(operation, streamPosition, data and beforeData as JSON) per data message, in file order."""
+    sequence: list[str]
+    """The change sequence of every change-table row, in file order per table."""
 
 
 def prepare(db: TestDatabase, directory: Path, path: str = "driver") -> Path:
@@ -83,7 +89,8 @@ def prepare(db: TestDatabase, directory: Path, path: str = "driver") -> Path:
         f'[database]\nurl = "{db.url}"\n{schema}user = "{OTHER_USER}"\n'
         f'[publisher]\nbatch_size = 3\n'
         f'[output]\ndirectory = "{directory / "out"}"\n'
-        f'[spark]\nmaster = "local[2]"\n{small}conf = {{ "spark.sql.shuffle.partitions" = "2" }}\n',
+        f'[spark]\nmaster = "local[2]"\n{small}conf = {{ "spark.sql.shuffle.partitions" = "2" }}\n'
+        '[output.change_tables]\nenabled = true\n[output.messages]\nenabled = true\n',
         encoding="utf-8",
     )
     db.execute(USR_DDL.format(table=db.qualified("usr")))
@@ -111,7 +118,22 @@ def outcome(db: TestDatabase, config: Path) -> Outcome:
     rejects_file = output / "rejects.jsonl"
     lines = rejects_file.read_text(encoding="utf-8").splitlines() if rejects_file.exists() else []
     rejects = [(int(r["record_id"]), r["reason"]) for r in map(json.loads, lines)]
-    return Outcome(statuses(db), operations, rejects)
+    messages = [
+        json.loads(line)
+        for path in sorted((output / "messages").glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    changes = [
+        (m["headers"]["operation"], m["headers"]["streamPosition"], json.dumps([m["data"], m["beforeData"]]))
+        for m in messages
+        if "headers" in m
+    ]
+    sequence = [
+        row["header__change_seq"]
+        for path in sorted((output / "changes").glob("*/*.parquet"))
+        for row in pq.read_table(path, columns=["header__change_seq"]).to_pylist()
+    ]
+    return Outcome(statuses(db), operations, rejects, changes, sequence)
 
 
 def documents(output: Path) -> list[etree._Element]:
@@ -135,7 +157,7 @@ def canonical(op: etree._Element) -> Operation:
 
 def temporaries(output: Path) -> list[str]:
     """Files a writer leaves while it works: `.…tmp` from the driver, `.…staged` from executors."""
-    names = os.listdir(output) if output.exists() else []
+    names = [str(p.relative_to(output)) for p in output.rglob(".*")] if output.exists() else []
     return sorted(n for n in names if n.endswith((".tmp", ".staged")))
 
 
@@ -257,6 +279,7 @@ def test_a_kill_at_any_step_loses_nothing_and_duplicates_are_recognisable(
     assert set(crashed.statuses.values()) == {"N"}, "statuses were written before the crash"
     assert bool(crashed.operations) == (failpoint in WRITES_BEFORE)
     assert set(crashed.operations) <= set(reference.operations)
+    assert set(crashed.changes) <= set(reference.changes)
     if failpoint == "write":
         # What another executor killed halfway through its document leaves behind.
         first = sorted(output.glob("*.xml"))[0]
@@ -269,6 +292,11 @@ def test_a_kill_at_any_step_loses_nothing_and_duplicates_are_recognisable(
     assert "N" not in final.statuses.values()
     assert final.statuses == reference.statuses
     assert set(final.operations) == set(reference.operations)
+    assert set(final.changes) == set(reference.changes)
+    assert len(reference.changes) == len(reference.operations)
+    assert final.sequence and all(
+        earlier <= later for earlier, later in zip(final.sequence, final.sequence[1:])
+    ), "change sequences never go back, across the crash"
     assert len(reference.operations) == len({op[2] for op in reference.operations})
     by_event: dict[int, set[Operation]] = {}
     for op in final.operations:

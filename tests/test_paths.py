@@ -9,13 +9,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from conftest import POSTGRES_URL
 from lxml import etree
 from sqlalchemy import text
 
 from publisher.bench.workload import discard, generate
-from publisher.config import Config
+from publisher.config import ChangeTablesConfig, Config, MessagesConfig
 from publisher.cycle import CycleResult, run_cycle
 from publisher.database import connect
 
@@ -41,6 +42,25 @@ def operations(directory: Path) -> list[bytes]:
     ]
 
 
+def change_tables(directory: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every change table's rows, files in name order."""
+    return {
+        folder.name: [row for path in sorted(folder.glob("*.parquet")) for row in pq.read_table(path).to_pylist()]
+        for folder in sorted((directory / "changes").iterdir())
+    }
+
+
+def messages(directory: Path) -> list[dict[str, Any]]:
+    """Every message in file order, without the metadata messages' own time of writing."""
+    out = []
+    for path in sorted((directory / "messages").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            message = json.loads(line)
+            message.get("lineage", {}).pop("timestamp", None)
+            out.append(message)
+    return out
+
+
 def statuses(config: Config) -> dict[int, str]:
     engine = connect(config)
     try:
@@ -63,9 +83,15 @@ def renew(config: Config) -> None:
 
 
 def with_path(config: Config, output: Path, small_cycle_events: int) -> Config:
+    """The path, with every output format on."""
     return dataclasses.replace(
         config,
-        output=dataclasses.replace(config.output, directory=str(output)),
+        output=dataclasses.replace(
+            config.output,
+            directory=str(output),
+            change_tables=ChangeTablesConfig(enabled=True, trail_header=True, partition_minutes=60),
+            messages=MessagesConfig(enabled=True, trail_header=True, external_schema_id=True),
+        ),
         spark=dataclasses.replace(config.spark, small_cycle_events=small_cycle_events),
     )
 
@@ -96,6 +122,17 @@ def test_driver_and_spark_paths_publish_the_same_operations(spark, tmp_path: Pat
     tags = {etree.fromstring(op).tag for op in published}
     assert tags == {"add", "modify", "delete"}
     assert len(published) == sum(c.operations for c in driver_cycles) == sum(c.operations for c in spark_cycles)
+
+    tables = change_tables(tmp_path / "driver")
+    assert tables == change_tables(tmp_path / "spark")
+    assert {row["header__change_oper"] for rows in tables.values() for row in rows} == {"I", "U", "B", "D"}
+    assert sum(map(len, tables.values())) == sum(c.change_rows for c in spark_cycles)
+    sent = messages(tmp_path / "driver")
+    assert sent == messages(tmp_path / "spark")
+    data = [m for m in sent if "headers" in m]
+    assert len(data) == len(published) == sum(c.messages for c in spark_cycles)
+    if dialect == "postgresql":
+        assert {m["trailHeader"]["TransInd"] for m in data} == {0, 1, 2, 3}
 
     assert driver_statuses == spark_statuses
     assert set(driver_statuses.values()) == {"S", "W", "E"}
