@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--directory", default="demo", metavar="DIR", help="where to put the demo (default: ./demo)")
     demo.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    demo.add_argument("--formats", action="store_true",
+                      help="also write and print the change tables and messages (output.change_tables, "
+                      "output.messages)")
 
     install = with_config(commands.add_parser(
         "install", help="create the event log table and the capture triggers",
@@ -166,6 +169,9 @@ def _add_bench(commands: Any) -> None:
     bench.add_argument("--cluster", action="store_true",
                        help="start a Spark standalone master and worker on 127.0.0.1 from the installed Spark's "
                        "scripts and run the drain on them (ignores --master)")
+    bench.add_argument("--formats", action="store_true",
+                       help="also write change tables and messages (output.change_tables, output.messages, with "
+                       "trail headers); the stage table shows their cost as `changes`")
     bench.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
@@ -201,7 +207,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from publisher.demo import run_demo
 
-        return _guard(lambda: run_demo(Path(args.directory), args.master), None)
+        return _guard(lambda: run_demo(Path(args.directory), args.master, args.formats), None)
     if args.command == "bench":
         return _guard(lambda: _bench(args), None)
     config = _load(args)
@@ -358,7 +364,7 @@ def _bench(args: argparse.Namespace) -> int:
     options = BenchOptions(
         database=database, url=args.url, rows=args.rows, events=args.events, query_limit=args.query_limit,
         latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
-        cluster=args.cluster,
+        cluster=args.cluster, formats=args.formats,
     )
     try:
         report = run_benchmark(options)

@@ -25,6 +25,13 @@ directory = "{output}"
 
 [spark]
 master = "{master}"
+{formats}"""
+FORMATS = """
+[output.change_tables]
+enabled = true
+
+[output.messages]
+enabled = true
 """
 
 TABLES = (
@@ -40,8 +47,9 @@ CHANGES = (
 )
 
 
-def run_demo(directory: Path, master: str) -> int:
-    """Create the demo database afresh, change it, poll once, print what was published."""
+def run_demo(directory: Path, master: str, formats: bool = False) -> int:
+    """Create the demo database afresh, change it, poll once, print what was published; with
+    `formats`, the change tables and messages too."""
     directory = directory.resolve()
     database, output = directory / "demo.db", directory / "out"
     directory.mkdir(parents=True, exist_ok=True)
@@ -49,7 +57,9 @@ def run_demo(directory: Path, master: str) -> int:
     shutil.rmtree(output, ignore_errors=True)
     config_path = directory / "publisher.toml"
     config_path.write_text(
-        CONFIG_TEMPLATE.format(config=config_path, database=database, output=output, master=master),
+        CONFIG_TEMPLATE.format(
+            config=config_path, database=database, output=output, master=master, formats=FORMATS if formats else ""
+        ),
         encoding="utf-8",
     )
     config = load_config(config_path, environ={})
@@ -76,6 +86,26 @@ def run_demo(directory: Path, master: str) -> int:
         document = etree.fromstring((output / name).read_bytes())
         print(f"\n{output / name}:")
         print(etree.tostring(document, pretty_print=True, encoding="unicode"))
+    for name in result.format_files:
+        print(f"\n{output / name}:")
+        for line in _format_lines(output / name):
+            print("  " + line)
     print(json.dumps(result.summary()))
     print(f"\nTry: publisher stats -c {config_path}")
     return 0
+
+
+def _format_lines(path: Path) -> list[str]:
+    """A change table's rows or a message file's lines, one JSON object per line."""
+    if path.suffix == ".jsonl":
+        return path.read_text(encoding="utf-8").splitlines()
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(path).to_pylist()
+    return [json.dumps(row, default=_shown_value, ensure_ascii=False) for row in rows]
+
+
+def _shown_value(value: object) -> str:
+    if isinstance(value, bytes):
+        return "0x" + value.hex().upper()
+    return str(value)

@@ -73,6 +73,20 @@ class BenchOptions:
     """Where the documents (and the SQLite file) go; default: a temporary directory, removed afterwards."""
     cluster: bool = False
     """Start a standalone master and worker on loopback and drain on them instead of `master`."""
+    formats: bool = False
+    """Write change tables and messages (with trail headers) beside the XDS documents."""
+
+
+def with_formats(config: Config) -> Config:
+    """The configuration with every output format beside XDS switched on."""
+    from publisher.config import ChangeTablesConfig, MessagesConfig
+
+    output = dataclasses.replace(
+        config.output,
+        change_tables=ChangeTablesConfig(enabled=True, trail_header=True),
+        messages=MessagesConfig(enabled=True, trail_header=True),
+    )
+    return dataclasses.replace(config, output=output)
 
 
 @dataclass
@@ -85,6 +99,8 @@ class DrainResult:
     documents: int = 0
     bytes_written: int = 0
     rejected: int = 0
+    change_rows: int = 0
+    messages: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     cycle_seconds: list[float] = field(default_factory=list)
@@ -102,6 +118,8 @@ class DrainResult:
         self.documents += result.documents
         self.bytes_written += result.bytes_written
         self.rejected += result.rejected
+        self.change_rows += result.change_rows
+        self.messages += result.messages
         self.cycle_seconds.append(seconds)
         for status, count in result.statuses.items():
             self.statuses[status] = self.statuses.get(status, 0) + count
@@ -117,6 +135,8 @@ class DrainResult:
             "documents": self.documents,
             "bytes": self.bytes_written,
             "rejected": self.rejected,
+            "change_rows": self.change_rows,
+            "messages": self.messages,
             "statuses": dict(sorted(self.statuses.items())),
             "seconds": round(self.seconds, 3),
             "events_per_second": round(self.events_per_second, 1),
@@ -343,6 +363,8 @@ def _run(
     workload = generate(options.database, url, options.rows, options.events, options.schema)
     log.info("generated %d events in %.1f s", workload.events, workload.generate_seconds)
     config = workload.config(workdir / "out", options.query_limit, options.batch_size, options.master)
+    if options.formats:
+        config = with_formats(config)
     engine = connect(config)
     try:
         floor = measure_floor(config, engine)
@@ -381,6 +403,8 @@ def warm_up(spark: SparkSession, options: BenchOptions, workdir: Path) -> None:
     workload = generate(options.database, url, MIN_ROWS, MIN_EVENTS, f"{options.schema}_warm_up")
     config = workload.config(workdir / "warm-up", options.query_limit, options.batch_size, options.master)
     config = dataclasses.replace(config, spark=dataclasses.replace(config.spark, small_cycle_events=0))
+    if options.formats:
+        config = with_formats(config)
     engine = connect(config)
     try:
         drain(spark, engine, config, workload.events, "warm-up")
@@ -502,6 +526,8 @@ def format_report(report: BenchReport) -> str:
     row("events/s end to end", _count(d.events_per_second))
     row("operations / documents", f"{_count(d.operations)} / {_count(d.documents)}")
     row("bytes written", _size(d.bytes_written))
+    if d.change_rows or d.messages:
+        row("change-table rows / messages", f"{_count(d.change_rows)} / {_count(d.messages)}")
     staged = 0.0
     for stage, spent in d.stage_seconds.items():
         if "." in stage:
