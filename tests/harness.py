@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 from lxml import etree
 from sqlalchemy import text
 
@@ -168,3 +169,26 @@ class Harness:
     @property
     def schema_label(self) -> str:
         return self.db.schema or "main"
+
+
+def read_messages(output: Path, keep_time: bool = True) -> list[dict[str, Any]]:
+    """Every message under `output`/messages in file order; without keep_time, the metadata
+    messages' own time of writing is left out, so two runs can be compared."""
+    found = []
+    folder = output / "messages"
+    for path in sorted(folder.glob("*.jsonl")) if folder.exists() else []:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            message = json.loads(line)
+            if not keep_time:
+                message.get("lineage", {}).pop("timestamp", None)
+            found.append(message)
+    return found
+
+
+def read_change_tables(output: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every change table under `output`/changes: its rows, files in name order (publication order)."""
+    folder = output / "changes"
+    return {
+        table.name: [row for path in sorted(table.glob("*.parquet")) for row in pq.read_table(path).to_pylist()]
+        for table in (sorted(folder.iterdir()) if folder.exists() else [])
+    }

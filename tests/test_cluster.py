@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import read_change_tables, read_messages
 from lxml import etree
 from sqlalchemy import text
 
@@ -79,6 +80,8 @@ def write_config(path: Path, database: Path, output: Path, master: str, spark: d
         "[spark]", f"master = {json.dumps(master)}",
         *(f"{key} = {json.dumps(value)}" for key, value in spark.items()),
         f"conf = {{ {conf} }}",
+        "[output.change_tables]", "enabled = true", "trail_header = true",
+        "[output.messages]", "enabled = true", "trail_header = true",
     ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -151,6 +154,11 @@ def assert_published_like_local(database: Path, output: Path, run: subprocess.Co
     published = operations(output)
     assert len(published) == summary["operations"]
     assert published == operations(local_poll.output)
+    sent = read_messages(output, keep_time=False)
+    assert sum("headers" in m for m in sent) == summary["messages"] == summary["operations"]
+    assert sent == read_messages(local_poll.output, keep_time=False)
+    assert summary["change_rows"] >= summary["operations"]
+    assert read_change_tables(output) == read_change_tables(local_poll.output)
     return summary
 
 

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from conftest import POSTGRES_URL, TestDatabase
+from harness import read_change_tables, read_messages
 from lxml import etree
 from sqlalchemy import create_engine, text
 
@@ -73,7 +73,7 @@ class Outcome:
     changes: list[tuple[str, str, str]]
     """(operation, streamPosition, data and beforeData as JSON) per data message, in file order."""
     sequence: list[str]
-    """The change sequence of every change-table row, in file order per table."""
+    """The change sequence of every row of usr's change table, in file order."""
 
 
 def prepare(db: TestDatabase, directory: Path, path: str = "driver") -> Path:
@@ -118,21 +118,12 @@ def outcome(db: TestDatabase, config: Path) -> Outcome:
     rejects_file = output / "rejects.jsonl"
     lines = rejects_file.read_text(encoding="utf-8").splitlines() if rejects_file.exists() else []
     rejects = [(int(r["record_id"]), r["reason"]) for r in map(json.loads, lines)]
-    messages = [
-        json.loads(line)
-        for path in sorted((output / "messages").glob("*.jsonl"))
-        for line in path.read_text(encoding="utf-8").splitlines()
-    ]
     changes = [
         (m["headers"]["operation"], m["headers"]["streamPosition"], json.dumps([m["data"], m["beforeData"]]))
-        for m in messages
+        for m in read_messages(output)
         if "headers" in m
     ]
-    sequence = [
-        row["header__change_seq"]
-        for path in sorted((output / "changes").glob("*/*.parquet"))
-        for row in pq.read_table(path, columns=["header__change_seq"]).to_pylist()
-    ]
+    sequence = [row["header__change_seq"] for row in read_change_tables(output).get("usr", [])]
     return Outcome(statuses(db), operations, rejects, changes, sequence)
 
 

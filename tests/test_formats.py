@@ -11,7 +11,7 @@ import fastavro
 import fastavro.validation
 import pyarrow.parquet as pq
 import pytest
-from harness import Harness
+from harness import Harness, read_change_tables, read_messages
 from sqlalchemy import text
 
 from publisher.config import ChangeTablesConfig, MessagesConfig
@@ -35,9 +35,7 @@ def switch_on(h: Harness, trail_header: bool = False, partition_minutes: int = 0
 
 def change_rows(h: Harness, table: str = "usr") -> list[dict[str, Any]]:
     """The table's change-table rows, files in name order (publication order)."""
-    folder = h.output / "changes" / table
-    files = sorted(folder.glob("*.parquet")) if folder.exists() else []
-    return [row for path in files for row in pq.read_table(path).to_pylist()]
+    return read_change_tables(h.output).get(table, [])
 
 
 def all_change_rows(h: Harness, *tables: str) -> list[dict[str, Any]]:
@@ -47,18 +45,12 @@ def all_change_rows(h: Harness, *tables: str) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (int(r[PREFIX + "stream_position"]), r[PREFIX + "change_oper"] != "B"))
 
 
-def messages(h: Harness) -> list[dict[str, Any]]:
-    folder = h.output / "messages"
-    files = sorted(folder.glob("*.jsonl")) if folder.exists() else []
-    return [json.loads(line) for path in files for line in path.read_text(encoding="utf-8").splitlines()]
-
-
 def data_messages(h: Harness) -> list[dict[str, Any]]:
-    return [m for m in messages(h) if "headers" in m]
+    return [m for m in read_messages(h.output) if "headers" in m]
 
 
 def metadata_messages(h: Harness) -> list[dict[str, Any]]:
-    return [m for m in messages(h) if "lineage" in m]
+    return [m for m in read_messages(h.output) if "lineage" in m]
 
 
 def set_transaction(h: Harness, transaction: str, record_ids: list[int]) -> None:

@@ -9,9 +9,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 from conftest import POSTGRES_URL
+from harness import read_change_tables, read_messages
 from lxml import etree
 from sqlalchemy import text
 
@@ -40,25 +40,6 @@ def operations(directory: Path) -> list[bytes]:
     return [
         etree.tostring(op) for path in documents for op in etree.parse(str(path)).getroot().find("input")
     ]
-
-
-def change_tables(directory: Path) -> dict[str, list[dict[str, Any]]]:
-    """Every change table's rows, files in name order."""
-    return {
-        folder.name: [row for path in sorted(folder.glob("*.parquet")) for row in pq.read_table(path).to_pylist()]
-        for folder in sorted((directory / "changes").iterdir())
-    }
-
-
-def messages(directory: Path) -> list[dict[str, Any]]:
-    """Every message in file order, without the metadata messages' own time of writing."""
-    out = []
-    for path in sorted((directory / "messages").glob("*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            message = json.loads(line)
-            message.get("lineage", {}).pop("timestamp", None)
-            out.append(message)
-    return out
 
 
 def statuses(config: Config) -> dict[int, str]:
@@ -123,12 +104,12 @@ def test_driver_and_spark_paths_publish_the_same_operations(spark, tmp_path: Pat
     assert tags == {"add", "modify", "delete"}
     assert len(published) == sum(c.operations for c in driver_cycles) == sum(c.operations for c in spark_cycles)
 
-    tables = change_tables(tmp_path / "driver")
-    assert tables == change_tables(tmp_path / "spark")
+    tables = read_change_tables(tmp_path / "driver")
+    assert tables == read_change_tables(tmp_path / "spark")
     assert {row["header__change_oper"] for rows in tables.values() for row in rows} == {"I", "U", "B", "D"}
     assert sum(map(len, tables.values())) == sum(c.change_rows for c in spark_cycles)
-    sent = messages(tmp_path / "driver")
-    assert sent == messages(tmp_path / "spark")
+    sent = read_messages(tmp_path / "driver", keep_time=False)
+    assert sent == read_messages(tmp_path / "spark", keep_time=False)
     data = [m for m in sent if "headers" in m]
     assert len(data) == len(published) == sum(c.messages for c in spark_cycles)
     if dialect == "postgresql":
