@@ -165,6 +165,13 @@ class MessagesConfig:
     """Put the table version's schemaId into every data message's headers."""
     trail_header: bool = False
     """Give every data message the trail-style record header (trailHeader)."""
+    broker: str = ""
+    """Also send every message to this NATS server's JetStream (nats://host:4222), before the
+    cycle acknowledges; empty: files only."""
+    broker_subject: str = "publisher"
+    """Subject prefix: <prefix>.metadata.<schema>.<table> and <prefix>.data.<schema>.<table>."""
+    broker_stream: str = "PUBLISHER"
+    """The JetStream stream that stores them; created for <prefix>.> when missing."""
 
 
 @dataclass(frozen=True)
@@ -394,8 +401,27 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
             "output.change_tables.header_prefix: expected letters, digits and underscores, not starting "
             f"with a digit (default header__), got {changes.header_prefix!r}"
         )
-    if not config.output.messages.task.strip():
+    messages = config.output.messages
+    if not messages.task.strip():
         raise ConfigError("output.messages.task: expected a task name, got an empty string")
+    if messages.broker:
+        if not re.match(r"(nats|tls)://[^/\s]+$", messages.broker):
+            raise ConfigError(
+                "output.messages.broker: expected nats://host:port (or tls://host:port), got "
+                f"{mask_url(messages.broker)!r}"
+            )
+        if not messages.enabled:
+            raise ConfigError("output.messages.broker: sends the messages, so it needs output.messages.enabled = true")
+    if not re.fullmatch(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*", messages.broker_subject):
+        raise ConfigError(
+            "output.messages.broker_subject: expected subject tokens of letters, digits, _ and - joined by dots, "
+            f"got {messages.broker_subject!r}"
+        )
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", messages.broker_stream):
+        raise ConfigError(
+            f"output.messages.broker_stream: expected a stream name of letters, digits, _ and -, got "
+            f"{messages.broker_stream!r}"
+        )
     if not config.spark.master.strip():
         raise ConfigError("spark.master: expected a Spark master URL such as local[*]")
 

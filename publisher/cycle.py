@@ -78,6 +78,8 @@ class CycleResult:
     """True when the cycle ran as Spark jobs, False when it ran in the driver alone."""
     change_rows: int = 0
     messages: int = 0
+    brokered: int = 0
+    """Messages the broker stored (metadata messages included)."""
 
     @property
     def idle(self) -> bool:
@@ -93,6 +95,7 @@ class CycleResult:
             "bytes": self.bytes_written,
             "change_rows": self.change_rows,
             "messages": self.messages,
+            "brokered": self.brokered,
             "path": "spark" if self.distributed else "driver",
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
@@ -178,6 +181,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
         distributed=distributed,
         change_rows=outcome.formats.change_rows,
         messages=outcome.formats.messages,
+        brokered=outcome.formats.brokered,
     )
 
 

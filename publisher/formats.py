@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from publisher.broker import publish_file
 from publisher.catalog import TableInfo
 from publisher.change_tables import change_table_schema, table_directory, write_change_table_files
 from publisher.changes import NO_TIME, StampedChange
@@ -119,6 +120,8 @@ def write_part(stamped: Sequence[StampedChange], ctx: FormatsContext, part: int)
 class FormatsWritten:
     change_rows: int = 0
     messages: int = 0
+    brokered: int = 0
+    """Messages (metadata included) the broker stored."""
     files: list[str] = field(default_factory=list)
 
 
@@ -170,6 +173,8 @@ class CycleFormats:
             if self.metadata or written.messages:
                 name = self._join_messages([p for p in ordered if p.messages])
                 written.files.append(f"{MESSAGES_DIRECTORY}/{name}")
+                if self.output.messages.broker:
+                    written.brokered = publish_file(self.ctx.messages_directory / name, self.output.messages).messages
             if self.versions is not None:
                 self.versions.save()
         return written
