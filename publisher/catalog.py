@@ -40,6 +40,14 @@ class TableInfo:
     columns: tuple[ColumnInfo, ...]
     is_view: bool = False
 
+    def __hash__(self) -> int:
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        """Computed once: tables key the per-table caches of every change a worker lays out."""
+        return hash((self.name, self.columns, self.is_view))
+
     @functools.cached_property
     def key_columns(self) -> tuple[tuple[str, KeyKind], ...]:
         return tuple(

@@ -14,9 +14,11 @@ was logged, and the mask marks the columns read back.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
+import pickle
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from publisher.catalog import TableInfo
@@ -60,18 +62,19 @@ class Change:
     fetched: bool
     """True when a value was read back from the table rather than from the event log."""
 
-    def to_json(self) -> bytes:
-        data = asdict(self)
-        data["event_time"] = None if self.event_time is None else self.event_time.isoformat()
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    def to_bytes(self) -> bytes:
+        """The change as it travels between the Spark stages of one cycle (pickled: only this
+        job's own workers ever read it)."""
+        before = None if self.before is None else dict(self.before)
+        return pickle.dumps(
+            (self.table, self.operation, self.record_id, self.event_time, self.transaction_id, dict(self.after),
+             before, self.changed, self.fetched),
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
 
     @classmethod
-    def from_json(cls, raw: bytes | str) -> Change:
-        data = json.loads(raw)
-        time = data["event_time"]
-        data["event_time"] = None if time is None else dt.datetime.fromisoformat(time)
-        data["changed"] = tuple(data["changed"])
-        return cls(**data)
+    def from_bytes(cls, raw: bytes) -> Change:
+        return cls(*pickle.loads(raw))
 
     @property
     def records(self) -> int:
@@ -258,5 +261,10 @@ def record_length(values: Mapping[str, str | None]) -> int:
 
 def column_mask(table: TableInfo, names: Iterable[str], first_bit: int = 0) -> bytes:
     """`little_endian_mask` over the table's columns (its own order) from `first_bit` on."""
-    wanted = set(names)
-    return little_endian_mask(first_bit + i for i, c in enumerate(table.data_columns) if c.name in wanted)
+    bits = _column_bits(table)
+    return little_endian_mask(first_bit + bits[name] for name in names)
+
+
+@functools.lru_cache(maxsize=256)
+def _column_bits(table: TableInfo) -> dict[str, int]:
+    return {c.name: i for i, c in enumerate(table.data_columns)}

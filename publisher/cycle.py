@@ -324,7 +324,9 @@ def _distributed(
     if config.output.publishes_changes:
         with watch.stage("changes"):
             operations = results.where(F.col("xml").isNotNull())
-            formats = _formats_distributed(operations, contexts, config, output, cycle_number)
+            format_steps: dict[str, float] = {}
+            formats = _formats_distributed(operations, contexts, config, output, cycle_number, format_steps)
+        watch.add_steps("changes", format_steps)
     return _Outcome(
         read=id_runs(read["record_id"].to_pylist()),
         events=read.num_rows,
@@ -336,17 +338,19 @@ def _distributed(
 
 
 def _formats_distributed(
-    operations: DataFrame, contexts: _Contexts, config: Config, output: Path, cycle_number: int
+    operations: DataFrame, contexts: _Contexts, config: Config, output: Path, cycle_number: int,
+    steps: dict[str, float],
 ) -> FormatsWritten:
     """Change tables and messages from the executors: each operation's place in its transaction
     by a window over the transaction, then the publication order cut into range partitions;
-    partition i's change numbers follow partition i-1's."""
+    partition i's change numbers follow partition i-1's. `steps` gets the seconds of each step."""
     import pyarrow as pa
     from pyspark.sql import Window
 
     from publisher.changes import TransactionPlace
     from publisher.workers import arrow_batch, arrow_schema
 
+    started = time.perf_counter()
     formats = _cycle_formats(contexts, config, output, cycle_number)
     order = [F.col("op_time").asc_nulls_first(), F.col("event_id")]
     transaction = F.coalesce(F.col("transaction_id"), F.concat(F.lit("#"), F.col("event_id").cast("string")))
@@ -369,6 +373,7 @@ def _formats_distributed(
                 "t_rows")
         .localCheckpoint(eager=True)
     )
+    steps["place"] = (placed_at := time.perf_counter()) - started
     stats = placed.groupBy("part").agg(
         F.count(F.lit(1)).alias("changes"), F.max(F.date_format("change_time", "yyyyMMddHHmmssSS")).alias("latest")
     ).collect()
@@ -382,6 +387,7 @@ def _formats_distributed(
         first, after_time = first + count, max(after_time, part_latest)
     ctx = formats.ctx
     written_schema = arrow_schema(PART_WRITTEN_SCHEMA)
+    steps["number"] = (numbered_at := time.perf_counter()) - placed_at
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         changes: list[Change] = []
@@ -390,7 +396,7 @@ def _formats_distributed(
         for batch in batches:
             for row in batch.to_pylist():
                 part = row["part"]
-                changes.append(Change.from_json(row["change"]))
+                changes.append(Change.from_bytes(row["change"]))
                 places.append(TransactionPlace(row["t_index"], row["t_total"], row["t_row_index"], row["t_rows"]))
         if part is None:
             return
@@ -406,7 +412,10 @@ def _formats_distributed(
         table_rows, messages = pieces.setdefault(r["part"], ({}, r["messages"]))
         if r["table"] is not None:
             table_rows[r["table"]] = r["rows"]
-    return formats.finish(PartWritten(part, rows, messages) for part, (rows, messages) in pieces.items())
+    steps["write"] = (written_at := time.perf_counter()) - numbered_at
+    finished = formats.finish(PartWritten(part, rows, messages) for part, (rows, messages) in pieces.items())
+    steps["finish"] = time.perf_counter() - written_at
+    return finished
 
 
 PART_WRITTEN_SCHEMA = "part int, table string, rows long, messages long"
@@ -451,7 +460,7 @@ def _resolve_by_object(
                 change = item.change
                 rows.append((
                     None, None, None, item.op_time, item.event_id, item.xml,
-                    None if change is None else change.to_json(),
+                    None if change is None else change.to_bytes(),
                     None if change is None else change.transaction_id,
                     None if change is None else change.event_time,
                     None if change is None else change.records,

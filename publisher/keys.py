@@ -169,9 +169,26 @@ def _syntax_error(text: str, error: UnexpectedInput) -> KeySyntaxError:
     return KeySyntaxError(text, position, _reason(text, position, expected))
 
 
+_PLAIN_KEY = re.compile(r"[^,;'+\"=\\<>]+=[^,;'+\"=\\<>]+(?:\+[^,;'+\"=\\<>]+=[^,;'+\"=\\<>]+)*")
+"""A table_key without quoted values: what the grammar reads as `column=value` parts split at
+"+", with no character of special meaning anywhere (canonical keys mostly look like this)."""
+
+
 @functools.lru_cache(maxsize=1 << 12)
 def _parse(text: str) -> tuple[KeyPart, ...]:
-    """Core of parse_key; the caches that matter for a backlog are canonical_key's and key_values'."""
+    """Core of parse_key; the caches that matter for a backlog are canonical_key's and key_values'.
+
+    A plain key is split directly (a Lark parse costs 20-40 µs, a split about 1 µs); the
+    grammar reads it the same way, and anything else, errors included, goes through Lark."""
+    if _PLAIN_KEY.fullmatch(text):
+        parts = [KeyPart(column.strip(), value) for column, value in (p.split("=") for p in text.split("+"))]
+        columns = [part.column for part in parts]
+        if all(columns) and len(set(columns)) == len(columns):
+            return tuple(parts)
+    return _parse_with_grammar(text)
+
+
+def _parse_with_grammar(text: str) -> tuple[KeyPart, ...]:
     try:
         raw_parts: list[tuple[Token, str]] = _parser().parse(text)  # type: ignore[assignment]
     except UnexpectedInput as error:

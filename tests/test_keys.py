@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import string
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -14,6 +15,8 @@ from publisher.keys import (
     KeyKind,
     KeyPart,
     KeySyntaxError,
+    _parse,
+    _parse_with_grammar,
     canonical_key,
     format_key,
     key_values,
@@ -286,6 +289,30 @@ def test_any_text_parses_or_raises_key_syntax_error(text: str) -> None:
         assert 0 <= error.position <= len(text)
     else:
         assert parse_key(format_key(parts)) == parts
+
+
+plain_like_keys = st.lists(
+    st.tuples(st.text(" \tab", max_size=3), st.text(" ab1", max_size=3)), min_size=1, max_size=3
+).map(lambda parts: "+".join(f"{column}={value}" for column, value in parts))
+"""Keys of the plain shape, with the cases around it: empty, blank or repeated columns, empty values."""
+
+
+@given(
+    plain_like_keys
+    | st.text(alphabet=SPECIALS + " \tab=+1", max_size=20)
+    | canonical_texts().map(lambda case: case[0])
+)
+def test_the_split_of_plain_keys_reads_every_text_as_the_grammar_does(text: str) -> None:
+    """Plain keys skip Lark; whatever the text, the outcome is the grammar's: same parts, or the
+    same error at the same position."""
+
+    def outcome(parse: Callable[[str], tuple[KeyPart, ...]]) -> object:
+        try:
+            return parse(text)
+        except KeySyntaxError as error:
+            return (error.position, str(error))
+
+    assert outcome(_parse.__wrapped__) == outcome(_parse_with_grammar)
 
 
 @given(
