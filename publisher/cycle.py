@@ -325,7 +325,9 @@ def _distributed(
         with watch.stage("changes"):
             operations = results.where(F.col("xml").isNotNull())
             format_steps: dict[str, float] = {}
-            formats = _formats_distributed(operations, contexts, config, output, cycle_number, format_steps)
+            formats = _formats_distributed(
+                operations, window.partitions, contexts, config, output, cycle_number, format_steps
+            )
         watch.add_steps("changes", format_steps)
     return _Outcome(
         read=id_runs(read["record_id"].to_pylist()),
@@ -338,11 +340,12 @@ def _distributed(
 
 
 def _formats_distributed(
-    operations: DataFrame, contexts: _Contexts, config: Config, output: Path, cycle_number: int,
+    operations: DataFrame, partitions: int, contexts: _Contexts, config: Config, output: Path, cycle_number: int,
     steps: dict[str, float],
 ) -> FormatsWritten:
     """Change tables and messages from the executors: each operation's place in its transaction
-    by a window over the transaction, then the publication order cut into range partitions;
+    by a window over the transaction, then the publication order cut into `partitions` ranges
+    (a fixed count, so that the writing runs on every core however small the data looks);
     partition i's change numbers follow partition i-1's. `steps` gets the seconds of each step."""
     import pyarrow as pa
     from pyspark.sql import Window
@@ -368,7 +371,8 @@ def _formats_distributed(
             .alias("t_row_index"),
             F.sum("records").over(whole).alias("t_rows"),
         )
-        .orderBy(*order)
+        .repartitionByRange(partitions, *order)
+        .sortWithinPartitions(*order)
         .select(F.spark_partition_id().alias("part"), "change", "change_time", "t_index", "t_total", "t_row_index",
                 "t_rows")
         .localCheckpoint(eager=True)
