@@ -234,32 +234,70 @@ def write_change_table_files(
 ) -> dict[str, int]:
     """Write `directory/<table directory>/file_name` for each table the changes touch, its rows in
     the changes' order; returns the rows written per table. Not synced: the caller flushes once."""
-    by_table: dict[str, list[StampedChange]] = {}
-    for item in stamped:
+    with ChangeTableFiles(tables, directory, file_name, options) as files:
+        for item in stamped:
+            files.add(item)
+    return files.rows
+
+
+_OpenTable = tuple[pq.ParquetWriter, pa.Schema, list[dict[str, Any]]]
+"""A table's file being written, its schema, and the rows not yet written."""
+
+
+class ChangeTableFiles:
+    """One Parquet file per table, written as the changes stream by: memory holds a batch of
+    rows per table, not the part."""
+
+    def __init__(
+        self, tables: Mapping[str, TableInfo], directory: Path, file_name: str, options: ChangeTablesConfig
+    ) -> None:
+        self.tables = tables
+        self.directory = directory
+        self.file_name = file_name
+        self.options = options
+        self.rows: dict[str, int] = {}
+        self._open: dict[str, _OpenTable] = {}
+
+    def add(self, item: StampedChange) -> None:
         name = item.change.table
-        if name not in tables:
+        entry = self._open.get(name)
+        if entry is None:
+            entry = self._open_table(name)
+        batch = entry[2]
+        batch += change_table_rows(item, self.tables[name], self.options)
+        if len(batch) >= _BATCH_ROWS:
+            self._flush(name)
+
+    def _open_table(self, name: str) -> _OpenTable:
+        table = self.tables.get(name)
+        if table is None:
             raise ChangeTableError(f"table {shown(name)}: a change names a table the catalog does not hold")
-        by_table.setdefault(name, []).append(item)
-    written: dict[str, int] = {}
-    for name, changes in by_table.items():
-        table = tables[name]
-        schema = change_table_schema(table, options)
-        folder = directory / table_directory(name)
+        schema = change_table_schema(table, self.options)
+        folder = self.directory / table_directory(name)
         folder.mkdir(parents=True, exist_ok=True)
-        count = 0
-        with pq.ParquetWriter(folder / file_name, schema) as writer:
-            batch: list[dict[str, Any]] = []
-            for item in changes:
-                batch += change_table_rows(item, table, options)
-                if len(batch) >= _BATCH_ROWS:
-                    writer.write_table(_arrow_table(batch, schema))
-                    count += len(batch)
-                    batch = []
-            if batch:
-                writer.write_table(_arrow_table(batch, schema))
-                count += len(batch)
-        written[name] = count
-    return written
+        entry: _OpenTable = (pq.ParquetWriter(folder / self.file_name, schema), schema, [])
+        self._open[name] = entry
+        self.rows[name] = 0
+        return entry
+
+    def _flush(self, name: str) -> None:
+        writer, schema, batch = self._open[name]
+        if batch:
+            writer.write_table(_arrow_table(batch, schema))
+            self.rows[name] += len(batch)
+            batch.clear()
+
+    def close(self) -> None:
+        for name, (writer, _, _) in self._open.items():
+            self._flush(name)
+            writer.close()
+        self._open.clear()
+
+    def __enter__(self) -> ChangeTableFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _arrow_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:

@@ -17,7 +17,7 @@ import datetime as dt
 import functools
 import json
 import pickle
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,16 +241,14 @@ class StampedChange:
 
 def stamp(
     changes: Iterable[Change], places: Iterable[TransactionPlace], first_number: int, after_time: str
-) -> list[StampedChange]:
-    """Number changes given in publication order from `first_number`; the time part is the
-    change's own time, or the latest time part before it when that is later (so the sequence
+) -> Iterator[StampedChange]:
+    """Number changes given in publication order from `first_number`, lazily; the time part is
+    the change's own time, or the latest time part before it when that is later (so the sequence
     never decreases when clocks or event times do)."""
-    stamped = []
     latest = after_time
     for number, (change, place) in enumerate(zip(changes, places, strict=True), start=first_number):
         latest = max(latest, time_prefix(change.event_time))
-        stamped.append(StampedChange(change, f"{latest}{number:019d}", place))
-    return stamped
+        yield StampedChange(change, f"{latest}{number:019d}", place)
 
 
 def record_length(values: Mapping[str, str | None]) -> int:

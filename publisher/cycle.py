@@ -9,6 +9,7 @@ would dominate. Both call the same rule functions, so both publish the same oper
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -394,22 +395,22 @@ def _formats_distributed(
     steps["number"] = (numbered_at := time.perf_counter()) - placed_at
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        changes: list[Change] = []
-        places: list[TransactionPlace] = []
-        part = None
-        for batch in batches:
-            for row in batch.to_pylist():
-                part = row["part"]
-                changes.append(Change.from_bytes(row["change"]))
-                places.append(TransactionPlace(row["t_index"], row["t_total"], row["t_row_index"], row["t_rows"]))
-        if part is None:
+        first = next(batches, None)
+        while first is not None and not first.num_rows:
+            first = next(batches, None)
+        if first is None:
             return
-        number, time = starts[part]
-        written = write_part(stamp(changes, places, number, time), ctx, part)
-        rows: list[tuple[int, str | None, int, int]] = [
+        part = first.column("part")[0].as_py()
+        rows = (row for batch in itertools.chain([first], batches) for row in batch.to_pylist())
+        pairs = ((Change.from_bytes(r["change"]), TransactionPlace(r["t_index"], r["t_total"], r["t_row_index"],
+                                                                   r["t_rows"])) for r in rows)
+        changes, places = _unzip(pairs)
+        number, after_time = starts[part]
+        written = write_part(stamp(changes, places, number, after_time), ctx, part)
+        out: list[tuple[int, str | None, int, int]] = [
             (part, table, count, written.messages) for table, count in written.rows.items()
         ]
-        yield arrow_batch(rows or [(part, None, 0, written.messages)], written_schema)
+        yield arrow_batch(out or [(part, None, 0, written.messages)], written_schema)
 
     pieces: dict[int, tuple[dict[str, int], int]] = {}
     for r in placed.mapInArrow(write, PART_WRITTEN_SCHEMA).collect():
@@ -420,6 +421,12 @@ def _formats_distributed(
     finished = formats.finish(PartWritten(part, rows, messages) for part, (rows, messages) in pieces.items())
     steps["finish"] = time.perf_counter() - written_at
     return finished
+
+
+def _unzip(pairs: Iterator[tuple[Change, Any]]) -> tuple[Iterator[Change], Iterator[Any]]:
+    """Two lazy streams from one stream of pairs, consumed in step (as `stamp` zips them)."""
+    first, second = itertools.tee(pairs)
+    return (pair[0] for pair in first), (pair[1] for pair in second)
 
 
 PART_WRITTEN_SCHEMA = "part int, table string, rows long, messages long"

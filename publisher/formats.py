@@ -9,6 +9,7 @@ next one, which writes the changes again.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from publisher.broker import publish_file
 from publisher.catalog import TableInfo
-from publisher.change_tables import change_table_schema, table_directory, write_change_table_files
+from publisher.change_tables import ChangeTableFiles, change_table_schema, table_directory
 from publisher.changes import NO_TIME, StampedChange
 from publisher.config import OutputConfig
 from publisher.errors import OutputStateError
@@ -96,24 +97,32 @@ class PartWritten:
     messages: int
 
 
-def write_part(stamped: Sequence[StampedChange], ctx: FormatsContext, part: int) -> PartWritten:
-    """Write one part of the publication order under staged names (not yet flushed)."""
-    rows: dict[str, int] = {}
-    if ctx.output.change_tables.enabled and stamped:
-        rows = write_change_table_files(
-            stamped, ctx.tables, ctx.changes_directory, ctx.staged_parquet(part), ctx.output.change_tables
-        )
+def write_part(stamped: Iterable[StampedChange], ctx: FormatsContext, part: int) -> PartWritten:
+    """Write one part of the publication order under staged names (not yet flushed), streaming:
+    each change goes to its change table and to the message file as it comes."""
+    options = ctx.output
+    tables = (
+        ChangeTableFiles(ctx.tables, ctx.changes_directory, ctx.staged_parquet(part), options.change_tables)
+        if options.change_tables.enabled
+        else None
+    )
     messages = 0
-    if ctx.output.messages.enabled and stamped:
-        ctx.messages_directory.mkdir(parents=True, exist_ok=True)
-        options = ctx.output.messages
-        with open(ctx.staged_messages(part), "wb") as handle:
-            for item in stamped:
+    with contextlib.ExitStack() as stack:
+        handle = None
+        if tables is not None:
+            stack.enter_context(tables)
+        for item in stamped:
+            if tables is not None:
+                tables.add(item)
+            if options.messages.enabled:
+                if handle is None:
+                    ctx.messages_directory.mkdir(parents=True, exist_ok=True)
+                    handle = stack.enter_context(open(ctx.staged_messages(part), "wb"))
                 table = ctx.tables[item.change.table]
-                message = data_message(item, table, ctx.schema_label, options, ctx.schema_ids.get(table.name))
+                message = data_message(item, table, ctx.schema_label, options.messages, ctx.schema_ids.get(table.name))
                 handle.write(json_line(message))
                 messages += 1
-    return PartWritten(part, rows, messages)
+    return PartWritten(part, {} if tables is None else tables.rows, messages)
 
 
 @dataclass
