@@ -25,6 +25,13 @@ configuration:
   variable PUBLISHER_<SECTION>_<KEY> (PUBLISHER_DATABASE_URL, PUBLISHER_PUBLISHER_BATCH_SIZE)
   or by --set section.key=value, in that order of strength.
 
+output (in output.directory):
+  *.xml        XDS documents, always; names sort in publication order
+  changes/     a Parquet change table per table, with output.change_tables.enabled = true
+  messages/    metadata and data messages as JSON lines, with output.messages.enabled = true
+               (and to NATS JetStream with output.messages.broker = "nats://host:4222")
+  rejects.jsonl  the rows marked E, with the reason
+
 statuses written to the event log:
   S published, or redundant/loopback (nothing left to do)   W query-back found no object
   E malformed row, not published (see rejects.jsonl)         N waiting (only triggers write N)
