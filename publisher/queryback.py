@@ -5,7 +5,7 @@ one query per event. Table and column names come from the reflected catalog, nev
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,28 @@ def read_current(
                     except BadValueError as exc:
                         problems[column.name] = f"{table.name}.{column.name}: {exc}"
                 yield table.name, key, row, problems
+
+
+def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[tuple[str, dict[str, str | None], dict[str, str]]]:
+    """Every current row of `table` as query-back would publish it: (canonical_key, row, problems).
+
+    What the consumer mirror compares the published documents with."""
+    from publisher.workers import engine_for
+
+    sql_table = Table(table.name, MetaData(), *(Column(c.name) for c in table.columns), schema=ctx.schema)
+    key_names = [name for name, _ in table.key_columns]
+    with engine_for(ctx.url).connect() as conn:
+        streamed = conn.execution_options(stream_results=True, yield_per=CHUNK)
+        for record in streamed.execute(select(*sql_table.c)).mappings():
+            key = format_key(KeyPart(n, _key_text(record[n])) for n in key_names)
+            row: dict[str, str | None] = {}
+            problems: dict[str, str] = {}
+            for column in table.value_columns:
+                try:
+                    row[column.name] = encode_current(column.value_type, record[column.name])
+                except BadValueError as exc:
+                    problems[column.name] = f"{table.name}.{column.name}: {exc}"
+            yield key, row, problems
 
 
 def _select(
