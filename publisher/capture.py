@@ -39,6 +39,7 @@ from publisher.config import Config
 from publisher.database import is_sqlite, table_schema
 from publisher.events import EVENT_LOG_COLUMNS, EventType
 from publisher.values import ValueType, value_type_of
+from publisher.valuetext import function_settings_sql, value_text_sql
 
 Style = Literal["field", "row"]
 STYLES: tuple[Style, ...] = ("field", "row")
@@ -305,10 +306,9 @@ class _Dialect(abc.ABC):
     def ref(self, row: Literal["OLD", "NEW"], column: _Column) -> str:
         return f"{row}.{self.quote(column.name)}"
 
-    @abc.abstractmethod
     def as_text(self, ref: str, column: _Column) -> str:
-        """A value as the event log stores it."""
-        ...
+        """A value as the event log stores it: the text query-back reads it as, too."""
+        return value_text_sql(self.name, ref, column.value_type)
 
     def logs_value(self, column: _Column) -> bool:
         """Whether a trigger can write the column's value, or must log a field query-back."""
@@ -384,9 +384,6 @@ class _SQLite(_Dialect):
     """Three triggers per table; every event is one INSERT guarded by its condition."""
 
     name = "sqlite"
-
-    def as_text(self, ref: str, column: _Column) -> str:
-        return ref
 
     def logs_value(self, column: _Column) -> bool:
         return column.value_type is not ValueType.OCTET
@@ -470,11 +467,6 @@ class _PostgreSQL(_Dialect):
     def null(self) -> str:
         return "NULL::text"
 
-    def as_text(self, ref: str, column: _Column) -> str:
-        if column.value_type is ValueType.OCTET:
-            return f"translate(encode({ref}, 'base64'), E'\\n', '')"
-        return f"{ref}::text"
-
     def distinct(self, column: _Column) -> str:
         return self._compare(column, "IS DISTINCT FROM")
 
@@ -513,6 +505,7 @@ class _PostgreSQL(_Dialect):
             on_delete=_indent(self.log_events(table, deleted), 8),
             on_moved=_indent(self.log_events(table, deleted + inserted), 12),
             on_update=_indent(updated, 12),
+            settings=function_settings_sql(self.name),
         )
         return [
             self.render("drop_trigger", trigger=trigger, table=table_sql),

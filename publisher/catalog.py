@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine, inspect
+from sqlalchemy import types as sqltypes
 from sqlalchemy.exc import NoSuchTableError
 
 from publisher.keys import KeyKind
@@ -30,6 +32,11 @@ class ColumnInfo:
     scale: int | None = None
     key_position: int = 0
     """Position in the primary key (or a view's pk_ columns), from 1; 0 for other columns."""
+    key_kind: KeyKind = KeyKind.TEXT
+    """How the column's values are spelled in a canonical table_key."""
+    matched_as_text: bool = False
+    """Query-back finds a row by the column's text, not its value: SQLite's text of a REAL is
+    not exact, so the value a trigger logged may not compare equal to the stored one."""
 
 
 @dataclass(frozen=True)
@@ -50,11 +57,7 @@ class TableInfo:
 
     @functools.cached_property
     def key_columns(self) -> tuple[tuple[str, KeyKind], ...]:
-        return tuple(
-            (c.name, KeyKind.INTEGER if c.value_type is ValueType.INT else KeyKind.TEXT)
-            for c in self.columns
-            if c.is_key
-        )
+        return tuple((c.name, c.key_kind) for c in self.columns if c.is_key)
 
     @functools.cached_property
     def value_columns(self) -> tuple[ColumnInfo, ...]:
@@ -136,6 +139,7 @@ def reflect_catalog(engine: Engine, schema: str | None, published: PublishedTabl
     lists are ever handed to it, so event log text never reaches SQL.
     """
     inspector = inspect(engine)
+    dialect = engine.dialect.name
     kinds = {t: False for t in inspector.get_table_names(schema=schema)}
     kinds.update({v: True for v in inspector.get_view_names(schema=schema)})
     where = f"schema {schema}" if schema else "the database"
@@ -145,7 +149,7 @@ def reflect_catalog(engine: Engine, schema: str | None, published: PublishedTabl
     refused: dict[str, str] = {name: published.refusal(name) for name in kinds if name not in allowed}
     for name in sorted(allowed):
         try:
-            info = _reflect_table(inspector, schema, name, kinds[name])
+            info = _reflect_table(inspector, dialect, schema, name, kinds[name])
         except NoSuchTableError:
             continue
         problem = _unpublishable(info)
@@ -173,7 +177,7 @@ def _unpublishable(info: TableInfo) -> str | None:
     return None
 
 
-def _reflect_table(inspector, schema: str | None, name: str, is_view: bool) -> TableInfo:  # type: ignore[no-untyped-def]
+def _reflect_table(inspector, dialect: str, schema: str | None, name: str, is_view: bool) -> TableInfo:  # type: ignore[no-untyped-def]
     columns = inspector.get_columns(name, schema=schema)
     if is_view:
         keys = {c["name"] for c in columns if c["name"].lower().startswith(VIEW_KEY_PREFIX)}
@@ -193,11 +197,43 @@ def _reflect_table(inspector, schema: str | None, name: str, is_view: bool) -> T
             precision=_int_attribute(c["type"], "precision"),
             scale=_int_attribute(c["type"], "scale"),
             key_position=key_rank[c["name"]] + 1 if c["name"] in keys else 0,
+            key_kind=key_kind_of(c["type"], dialect),
+            matched_as_text=dialect == "sqlite" and isinstance(c["type"], sqltypes.Numeric),
         )
         for ordinal, c in enumerate(columns, start=1)
     ]
     infos.sort(key=lambda c: (0, key_rank[c.name]) if c.is_key else (1, 0))
     return TableInfo(name, tuple(infos), is_view)
+
+
+def key_kind_of(sql_type: sqltypes.TypeEngine[Any], dialect: str) -> KeyKind:
+    """The key kind of a column type. SQLite stores what it is given, so its triggers and its
+    rows read back spell a value alike: only integers are spelled by kind there."""
+    if isinstance(sql_type, sqltypes.TypeDecorator):
+        sql_type = sql_type.impl_instance
+    if isinstance(sql_type, sqltypes.Integer):
+        return KeyKind.INTEGER
+    if dialect == "sqlite":
+        return KeyKind.TEXT
+    for types, kind in _KEY_KINDS:
+        if isinstance(sql_type, types):
+            if kind is KeyKind.TIMESTAMP and getattr(sql_type, "timezone", False):
+                return KeyKind.TIMESTAMP_TZ
+            return kind
+    return KeyKind.TEXT
+
+
+_KEY_KINDS: tuple[tuple[type | tuple[type, ...], KeyKind], ...] = (
+    (sqltypes.Boolean, KeyKind.BOOLEAN),
+    (sqltypes.DateTime, KeyKind.TIMESTAMP),
+    (sqltypes.Date, KeyKind.DATE),
+    (sqltypes.Uuid, KeyKind.UUID),
+    (sqltypes.Float, KeyKind.FLOAT),
+    (sqltypes.Numeric, KeyKind.NUMERIC),
+    (sqltypes._Binary, KeyKind.BINARY),
+    ((sqltypes.CHAR, sqltypes.NCHAR), KeyKind.FIXED_CHAR),
+)
+"""First match wins (Float is a Numeric)."""
 
 
 def _type_name(sql_type: object) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 from publisher.catalog import TableInfo
 from publisher.events import EventType
 from publisher.keys import key_values
+from publisher.values import encode_logged
 from publisher.xds import OperationKind
 
 INSERT = "INSERT"
@@ -88,8 +89,7 @@ def change_of(
     """The change one merged group of an object's events (an XDS operation) stands for."""
     units: Sequence[Mapping[str, Any]] = group["units"]
     first = units[0]
-    key = {name: str(value) for (name, _), value in
-           zip(table.key_columns, key_values(group["canonical_key"], table.key_columns), strict=True)}
+    key = key_texts(table, group["canonical_key"])
     types = [int(u["effective_type"]) for u in units]
     if kind is OperationKind.DELETE:
         return _change(table, DELETE, first, key, None, tuple(key), fetched=False)
@@ -107,7 +107,7 @@ def change_of(
         elif event_type in _FIELD_QB:
             after[name] = current.get(name)
             read_back.append(name)
-        else:
+        elif name not in key:
             if event_type in _UPDATING and name not in before:
                 before[name] = unit["old_text"]
             after[name] = unit["new_text"]
@@ -120,6 +120,15 @@ def change_of(
     changed = {name for name, old in before.items() if old != after[name]} | set(read_back)
     logged_before = {**key, **before} if before else None
     return _change(table, UPDATE, first, after, logged_before, _ordered(table, changed), fetched=bool(read_back))
+
+
+def key_texts(table: TableInfo, canonical_key: str) -> dict[str, str | None]:
+    """The key columns' values as published text (epoch seconds for a date-time key, `true` for
+    a boolean), as a query-back row would carry them."""
+    values = key_values(canonical_key, table.key_columns)
+    types = {c.name: c.value_type for c in table.columns}
+    return {name: encode_logged(types[name], str(value))
+            for (name, _), value in zip(table.key_columns, values, strict=True)}
 
 
 def _change(

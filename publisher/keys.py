@@ -8,11 +8,16 @@ against the table's primary key before rows are grouped or looked up.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime as dt
 import enum
 import functools
 import re
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from lark import Lark, Token, Transformer
@@ -31,7 +36,9 @@ __all__ = [
     "KeyKind",
     "KeyPart",
     "KeySyntaxError",
+    "bound_value",
     "canonical_key",
+    "canonical_value",
     "format_key",
     "key_values",
     "parse_key",
@@ -82,10 +89,25 @@ class KeyPart:
 
 
 class KeyKind(enum.Enum):
-    """How a key column's values compare, which decides their canonical spelling."""
+    """How a key column's values compare, which decides their canonical spelling.
+
+    A trigger writes a key value as the database's text of it, and a row read back gives the
+    driver's value; both are spelled canonically by kind so that one row is one object."""
 
     INTEGER = "integer"
     TEXT = "text"
+    FIXED_CHAR = "fixed_char"
+    """char(n): trailing spaces do not count (the database pads them and drops them as text)."""
+    BOOLEAN = "boolean"
+    DATE = "date"
+    TIMESTAMP = "timestamp"
+    TIMESTAMP_TZ = "timestamp_tz"
+    """An instant: spelled in UTC, whatever zone the changing session wrote it in."""
+    UUID = "uuid"
+    NUMERIC = "numeric"
+    FLOAT = "float"
+    BINARY = "binary"
+    """base64 in the table_key, bytes in the table."""
 
 
 class _ToParts(Transformer[Token, list[tuple[Token, str]]]):
@@ -243,7 +265,7 @@ def format_key(parts: Iterable[KeyPart]) -> str:
     return "+".join(written)
 
 
-def _integer(text: str, column: str, value: str) -> int:
+def _integer(value: str) -> int:
     digits = value.strip()
     number: int | None = None
     try:
@@ -252,14 +274,125 @@ def _integer(text: str, column: str, value: str) -> int:
     except ValueError:
         pass
     if number is None:
-        raise KeyColumnError(
-            f"table_key {_shown(text)}: column {column!r} needs an integer, got {_shown(value)}"
-        )
+        raise ValueError("an integer")
     if number not in _INTEGER_RANGE:
-        raise KeyColumnError(
-            f"table_key {_shown(text)}: column {column!r} needs a 64-bit integer, got {_shown(value)}"
-        )
+        raise ValueError("a 64-bit integer")
     return number
+
+
+_BOOLEANS = {"true": "true", "t": "true", "yes": "true", "y": "true", "on": "true", "1": "true",
+             "false": "false", "f": "false", "no": "false", "n": "false", "off": "false", "0": "false"}
+
+
+def _boolean(value: str) -> str:
+    try:
+        return _BOOLEANS[value.strip().lower()]
+    except KeyError:
+        raise ValueError("a boolean (true/false)") from None
+
+
+def _date(value: str) -> str:
+    try:
+        return dt.date.fromisoformat(value.strip()).isoformat()
+    except ValueError:
+        raise ValueError("a date (YYYY-MM-DD)") from None
+
+
+def _time_text(moment: dt.datetime) -> str:
+    """The database's own ISO spelling: seconds, then a fraction only when there is one."""
+    text = moment.strftime("%Y-%m-%d %H:%M:%S")
+    if moment.year < 1000:
+        text = f"{moment.year:04d}" + text[text.index("-"):]
+    if moment.microsecond:
+        text += "." + f"{moment.microsecond:06d}".rstrip("0")
+    return text
+
+
+def _timestamp(value: str) -> str:
+    try:
+        moment = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError("a timestamp (YYYY-MM-DD HH:MM:SS[.ffffff])") from None
+    if moment.tzinfo is not None:
+        raise ValueError("a timestamp without time zone")
+    return _time_text(moment)
+
+
+def _timestamp_tz(value: str) -> str:
+    try:
+        moment = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError("a timestamp with time zone (YYYY-MM-DD HH:MM:SS[.ffffff]+HH[:MM])") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    try:
+        return _time_text(moment.astimezone(dt.UTC)) + "+00"
+    except OverflowError:
+        raise ValueError("a timestamp with time zone within years 1..9999") from None
+
+
+def _uuid(value: str) -> str:
+    try:
+        return str(uuid.UUID(value.strip()))
+    except ValueError:
+        raise ValueError("a uuid") from None
+
+
+def _numeric(value: str) -> str:
+    try:
+        number = Decimal(value.strip())
+    except InvalidOperation:
+        raise ValueError("a number") from None
+    if not number.is_finite():
+        return "NaN" if number.is_nan() else ("-Infinity" if number < 0 else "Infinity")
+    if number == 0:
+        return "0"
+    return format(number.normalize(), "f")
+
+
+def _float(value: str) -> str:
+    try:
+        return repr(float(value.strip()))
+    except ValueError:
+        raise ValueError("a floating-point number") from None
+
+
+def _binary(value: str) -> str:
+    compact = "".join(value.split())
+    try:
+        binascii.a2b_base64(compact, strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("binary as base64") from None
+    return compact
+
+
+_CANONICAL: dict[KeyKind, Callable[[str], int | str]] = {
+    KeyKind.INTEGER: _integer,
+    KeyKind.TEXT: str,
+    KeyKind.FIXED_CHAR: lambda value: value.rstrip(" "),
+    KeyKind.BOOLEAN: _boolean,
+    KeyKind.DATE: _date,
+    KeyKind.TIMESTAMP: _timestamp,
+    KeyKind.TIMESTAMP_TZ: _timestamp_tz,
+    KeyKind.UUID: _uuid,
+    KeyKind.NUMERIC: _numeric,
+    KeyKind.FLOAT: _float,
+    KeyKind.BINARY: _binary,
+}
+
+
+def canonical_value(kind: KeyKind, value: str) -> int | str:
+    """One key value spelled canonically for its column's kind (an int for INTEGER).
+
+    Raises ValueError naming what the kind needs when the value is not of the kind."""
+    return _CANONICAL[kind](value)
+
+
+def bound_value(kind: KeyKind, value: int | str) -> int | str | bytes:
+    """A canonical key value as the database compares it: binary keys as bytes."""
+    if kind is KeyKind.BINARY and isinstance(value, str):
+        return base64.b64decode(value)
+    return value
 
 
 def _typed_values(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> list[int | str]:
@@ -286,10 +419,12 @@ def _typed_values(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> list
                 f"table_key {_shown(text)}: key column {name!r} is missing, expected {expected}"
             )
         value = found[i]
-        if kind is KeyKind.INTEGER:
-            values.append(_integer(text, name, value))
-        else:
-            values.append(value)
+        try:
+            values.append(canonical_value(kind, value))
+        except ValueError as exc:
+            raise KeyColumnError(
+                f"table_key {_shown(text)}: column {name!r} needs {exc}, got {_shown(value)}"
+            ) from None
     return values
 
 
@@ -299,8 +434,8 @@ CANONICAL_CACHE = 1 << 17
 def canonical_key(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> str:
     """Spell a table_key one way per row, so differently written keys of a row compare equal.
 
-    Columns take the spelling and order of ``key_columns``; INTEGER values are
-    written as plain decimals; TEXT values are kept as they are.
+    Columns take the spelling and order of ``key_columns``; each value is spelled as
+    `canonical_value` spells it for its column's kind (TEXT values are kept as they are).
     """
     if not isinstance(text, str):
         raise KeySyntaxError(text, 0, f"expected a str, got {type(text).__name__}")
@@ -318,7 +453,7 @@ def _canonical(text: str, key_columns: tuple[tuple[str, KeyKind], ...]) -> str:
 
 
 def key_values(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> tuple[int | str, ...]:
-    """Return the key's typed values in ``key_columns`` order, for building WHERE clauses."""
+    """Return the key's canonical values in ``key_columns`` order (ints for INTEGER columns)."""
     if not isinstance(text, str):
         raise KeySyntaxError(text, 0, f"expected a str, got {type(text).__name__}")
     return _typed(text, tuple(key_columns))

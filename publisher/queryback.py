@@ -1,26 +1,47 @@
 """Stage 4: read the current row of every object a query-back event names, in bulk.
 
 One set-based SELECT per table and chunk of keys (in the executors on the Spark path); never
-one query per event. Table and column names come from the reflected catalog, never from the event log text.
+one query per event. Table and column names come from the reflected catalog, never from the
+event log text. Every column is read as the text its trigger logs it as (`valuetext`), so a
+value publishes the same text whether it was logged or read back, and a row's key is spelled
+as its trigger spells it.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Column, Connection, MetaData, RowMapping, Select, Table, bindparam, select, tuple_
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Connection,
+    Dialect,
+    MetaData,
+    Row,
+    Select,
+    Table,
+    bindparam,
+    literal_column,
+    select,
+    tuple_,
+)
 from sqlalchemy.exc import DataError
 from sqlalchemy.types import NullType
 
 from publisher.catalog import TableInfo
 from publisher.errors import root_cause
 from publisher.failpoints import reached
-from publisher.keys import KeyPart, format_key, key_values
+from publisher.keys import KeyPart, bound_value, canonical_value, format_key, key_values
 from publisher.precedence import CurrentRow
-from publisher.values import BadValueError, ValueType, encode_current, shown
+from publisher.values import BadValueError, shown
+from publisher.valuetext import encode_read, settings_sql, value_text_sql
 
 CHUNK = 500
+
+Published = tuple[str, dict[str, str | None], dict[str, str]]
+"""(canonical_key, published text per value column, problems per value column) of one row."""
 
 
 @dataclass(frozen=True)
@@ -48,22 +69,12 @@ def read_current(
     A key the database refuses to compare (a value its key column's type cannot take, such as
     `id=x` for a uuid) comes back with every column as a problem, so its events get `E`.
     """
-    from publisher.workers import engine_for
+    with _session(ctx) as conn:
+        reading = _Reading(table, ctx.schema, conn.dialect)
 
-    sql_table = Table(table.name, MetaData(), *(Column(c.name) for c in table.columns), schema=ctx.schema)
-    key_cols = [sql_table.c[name] for name, _ in table.key_columns]
-    key_names = [name for name, _ in table.key_columns]
+        def query(chunk: Sequence[str]) -> Select[Any]:
+            return reading.select().where(reading.key_in([key_values(k, table.key_columns) for k in chunk]))
 
-    def query(chunk: Sequence[str]) -> Select[Any]:
-        """Keys bind untyped, so the database reads them as its key columns' types (uuid, date, …);
-        SQLAlchemy would otherwise cast text to VARCHAR, which such a column cannot compare with."""
-        typed = [key_values(k, table.key_columns) for k in chunk]
-        compared = key_cols[0] if len(key_cols) == 1 else tuple_(*key_cols)
-        values = [v[0] for v in typed] if len(key_cols) == 1 else typed
-        return select(*sql_table.c).where(compared.in_(bindparam("keys", values, expanding=True, type_=NullType())))
-
-    engine = engine_for(ctx.url)
-    with engine.connect() as conn:
         for start in range(0, len(keys), CHUNK):
             records, refused = _select(conn, query, keys[start : start + CHUNK])
             reached("query_back")
@@ -71,45 +82,86 @@ def read_current(
                 problem = f"{table.name}: the database refuses table_key {shown(key)}: {reason}"
                 yield table.name, key, {}, {c.name: problem for c in table.columns}
             for record in records:
-                key = format_key(KeyPart(n, _key_text(record[n])) for n in key_names)
-                row: dict[str, str | None] = {}
-                problems: dict[str, str] = {}
-                for column in table.value_columns:
-                    try:
-                        row[column.name] = encode_current(column.value_type, record[column.name])
-                    except BadValueError as exc:
-                        problems[column.name] = f"{table.name}.{column.name}: {exc}"
+                key, row, problems = reading.published(record)
                 yield table.name, key, row, problems
 
 
-def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[tuple[str, dict[str, str | None], dict[str, str]]]:
-    """Every current row of `table` as query-back would publish it: (canonical_key, row, problems).
+def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[Published]:
+    """Every current row of `table` as query-back would publish it; what the consumer mirror
+    compares the published documents with."""
+    with _session(ctx) as conn:
+        reading = _Reading(table, ctx.schema, conn.dialect)
+        streamed = conn.execution_options(stream_results=True, yield_per=CHUNK)
+        for record in streamed.execute(reading.select()):
+            yield reading.published(record)
 
-    What the consumer mirror compares the published documents with."""
+
+@contextmanager
+def _session(ctx: QueryBackContext) -> Iterator[Connection]:
+    """A connection on the text settings the capture functions use (a session of its own:
+    the engines of `workers.engine_for` do not pool)."""
     from publisher.workers import engine_for
 
-    sql_table = Table(table.name, MetaData(), *(Column(c.name) for c in table.columns), schema=ctx.schema)
-    key_names = [name for name, _ in table.key_columns]
-    with engine_for(ctx.url).connect() as conn:
-        streamed = conn.execution_options(stream_results=True, yield_per=CHUNK)
-        for record in streamed.execute(select(*sql_table.c)).mappings():
-            key = format_key(KeyPart(n, _key_text(record[n])) for n in key_names)
-            row: dict[str, str | None] = {}
-            problems: dict[str, str] = {}
-            for column in table.value_columns:
-                try:
-                    row[column.name] = encode_current(column.value_type, record[column.name])
-                except BadValueError as exc:
-                    problems[column.name] = f"{table.name}.{column.name}: {exc}"
-            yield key, row, problems
+    engine = engine_for(ctx.url)
+    with engine.connect() as conn:
+        for statement in settings_sql(engine.dialect.name, local=False):
+            conn.exec_driver_sql(statement)
+        yield conn
+
+
+class _Reading:
+    """How one table's rows are read: every column as its logged text, keys compared as typed
+    values (or as that text, where a column's text is not exact: see `matched_as_text`)."""
+
+    def __init__(self, table: TableInfo, schema: str | None, dialect: Dialect) -> None:
+        self.table = table
+        self.sql_table = Table(table.name, MetaData(), *(Column(c.name) for c in table.columns), schema=schema)
+        quote = dialect.identifier_preparer.quote
+        self.texts: dict[str, ColumnElement[Any]] = {
+            c.name: literal_column(value_text_sql(dialect.name, quote(c.name), c.value_type))
+            for c in table.columns
+        }
+        self.keys = [c for c in table.columns if c.is_key]
+
+    def select(self) -> Select[Any]:
+        columns = (text.label(f"c{i}") for i, text in enumerate(self.texts.values()))
+        return select(*columns).select_from(self.sql_table)
+
+    def key_in(self, keys: Sequence[tuple[int | str, ...]]) -> ColumnElement[bool]:
+        """Keys bind untyped, so the database reads them as its key columns' types (uuid, date, …);
+        SQLAlchemy would otherwise cast text to VARCHAR, which such a column cannot compare with."""
+        compared = [self.texts[c.name] if c.matched_as_text else self.sql_table.c[c.name] for c in self.keys]
+        bound = [tuple(bound_value(c.key_kind, v) for c, v in zip(self.keys, key, strict=True)) for key in keys]
+        if len(compared) == 1:
+            return compared[0].in_(bindparam("keys", [b[0] for b in bound], expanding=True, type_=NullType()))
+        return tuple_(*compared).in_(bindparam("keys", bound, expanding=True, type_=NullType()))
+
+    def published(self, record: Sequence[Any]) -> Published:
+        texts = dict(zip(self.texts, record, strict=True))
+        table = self.table
+        row: dict[str, str | None] = {}
+        problems: dict[str, str] = {}
+        for column in table.value_columns:
+            try:
+                row[column.name] = encode_read(column.value_type, texts[column.name])
+            except BadValueError as exc:
+                problems[column.name] = f"{table.name}.{column.name}: {exc}"
+        return row_key(table, texts), row, problems
+
+
+def row_key(table: TableInfo, texts: Mapping[str, Any]) -> str:
+    """The canonical key of a row from its key columns' texts, as its trigger names the row."""
+    return format_key(
+        KeyPart(name, str(canonical_value(kind, str(texts[name])))) for name, kind in table.key_columns
+    )
 
 
 def _select(
     conn: Connection, query: Callable[[Sequence[str]], Select[Any]], keys: Sequence[str]
-) -> tuple[list[RowMapping], dict[str, str]]:
+) -> tuple[list[Row[Any]], dict[str, str]]:
     """The rows of `keys`, and the keys whose comparison the database refused, found by halving."""
     try:
-        return list(conn.execute(query(keys)).mappings()), {}
+        return list(conn.execute(query(keys))), {}
     except DataError as exc:
         conn.rollback()
         if len(keys) == 1:
@@ -118,11 +170,3 @@ def _select(
     first_rows, first_refused = _select(conn, query, keys[:middle])
     rows, refused = _select(conn, query, keys[middle:])
     return first_rows + rows, {**first_refused, **refused}
-
-
-def _key_text(value: Any) -> str:
-    return str(int(value)) if isinstance(value, int) and not isinstance(value, bool) else str(value)
-
-
-def value_type_map(table: TableInfo) -> dict[str, ValueType]:
-    return {c.name: c.value_type for c in table.columns}

@@ -1,9 +1,10 @@
--- The capture function of one table. ISO DateStyle makes logged date-times readable
--- whatever the changing session uses; $$$$ is string.Template's spelling of $$.
+-- The capture function of one table. ${settings} (DateStyle, IntervalStyle, ...) make a logged
+-- value's text what query-back reads, whatever the changing session uses; $$$$ is
+-- string.Template's spelling of $$.
 -- ${on_moved} logs an update that changed the key: a delete of the old key, an insert of the new.
 CREATE OR REPLACE FUNCTION ${function}() RETURNS trigger
 LANGUAGE plpgsql
-SET datestyle = 'ISO, YMD'
+${settings}
 AS $$$$
 DECLARE
     _old_key text;
