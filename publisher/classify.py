@@ -104,6 +104,9 @@ def _classify_publishable(row: dict[str, Any], ctx: ClassifyContext, out: dict[s
         raise _Rejected(f"column {shown(column_name)} does not exist in table {table.name!r}")
     out["attr_name"] = column.name
     out["value_type"] = column.value_type.value
+    if column.is_key:
+        _key_column_event(event_type, table.name, column.name)
+        return
     if event_type in LOGGED_VALUES:
         for role, target in (("old_value", "old_text"), ("new_value", "new_text")):
             try:
@@ -112,6 +115,18 @@ def _classify_publishable(row: dict[str, Any], ctx: ClassifyContext, out: dict[s
                 raise _Rejected(
                     f"{role} of column {table.name}.{column.name} ({column.value_type.value}): {exc}"
                 ) from None
+
+
+def _key_column_event(event_type: EventType, table: str, column: str) -> None:
+    """A key column is not an attribute: the association carries it. An insert's field event
+    for it still says the object was inserted (and publishes no attribute); any other field
+    event for it would change a key in place, which a key change never is (it is logged as a
+    delete and an insert)."""
+    if event_type is not EventType.INSERT_FIELD:
+        raise _Rejected(
+            f"event type {int(event_type)} names key column {table}.{column}: a key is not changed in place"
+            " (a key change is a delete of the old key and an insert of the new)"
+        )
 
 
 def _text(row: dict[str, Any], role: str) -> str | None:

@@ -77,7 +77,7 @@ def _value(value_type: ValueType, text: str | None) -> Value | None:
 
 def build_operation_xml(group: Mapping[str, Any], ctx: OperationContext) -> bytes | None:
     """One merged group of an object's consecutive same-kind events → one serialised operation,
-    or None for a modify that changes nothing."""
+    or None for a modify that changes nothing and announces no new object."""
     table = ctx.tables[group["class_name"]]
     kind = OperationKind(group["kind"])
     row = _as_dict(group.get("row"))
@@ -90,7 +90,15 @@ def build_operation_xml(group: Mapping[str, Any], ctx: OperationContext) -> byte
         event_id=int(group["position"]["record_id"]),
         attrs=tuple(attrs),
     )
-    return None if operation.changes_nothing else build_operation(operation)
+    if operation.changes_nothing and not _announces(units):
+        return None
+    return build_operation(operation)
+
+
+def _announces(units: Sequence[Mapping[str, Any]]) -> bool:
+    """An insert's row query-back publishes even with nothing to set: on a table of key
+    columns only (a membership, a grant) the operation itself is the news that the object exists."""
+    return any(int(u["effective_type"]) == EventType.INSERT_ROW_QUERY_BACK for u in units)
 
 
 def _as_dict(value: Any) -> dict[str, str | None] | None:

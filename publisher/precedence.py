@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from publisher.events import FIELD_QUERY_BACK, LOGGED_VALUES, ROW_QUERY_BACK, Status
+from publisher.events import FIELD_QUERY_BACK, LOGGED_VALUES, ROW_QUERY_BACK, EventType, Status
 
 
 class Outcome:
@@ -34,6 +34,7 @@ VANISHED_REASON = "object no longer exists; query-back published nothing"
 _ROW_QB = frozenset(int(t) for t in ROW_QUERY_BACK)
 _FIELD_QB = frozenset(int(t) for t in FIELD_QUERY_BACK)
 _LOGGED_FIELD = frozenset(int(t) for t in LOGGED_VALUES)
+_DELETE = int(EventType.DELETE_ROW)
 QUERY_BACK_TYPES = _ROW_QB | _FIELD_QB
 
 
@@ -80,7 +81,10 @@ def decide(events: Sequence[Mapping[str, Any]], current: CurrentRow | None) -> l
     """The decision for each of one object's publishable events, given in processing order.
 
     `current` is the object's row as query-back read it, None when it no longer exists (or
-    when no event of the object needed it).
+    when no event of the object needed it). A field query-back publishes the field's current
+    value at its first event after the object's last delete: published earlier, the delete
+    would take the value away again; with no such event, the delete and what follows it
+    carry the field's state, and the field's query-backs are redundant.
     """
     exists = current is not None
     problems: Mapping[str, str] = current.problems if current is not None else {}
@@ -90,6 +94,7 @@ def decide(events: Sequence[Mapping[str, Any]], current: CurrentRow | None) -> l
     field_wins: set[str] = set()
     first_field_qb: dict[str, int] = {}
     field_type: dict[str, int] = {}
+    last_delete = max((i for i, e in enumerate(events) if e["event_type_code"] == _DELETE), default=-1)
     for index, event in enumerate(events):
         t = event["event_type_code"]
         if t in _ROW_QB:
@@ -98,10 +103,12 @@ def decide(events: Sequence[Mapping[str, Any]], current: CurrentRow | None) -> l
                 first_row_qb = index
         elif t in _FIELD_QB:
             name = event["attr_name"]
+            field_type[name] = max(field_type.get(name, t), t)
+            if index < last_delete:
+                continue
             if exists and name not in problems:
                 field_wins.add(name)
             first_field_qb.setdefault(name, index)
-            field_type[name] = max(field_type.get(name, t), t)
 
     decisions = []
     for index, event in enumerate(events):
@@ -121,7 +128,7 @@ def decide(events: Sequence[Mapping[str, Any]], current: CurrentRow | None) -> l
                 decisions.append(Decision(Outcome.VANISHED, effective, VANISHED_REASON))
             elif name in problems:
                 decisions.append(Decision(Outcome.UNREADABLE, effective, _unreadable(problems[name])))
-            elif row_wins or index != first_field_qb[name]:
+            elif row_wins or index != first_field_qb.get(name):
                 decisions.append(Decision(Outcome.REDUNDANT, effective))
             else:
                 decisions.append(Decision(Outcome.WINS, effective))
