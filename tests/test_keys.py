@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import pickle
+import re
 import string
 from collections.abc import Callable
 
@@ -18,6 +21,7 @@ from publisher.keys import (
     _parse,
     _parse_with_grammar,
     canonical_key,
+    canonical_value,
     format_key,
     key_values,
     parse_key,
@@ -329,3 +333,84 @@ def test_special_character_in_bare_value_is_reported_where_it_is(
         parse_key(text)
     assert caught.value.position == 4 + cut
     assert repr(special) in str(caught.value)
+
+
+# --- key kinds: one spelling per value, whichever side wrote it --------------------------------
+
+@pytest.mark.parametrize(
+    ("kind", "spellings", "canonical"),
+    [
+        (KeyKind.FIXED_CHAR, ["ab", "ab   "], "ab"),
+        (KeyKind.BOOLEAN, ["true", "t", "TRUE", " yes ", "1", "on"], "true"),
+        (KeyKind.BOOLEAN, ["false", "f", "0", "off", "No"], "false"),
+        (KeyKind.DATE, ["2026-03-01", " 2026-03-01 "], "2026-03-01"),
+        (KeyKind.TIMESTAMP, ["2026-03-01 10:00:00.5", "2026-03-01T10:00:00.500000", "2026-03-01 10:00:00.50"],
+         "2026-03-01 10:00:00.5"),
+        (KeyKind.TIMESTAMP, ["2026-03-01 10:00:00", "2026-03-01T10:00"], "2026-03-01 10:00:00"),
+        (KeyKind.TIMESTAMP_TZ,
+         ["2026-03-01 10:00:00.5+05:30", "2026-03-01 04:30:00.5+00", "2026-03-01T04:30:00.500Z",
+          "2026-02-28 23:30:00.5-05", "2026-03-01 04:30:00.5"],
+         "2026-03-01 04:30:00.5+00"),
+        (KeyKind.UUID, ["A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "a0eebc999c0b4ef8bb6d6bb9bd380a11",
+                        "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}"], "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"),
+        (KeyKind.NUMERIC, ["1.50", "1.5", "+1.500", "15E-1"], "1.5"),
+        (KeyKind.NUMERIC, ["100", "1E+2", "100.00"], "100"),
+        (KeyKind.NUMERIC, ["0", "-0.00", "0E+3"], "0"),
+        (KeyKind.NUMERIC, ["NaN"], "NaN"),
+        (KeyKind.FLOAT, ["0.1", "1e-1", "0.10"], "0.1"),
+        (KeyKind.FLOAT, ["1e+20", "100000000000000000000"], "1e+20"),
+        (KeyKind.FLOAT, ["Infinity", "inf"], "inf"),
+        (KeyKind.BINARY, ["AP8=", "AP8=\n", " AP 8= "], "AP8="),
+        (KeyKind.TEXT, ["a b  "], "a b  "),
+    ],
+)
+def test_each_kind_spells_one_value_one_way(kind: KeyKind, spellings: list[str], canonical: str) -> None:
+    assert {canonical_value(kind, s) for s in spellings} == {canonical}
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "needs"),
+    [
+        (KeyKind.BOOLEAN, "maybe", "a boolean (true/false)"),
+        (KeyKind.DATE, "2026-02-30", "a date (YYYY-MM-DD)"),
+        (KeyKind.TIMESTAMP, "2026-03-01 10:00:00+01", "a timestamp without time zone"),
+        (KeyKind.TIMESTAMP, "infinity", "a timestamp (YYYY-MM-DD HH:MM:SS[.ffffff])"),
+        (KeyKind.TIMESTAMP_TZ, "soon", "a timestamp with time zone (YYYY-MM-DD HH:MM:SS[.ffffff]+HH[:MM])"),
+        (KeyKind.TIMESTAMP_TZ, "0001-01-01 00:00:00+01", "a timestamp with time zone within years 1..9999"),
+        (KeyKind.UUID, "notauuid", "a uuid"),
+        (KeyKind.NUMERIC, "1,5", "a number"),
+        (KeyKind.FLOAT, "x", "a floating-point number"),
+        (KeyKind.BINARY, "not base64!", "binary as base64"),
+    ],
+)
+def test_a_value_not_of_its_kind_is_refused_with_what_the_kind_needs(kind: KeyKind, text: str, needs: str) -> None:
+    with pytest.raises(ValueError, match=rf"^{re.escape(needs)}$"):
+        canonical_value(kind, text)
+
+
+_KIND_TEXTS = {
+    KeyKind.INTEGER: st.integers(-(2**63), 2**63 - 1).map(str),
+    KeyKind.TEXT: st.text(),
+    KeyKind.FIXED_CHAR: st.text(),
+    KeyKind.BOOLEAN: st.sampled_from(["true", "f", "1", "no"]),
+    KeyKind.DATE: st.dates().map(str),
+    KeyKind.TIMESTAMP: st.datetimes().map(str),
+    KeyKind.TIMESTAMP_TZ: st.datetimes(min_value=dt.datetime(2, 1, 1), max_value=dt.datetime(9998, 1, 1),
+                                       timezones=st.timezones()).map(str),
+    KeyKind.UUID: st.uuids().map(str),
+    KeyKind.NUMERIC: st.decimals(allow_nan=False).map(str),
+    KeyKind.FLOAT: st.floats(allow_nan=False).map(repr),
+    KeyKind.BINARY: st.binary().map(lambda b: base64.b64encode(b).decode()),
+}
+
+
+@given(st.sampled_from(list(KeyKind)).flatmap(lambda kind: st.tuples(st.just(kind), _KIND_TEXTS[kind])))
+def test_the_canonical_spelling_is_a_fixed_point_and_survives_a_table_key(case: tuple[KeyKind, str]) -> None:
+    """Spelling a spelled value again changes nothing, and so does writing it into a table_key
+    and reading it back: a key read back from a row and the key a trigger logged stay one."""
+    kind, text = case
+    once = str(canonical_value(kind, text))
+    assert str(canonical_value(kind, once)) == once
+    if kind is not KeyKind.TEXT or "\x00" not in once:
+        key = format_key([KeyPart("k", once)])
+        assert canonical_key(key, [("k", kind)]) == key
