@@ -198,7 +198,7 @@ def _reflect_table(inspector, dialect: str, schema: str | None, name: str, is_vi
             scale=_int_attribute(c["type"], "scale"),
             key_position=key_rank[c["name"]] + 1 if c["name"] in keys else 0,
             key_kind=key_kind_of(c["type"], dialect),
-            matched_as_text=dialect == "sqlite" and isinstance(c["type"], sqltypes.Numeric),
+            matched_as_text=dialect == "sqlite" and isinstance(c["type"], (sqltypes.Numeric, sqltypes.Float)),
         )
         for ordinal, c in enumerate(columns, start=1)
     ]
@@ -233,7 +233,7 @@ _KEY_KINDS: tuple[tuple[type | tuple[type, ...], KeyKind], ...] = (
     (sqltypes._Binary, KeyKind.BINARY),
     ((sqltypes.CHAR, sqltypes.NCHAR), KeyKind.FIXED_CHAR),
 )
-"""First match wins (Float is a Numeric)."""
+"""First match wins."""
 
 
 def _type_name(sql_type: object) -> str:
