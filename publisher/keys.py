@@ -352,9 +352,10 @@ def _numeric(value: str) -> str:
 
 def _float(value: str) -> str:
     try:
-        return repr(float(value.strip()))
+        number = float(value.strip())
     except ValueError:
         raise ValueError("a floating-point number") from None
+    return repr(number + 0.0)  # -0.0 + 0.0 is 0.0: the database compares the two equal
 
 
 def _binary(value: str) -> str:

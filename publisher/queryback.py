@@ -139,6 +139,12 @@ class _Reading:
     def published(self, record: Sequence[Any]) -> Published:
         texts = dict(zip(self.texts, record, strict=True))
         table = self.table
+        try:
+            key = row_key(table, texts)
+        except ValueError as exc:
+            key = format_key(KeyPart(name, str(texts[name])) for name, _ in table.key_columns)
+            problem = f"{table.name}: the row's key cannot be published: {exc}"
+            return key, {}, {c.name: problem for c in table.columns}
         row: dict[str, str | None] = {}
         problems: dict[str, str] = {}
         for column in table.value_columns:
@@ -146,7 +152,7 @@ class _Reading:
                 row[column.name] = encode_read(column.value_type, texts[column.name])
             except BadValueError as exc:
                 problems[column.name] = f"{table.name}.{column.name}: {exc}"
-        return row_key(table, texts), row, problems
+        return key, row, problems
 
 
 def row_key(table: TableInfo, texts: Mapping[str, Any]) -> str:

@@ -360,6 +360,7 @@ def test_special_character_in_bare_value_is_reported_where_it_is(
         (KeyKind.FLOAT, ["0.1", "1e-1", "0.10"], "0.1"),
         (KeyKind.FLOAT, ["1e+20", "100000000000000000000"], "1e+20"),
         (KeyKind.FLOAT, ["Infinity", "inf"], "inf"),
+        (KeyKind.FLOAT, ["0", "-0", "0.0e5"], "0.0"),
         (KeyKind.BINARY, ["AP8=", "AP8=\n", " AP 8= "], "AP8="),
         (KeyKind.TEXT, ["a b  "], "a b  "),
     ],
