@@ -41,6 +41,7 @@ examples:
   publisher install -c publisher.toml --table usr --style field --dry-run
   publisher poll -c publisher.toml
   publisher run -c publisher.toml --set publisher.polling_interval=2
+  publisher verify -c publisher.toml    replay the documents, compare with the tables
   publisher parse-key 'pkey=", ; \\' + \\" = \\\\ < >"'
 """
 
@@ -108,6 +109,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Rows per status and per table, and the age of the oldest new row.",
     ))
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    verify = with_config(commands.add_parser(
+        "verify", help="replay the published documents and compare them with the tables",
+        description="Replays the XDS documents of the output directory in order into a model of the "
+        "downstream consumer and compares it with the current rows of the published tables; prints "
+        "one line per difference and exits 1 if there is any. Poll until the event log is drained first.",
+    ))
+    verify.add_argument("--documents", metavar="DIR",
+                        help="the directory of the documents to replay (default: output.directory)")
 
     parse_key_cmd = commands.add_parser(
         "parse-key", help="parse a table_key and print it as JSON",
@@ -226,6 +235,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _guard(lambda: _run(config), config)
     if args.command == "stats":
         return _guard(lambda: _stats(config, args.json), config)
+    if args.command == "verify":
+        return _guard(lambda: _verify(config, args.documents), config)
     raise UsageError(f"unknown command {args.command}")  # pragma: no cover
 
 
@@ -241,14 +252,17 @@ def _guard(action: Any, config: Config | None) -> int:
     from sqlalchemy.exc import DBAPIError, NoSuchTableError, OperationalError
 
     from publisher.capture import CaptureError
+    from publisher.database import MissingDriverError
     from publisher.errors import TransientError, root_cause
     from publisher.lock import LockHeldError
 
     redact = config.database.redact if config else str
     try:
         return int(action())
-    except CaptureError as exc:
+    except (CaptureError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
+    except MissingDriverError as exc:
+        raise UnavailableError(str(exc)) from None
     except (TransientError, LockHeldError) as exc:
         raise UnavailableError(redact(str(exc))) from None
     except NoSuchTableError as exc:
@@ -359,6 +373,32 @@ def _stats(config: Config, as_json: bool) -> int:
     report = backlog(config, connect(config))
     print(json.dumps(report, default=str) if as_json else format_backlog(report))
     return 0
+
+
+def _verify(config: Config, documents: str | None) -> int:
+    from publisher.database import connect
+    from publisher.mirror import check
+
+    engine = connect(config)
+    directory = Path(documents or config.output.directory)
+    if not directory.is_dir():
+        raise UnavailableError(f"no documents to replay: the directory {directory} does not exist")
+    result = check(config, engine, directory)
+    for difference in result.differences:
+        print(difference)
+    counted = f"{_count(result.objects, 'object')} in {_count(result.tables, 'table')}"
+    if result.differences:
+        print(f"{_count(len(result.differences), 'difference')} over {counted}")
+    else:
+        print(f"mirror equals source: {counted}, {_count(result.documents, 'document')} replayed")
+    if result.pending:
+        are = "is" if result.pending == 1 else "are"
+        print(f"note: {_count(result.pending, 'event')} {are} still new; poll until drained before verifying")
+    return 1 if result.differences else 0
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _bench(args: argparse.Namespace) -> int:

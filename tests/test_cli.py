@@ -167,3 +167,59 @@ def test_demo_prints_the_published_documents(spark, tmp_path, capsys):
     summary = json.loads([line for line in out.splitlines() if line.startswith('{"events"')][0])
     assert summary["statuses"].get("E", 0) == 0 and summary["documents"] >= 1
     assert (tmp_path / "demo" / "publisher.toml").exists()
+
+
+def test_verify_says_the_mirror_equals_the_source_after_a_drain(spark, tmp_path, capsys):
+    config = sqlite_config(tmp_path)
+    assert main(["install", "-c", str(config), "--table", "usr"]) == 0
+    change(tmp_path, "INSERT INTO usr VALUES (1, 'Jack')", "INSERT INTO usr VALUES (2, 'Jill')")
+    assert main(["poll", "-c", str(config)]) == 0
+    capsys.readouterr()
+    assert main(["verify", "-c", str(config)]) == 0
+    assert capsys.readouterr().out == "mirror equals source: 2 objects in 1 table, 1 document replayed\n"
+
+
+def test_verify_prints_one_line_per_difference_and_exits_1(spark, tmp_path, capsys):
+    config = sqlite_config(tmp_path)
+    assert main(["install", "-c", str(config), "--table", "usr"]) == 0
+    change(tmp_path, "INSERT INTO usr VALUES (1, 'Jack')", "INSERT INTO usr VALUES (2, 'Jill')")
+    assert main(["poll", "-c", str(config)]) == 0
+    change(tmp_path, "DROP TRIGGER usr_publisher_upd", "UPDATE usr SET fname = 'John' WHERE idu = 1",
+           "DELETE FROM usr WHERE idu = 2")
+    capsys.readouterr()
+    assert main(["verify", "-c", str(config), "--documents", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "usr  idu=1,table=usr,schema=indirect  fname: expected ['John'], published ['Jack']",
+        "usr  idu=2,table=usr,schema=indirect  object: expected absent, published present",
+        "2 differences over 2 objects in 1 table",
+        "note: 1 event is still new; poll until drained before verifying",
+    ]
+
+
+def test_verify_without_documents_is_one_line_and_exit_1(tmp_path, capsys):
+    config = sqlite_config(tmp_path)
+    assert main(["verify", "-c", str(config), "--documents", str(tmp_path / "nowhere")]) == 1
+    assert capsys.readouterr().err == (
+        f"publisher: no documents to replay: the directory {tmp_path / 'nowhere'} does not exist\n"
+    )
+
+
+def test_verify_help_says_what_it_does():
+    out = subprocess.run(
+        [sys.executable, "-m", "publisher.cli", "verify", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Replays the XDS documents" in " ".join(out.split()) and "--documents DIR" in out
+
+
+@pytest.mark.parametrize(("url", "code", "message"), [
+    ("foo://x", 2, "publisher: database.url: 'foo://x': 'foo' is not a database or driver SQLAlchemy knows "
+     "(e.g. sqlite:///demo.db or postgresql://user@host/db)"),
+    ("mysql://idm:s3cret@127.0.0.1/x", 1, "publisher: database.url: 'mysql://idm:***@127.0.0.1/x' needs the Python "
+     "module 'MySQLdb' (driver mysql+mysqldb), which is not installed here"),
+])
+def test_a_database_url_that_cannot_load_is_one_line(tmp_path, capsys, url, code, message):
+    config = tmp_path / "url.toml"
+    config.write_text(f'[database]\nurl = "{url}"\n', encoding="utf-8")
+    for command in ("poll", "stats", "verify"):
+        assert main([command, "-c", str(config)]) == code
+        assert capsys.readouterr().err == message + "\n"

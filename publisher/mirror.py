@@ -1,0 +1,234 @@
+"""The consumer mirror: the publisher's oracle.
+
+Replays the XDS documents of an output directory, in publication order, into a model of the
+downstream consumer, and compares that model with the current rows of the published tables.
+When the event log is drained, every difference is a change the consumer lost or got wrong.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lxml import etree
+from sqlalchemy import Engine, func, select
+
+from publisher.config import Config
+
+Objects = dict[str, dict[str, set[str]]]
+"""Objects by association: attribute name → its values (an attribute with no value is absent)."""
+
+_PARSER = etree.XMLParser(resolve_entities=False, no_network=True)
+ABSENT = "absent"
+PRESENT = "present"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One way the consumer's object differs from the source; attribute None: the whole object."""
+
+    association: str
+    attribute: str | None
+    expected: str
+    published: str
+
+    @property
+    def table(self) -> str:
+        """The `table=` part of the association."""
+        return self.association.rsplit(",table=", 1)[-1].rsplit(",schema=", 1)[0]
+
+    def __str__(self) -> str:
+        return (f"{self.table}  {self.association}  {self.attribute or 'object'}: "
+                f"expected {self.expected}, published {self.published}")
+
+
+@dataclass
+class Mirror:
+    """The consumer after a replay; `anomalies` are the operations a real engine would refuse."""
+
+    objects: Objects = field(default_factory=dict)
+    anomalies: list[Difference] = field(default_factory=list)
+    documents: int = 0
+    applied: set[str] = field(default_factory=set)
+    """The event-ids applied so far: a cycle published again after a crash repeats them."""
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What `publisher verify` reports: the differences and what was compared."""
+
+    differences: list[Difference]
+    objects: int
+    tables: int
+    documents: int
+    pending: int
+
+
+def document_paths(directory: Path) -> list[Path]:
+    """The documents of an output directory in publication order (names sort in it); the hidden
+    temporary files of a cycle in progress are not documents yet."""
+    if not directory.is_dir():
+        raise FileNotFoundError(f"the documents directory {directory} does not exist")
+    return sorted(p for p in directory.glob("*.xml") if not p.name.startswith(".") and p.is_file())
+
+
+def replay(paths: Iterable[Path]) -> Mirror:
+    """Apply the documents' operations in order, by file name (publication order)."""
+    mirror = Mirror()
+    for path in sorted(paths, key=lambda p: p.name):
+        mirror.documents += 1
+        for op in _operations(etree.parse(str(path), _PARSER).getroot()):
+            event_id = op.get("event-id")
+            if event_id is not None and event_id in mirror.applied:
+                continue
+            _apply(mirror, op)
+            if event_id is not None:
+                mirror.applied.add(event_id)
+    return mirror
+
+
+def _operations(document: etree._Element) -> Iterator[etree._Element]:
+    """The <add>, <modify> and <delete> of a document; a heartbeat's <status> carries none."""
+    operations = document.find("input")
+    for op in operations if operations is not None else ():
+        if op.tag in ("add", "modify", "delete"):
+            yield op
+
+
+def _apply(mirror: Mirror, op: etree._Element) -> None:
+    objects = mirror.objects
+    association = (op.findtext("association") or "").strip()
+    if op.tag == "delete":
+        objects.pop(association, None)
+    elif op.tag == "add":
+        if association in objects:
+            mirror.anomalies.append(Difference(
+                association, None, "no <add> while it exists",
+                f"an <add> for an object that already exists (event-id {op.get('event-id')}) was refused",
+            ))
+            return
+        objects[association] = {}
+        for attr in op.iter("add-attr"):
+            _values(objects[association], attr.get("attr-name", "")).update(_texts(attr))
+    else:
+        _modify(objects.setdefault(association, {}), op)
+    if association in objects:
+        objects[association] = {name: values for name, values in objects[association].items() if values}
+
+
+def _modify(obj: dict[str, set[str]], op: etree._Element) -> None:
+    """Apply each <modify-attr> child in document order; a modify of an unknown object creates it."""
+    for attr in op.iter("modify-attr"):
+        values = _values(obj, attr.get("attr-name", ""))
+        for change in attr:
+            if change.tag == "remove-all-values":
+                values.clear()
+            elif change.tag == "remove-value":
+                values.difference_update(_texts(change))
+            elif change.tag == "add-value":
+                values.update(_texts(change))
+
+
+def _values(obj: dict[str, set[str]], name: str) -> set[str]:
+    return obj.setdefault(name, set())
+
+
+def _texts(parent: etree._Element) -> list[str]:
+    return [value.text or "" for value in parent.iter("value")]
+
+
+def source_objects(config: Config, engine: Engine) -> tuple[Objects, list[Difference]]:
+    """The objects the consumer should hold, read from the published tables as query-back reads
+    them, and the values that cannot be published (`published` left empty for compare to fill)."""
+    _, objects, problems = _source(config, engine)
+    return objects, problems
+
+
+def _source(config: Config, engine: Engine) -> tuple[int, Objects, list[Difference]]:
+    from publisher.capture import published_tables
+    from publisher.catalog import reflect_catalog
+    from publisher.database import association_schema, table_schema
+    from publisher.queryback import QueryBackContext, scan_table
+    from publisher.xds import association
+
+    schema = table_schema(config, engine)
+    catalog = reflect_catalog(engine, schema, published_tables(config, engine))
+    ctx = QueryBackContext(config.database.sqlalchemy_url(), schema, catalog.tables)
+    label = association_schema(config, engine)
+    objects: Objects = {}
+    problems: list[Difference] = []
+    for table in catalog.tables.values():
+        for key, row, row_problems in scan_table(ctx, table):
+            name = association(key, table.name, label)
+            objects[name] = {column: {value} for column, value in row.items() if value is not None}
+            for column, reason in row_problems.items():
+                objects[name].pop(column, None)
+                problems.append(Difference(name, column, f"cannot be published: {reason}", ""))
+    return len(catalog.tables), objects, problems
+
+
+def compare(mirror: Mirror, source: Objects, source_problems: Iterable[Difference] = ()) -> list[Difference]:
+    """Every difference between the consumer and the source, and the mirror's anomalies, sorted."""
+    problems: dict[str, dict[str, Difference]] = {}
+    for problem in source_problems:
+        problems.setdefault(problem.association, {})[problem.attribute or ""] = problem
+    found = list(mirror.anomalies)
+    for name in source.keys() | mirror.objects.keys():
+        expected, published = source.get(name), mirror.objects.get(name)
+        if expected is None or published is None:
+            found.append(Difference(name, None, _presence(expected), _presence(published)))
+        found += _attribute_differences(name, expected, published, problems.get(name, {}))
+    return sorted(found, key=lambda d: (d.association, d.attribute or "", d.expected, d.published))
+
+
+def _attribute_differences(
+    name: str,
+    expected: dict[str, set[str]] | None,
+    published: dict[str, set[str]] | None,
+    problems: dict[str, Difference],
+) -> Iterator[Difference]:
+    """A column that cannot be published is always reported; an object present on one side
+    only is one whole-object difference, not one per attribute."""
+    for attribute, problem in problems.items():
+        yield dataclasses.replace(problem, published=_shown((published or {}).get(attribute)))
+    if expected is None or published is None:
+        return
+    for attribute in (expected.keys() | published.keys()) - problems.keys():
+        if expected.get(attribute) != published.get(attribute):
+            yield Difference(name, attribute, _shown(expected.get(attribute)), _shown(published.get(attribute)))
+
+
+def _presence(obj: dict[str, set[str]] | None) -> str:
+    return ABSENT if obj is None else PRESENT
+
+
+def _shown(values: set[str] | None) -> str:
+    return str(sorted(values)) if values else ABSENT
+
+
+def pending_events(config: Config, engine: Engine) -> int:
+    """Event log rows still new: until they are published, the consumer is expected to lag."""
+    from publisher.database import table_schema
+    from publisher.events import Status
+    from publisher.read import event_log_table
+
+    table = event_log_table(config, table_schema(config, engine))
+    status = table.c[config.event_log.columns.status]
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).where(status == Status.NEW.value)).scalar_one())
+
+
+def check(config: Config, engine: Engine, documents: Path | None = None) -> Verification:
+    """Replay the documents, read the source, compare; with the counts a report needs."""
+    directory = Path(documents if documents is not None else config.output.directory)
+    mirror = replay(document_paths(directory))
+    tables, source, problems = _source(config, engine)
+    differences = compare(mirror, source, problems)
+    objects = len(source.keys() | mirror.objects.keys())
+    return Verification(differences, objects, tables, mirror.documents, pending_events(config, engine))
+
+
+def verify(config: Config, engine: Engine, documents: Path | None = None) -> list[Difference]:
+    """The differences between the consumer the documents make and the published tables."""
+    return check(config, engine, documents).differences
