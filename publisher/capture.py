@@ -332,21 +332,23 @@ class _Dialect(abc.ABC):
         return _all(self.same(c) for c in table.key)
 
     def insert_events(self, table: _Table, style: Style) -> list[_Event]:
-        """The events of a new row (an insert, or an update that gave a row a new key)."""
+        """The events of a new row (an insert, or an update that gave a row a new key): the
+        logged values first, so that they make one `<add>`, then the field query-backs."""
         if style == "row" or not table.values:
             return [_Event(EventType.INSERT_ROW_QUERY_BACK, "new", None, None, None, _TRUE)]
-        events = []
+        logged, read_back = [], []
         for column in table.values:
             new = self.ref("NEW", column)
             if self.logs_value(column):
-                event_type, value = EventType.INSERT_FIELD, self.as_text(new, column)
+                logged.append(_Event(EventType.INSERT_FIELD, "new", column.name, None, self.as_text(new, column),
+                                     f"{new} IS NOT NULL"))
             else:
-                event_type, value = EventType.INSERT_FIELD_QUERY_BACK, None
-            events.append(_Event(event_type, "new", column.name, None, value, f"{new} IS NOT NULL"))
+                read_back.append(_Event(EventType.INSERT_FIELD_QUERY_BACK, "new", column.name, None, None,
+                                        f"{new} IS NOT NULL"))
         all_null = _all(f"{self.ref('NEW', c)} IS NULL" for c in table.values)
         first = table.values[0].name
-        events.append(_Event(EventType.INSERT_FIELD, "new", first, None, None, all_null))
-        return events
+        logged.append(_Event(EventType.INSERT_FIELD, "new", first, None, None, all_null))
+        return logged + read_back
 
     def update_events(self, table: _Table, style: Style) -> list[_Event]:
         """The events of an update that kept the key."""

@@ -108,7 +108,7 @@ def _publish_slice(
     for group in groups:
         group.sort(key=position)
         row = current.get((group[0]["class_name"], group[0]["canonical_key"]))
-        decisions = decide(group, row)
+        decisions = decide(group, row, ctx.operations.insert_row_operation == "add")
         decisions_of.append((group, decisions, row))
         for event, decision in zip(group, decisions, strict=True):
             if decision.status is not Status.SUCCESS:

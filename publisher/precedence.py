@@ -35,6 +35,7 @@ _ROW_QB = frozenset(int(t) for t in ROW_QUERY_BACK)
 _FIELD_QB = frozenset(int(t) for t in FIELD_QUERY_BACK)
 _LOGGED_FIELD = frozenset(int(t) for t in LOGGED_VALUES)
 _DELETE = int(EventType.DELETE_ROW)
+_INSERT_ROW = int(EventType.INSERT_ROW_QUERY_BACK)
 QUERY_BACK_TYPES = _ROW_QB | _FIELD_QB
 
 
@@ -77,11 +78,16 @@ def needs_query_back(events: Sequence[Mapping[str, Any]]) -> bool:
     return any(e["event_type_code"] in QUERY_BACK_TYPES for e in events)
 
 
-def decide(events: Sequence[Mapping[str, Any]], current: CurrentRow | None) -> list[Decision]:
+def decide(
+    events: Sequence[Mapping[str, Any]], current: CurrentRow | None, insert_row_adds: bool = False
+) -> list[Decision]:
     """The decision for each of one object's publishable events, given in processing order.
 
     `current` is the object's row as query-back read it, None when it no longer exists (or
-    when no event of the object needed it). A field query-back publishes the field's current
+    when no event of the object needed it). With `insert_row_adds` (a type 5 publishes an
+    `<add>`), a winning type 5 does not beat the deletes before it: a consumer refuses an
+    `<add>` for an object it holds, so the object is published deleted, then added. A field
+    query-back publishes the field's current
     value at its first event after the object's last delete: published earlier, the delete
     would take the value away again; with no such event, the delete and what follows it
     carry the field's state, and the field's query-backs are redundant.
@@ -110,6 +116,9 @@ def decide(events: Sequence[Mapping[str, Any]], current: CurrentRow | None) -> l
                 field_wins.add(name)
             first_field_qb.setdefault(name, index)
 
+    row_adds = (
+        insert_row_adds and first_row_qb is not None and events[first_row_qb]["event_type_code"] == _INSERT_ROW
+    )
     decisions = []
     for index, event in enumerate(events):
         t = event["event_type_code"]
@@ -132,6 +141,8 @@ def decide(events: Sequence[Mapping[str, Any]], current: CurrentRow | None) -> l
                 decisions.append(Decision(Outcome.REDUNDANT, effective))
             else:
                 decisions.append(Decision(Outcome.WINS, effective))
+        elif t == _DELETE and row_wins and index < (first_row_qb or 0) and row_adds:
+            decisions.append(Decision(Outcome.SURVIVES, t))
         elif row_wins or (t in _LOGGED_FIELD and name in field_wins):
             decisions.append(Decision(Outcome.REDUNDANT, t))
         else:

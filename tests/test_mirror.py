@@ -249,7 +249,6 @@ def sqlite_publisher(spark, sqlite_database, tmp_path, **settings) -> Harness:
     return h
 
 
-@loses("a binary column's type-7 event splits the row's type-1 events into two <add>s")
 def test_an_insert_with_a_binary_column_before_others_publishes_every_column(spark, sqlite_database, tmp_path):
     h = sqlite_publisher(spark, sqlite_database, tmp_path)
     h.install("usr")
@@ -268,7 +267,6 @@ def test_a_row_deleted_and_inserted_again_in_one_cycle_keeps_its_binary_value(sp
     assert verify(h.config, h.engine) == []
 
 
-@loses("the delete gets S and the one <add> lands on an object the consumer holds")
 def test_a_row_deleted_and_inserted_again_is_republished_with_row_adds(spark, sqlite_database, tmp_path):
     h = sqlite_publisher(spark, sqlite_database, tmp_path, insert_row_operation="add")
     h.install("usr", style="row")
