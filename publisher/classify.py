@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from publisher.catalog import Catalog
+from publisher.catalog import Catalog, ColumnInfo
 from publisher.events import LOGGED_VALUES, PER_FIELD, EventType
 from publisher.keys import canonical_key
 from publisher.read import EVENT_FIELDS, EVENT_SCHEMA, UNREADABLE
@@ -108,13 +108,21 @@ def _classify_publishable(row: dict[str, Any], ctx: ClassifyContext, out: dict[s
         _key_column_event(event_type, table.name, column.name)
         return
     if event_type in LOGGED_VALUES:
-        for role, target in (("old_value", "old_text"), ("new_value", "new_text")):
+        out["new_text"] = _logged(row, "new_value", table.name, column)
+        if event_type is not EventType.INSERT_FIELD:
             try:
-                out[target] = encode_logged(column.value_type, _text(row, role))
-            except BadValueError as exc:
-                raise _Rejected(
-                    f"{role} of column {table.name}.{column.name} ({column.value_type.value}): {exc}"
-                ) from None
+                out["old_text"] = _logged(row, "old_value", table.name, column)
+            except _Rejected:
+                # The consumer cannot hold a value that cannot be published, so the update
+                # removes all values instead of naming one: the new value is never lost for it.
+                out["event_type_code"] = int(EventType.UPDATE_FIELD_REMOVE_ALL)
+
+
+def _logged(row: dict[str, Any], role: str, table: str, column: ColumnInfo) -> str | None:
+    try:
+        return encode_logged(column.value_type, _text(row, role))
+    except BadValueError as exc:
+        raise _Rejected(f"{role} of column {table}.{column.name} ({column.value_type.value}): {exc}") from None
 
 
 def _key_column_event(event_type: EventType, table: str, column: str) -> None:

@@ -35,7 +35,6 @@ _ROW_QB = frozenset(int(t) for t in ROW_QUERY_BACK)
 _FIELD_QB = frozenset(int(t) for t in FIELD_QUERY_BACK)
 _LOGGED_FIELD = frozenset(int(t) for t in LOGGED_VALUES)
 _DELETE = int(EventType.DELETE_ROW)
-_INSERT_ROW = int(EventType.INSERT_ROW_QUERY_BACK)
 QUERY_BACK_TYPES = _ROW_QB | _FIELD_QB
 
 
@@ -84,41 +83,16 @@ def decide(
     """The decision for each of one object's publishable events, given in processing order.
 
     `current` is the object's row as query-back read it, None when it no longer exists (or
-    when no event of the object needed it). With `insert_row_adds` (a type 5 publishes an
-    `<add>`), a winning type 5 does not beat the deletes before it: a consumer refuses an
-    `<add>` for an object it holds, so the object is published deleted, then added. A field
-    query-back publishes the field's current
+    when no event of the object needed it). A field query-back publishes the field's current
     value at its first event after the object's last delete: published earlier, the delete
-    would take the value away again; with no such event, the delete and what follows it
-    carry the field's state, and the field's query-backs are redundant.
+    would take the value away again; with no such event, the delete and what follows it carry
+    the field's state, and the field's query-backs are redundant. With `insert_row_adds` (a
+    type 5 publishes an `<add>`, which a consumer refuses for an object it holds) the same goes
+    for row query-backs, and deletes always stand.
     """
     exists = current is not None
     problems: Mapping[str, str] = current.problems if current is not None else {}
-    row_readable = exists and not problems
-    row_wins = False
-    first_row_qb: int | None = None
-    field_wins: set[str] = set()
-    first_field_qb: dict[str, int] = {}
-    field_type: dict[str, int] = {}
-    last_delete = max((i for i, e in enumerate(events) if e["event_type_code"] == _DELETE), default=-1)
-    for index, event in enumerate(events):
-        t = event["event_type_code"]
-        if t in _ROW_QB:
-            row_wins = row_wins or row_readable
-            if first_row_qb is None:
-                first_row_qb = index
-        elif t in _FIELD_QB:
-            name = event["attr_name"]
-            field_type[name] = max(field_type.get(name, t), t)
-            if index < last_delete:
-                continue
-            if exists and name not in problems:
-                field_wins.add(name)
-            first_field_qb.setdefault(name, index)
-
-    row_adds = (
-        insert_row_adds and first_row_qb is not None and events[first_row_qb]["event_type_code"] == _INSERT_ROW
-    )
+    winners = _Winners(events, exists, problems, insert_row_adds)
     decisions = []
     for index, event in enumerate(events):
         t = event["event_type_code"]
@@ -126,28 +100,52 @@ def decide(
         if t in _ROW_QB:
             if not exists:
                 decisions.append(Decision(Outcome.VANISHED, t, VANISHED_REASON))
-            elif not row_readable:
+            elif problems:
                 reason = "; ".join(dict.fromkeys(problems.values()))
                 decisions.append(Decision(Outcome.UNREADABLE, t, _unreadable(reason)))
             else:
-                decisions.append(Decision(Outcome.WINS if index == first_row_qb else Outcome.REDUNDANT, t))
+                decisions.append(Decision(Outcome.WINS if index == winners.row else Outcome.REDUNDANT, t))
         elif t in _FIELD_QB:
-            effective = field_type[name]
+            effective = winners.field_type[name]
             if not exists:
                 decisions.append(Decision(Outcome.VANISHED, effective, VANISHED_REASON))
             elif name in problems:
                 decisions.append(Decision(Outcome.UNREADABLE, effective, _unreadable(problems[name])))
-            elif row_wins or index != first_field_qb.get(name):
+            elif winners.row is not None or index != winners.fields.get(name):
                 decisions.append(Decision(Outcome.REDUNDANT, effective))
             else:
                 decisions.append(Decision(Outcome.WINS, effective))
-        elif t == _DELETE and row_wins and index < (first_row_qb or 0) and row_adds:
+        elif t == _DELETE and insert_row_adds:
             decisions.append(Decision(Outcome.SURVIVES, t))
-        elif row_wins or (t in _LOGGED_FIELD and name in field_wins):
+        elif winners.row is not None or (t in _LOGGED_FIELD and name in winners.fields):
             decisions.append(Decision(Outcome.REDUNDANT, t))
         else:
             decisions.append(Decision(Outcome.SURVIVES, t))
     return decisions
+
+
+class _Winners:
+    """Which query-back events of an object take effect: `row`, the index of the winning row
+    query-back (None: none wins); `fields`, the winning field query-back's index per field;
+    `field_type`, the strongest type (7 < 8) logged per field."""
+
+    def __init__(
+        self, events: Sequence[Mapping[str, Any]], exists: bool, problems: Mapping[str, str], rows_after_delete: bool
+    ) -> None:
+        last_delete = max((i for i, e in enumerate(events) if e["event_type_code"] == _DELETE), default=-1)
+        self.row: int | None = None
+        self.fields: dict[str, int] = {}
+        self.field_type: dict[str, int] = {}
+        for index, event in enumerate(events):
+            t = event["event_type_code"]
+            if t in _ROW_QB:
+                if self.row is None and exists and not problems and (index > last_delete or not rows_after_delete):
+                    self.row = index
+            elif t in _FIELD_QB:
+                name = event["attr_name"]
+                self.field_type[name] = max(self.field_type.get(name, t), t)
+                if index > last_delete and exists and name not in problems:
+                    self.fields.setdefault(name, index)
 
 
 def _unreadable(reason: str) -> str:

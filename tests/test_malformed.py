@@ -24,7 +24,7 @@ MALFORMED = [
     ((7, "usr", "idu=1"), ["column_name"]),
     ((1, "usr", "idu=4", "photo", None, "qq?="), ["photo", "base64"]),
     ((1, "usr", "idu=4", "age", None, "old"), ["age", "integer"]),
-    ((2, "usr", "idu=4", "age", "thirty", "31"), ["old_value", "age", "integer"]),
+    ((2, "usr", "idu=4", "age", "30", "thirty-one"), ["new_value", "age", "integer"]),
     ((1, "usr", "idu=4", "active", None, "maybe"), ["active", "boolean"]),
     ((1, "usr", "idu=4", "born", None, "yesterday"), ["born", "date-time"]),
 ]

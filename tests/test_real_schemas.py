@@ -253,3 +253,46 @@ def test_an_insert_logs_its_values_before_the_binary_column_it_reads_back(spark,
     kinds = [op.tag for op in h.published().operations]
     assert kinds == (["add", "modify"] if h.dialect == "sqlite" else ["add"])
     assert_mirrored(h)
+
+
+def test_row_adds_when_a_cycle_ends_on_a_delete_of_a_row_that_exists_again(spark, cycle_path, database, tmp_path):
+    """insert_row_operation = "add", a window cut by query_limit after a delete: the delete is
+    published, and the next cycle's insert is an <add> the consumer accepts, update included."""
+    h = harness_for(spark, cycle_path, database, tmp_path, tables=(), insert_row_operation="add")
+    h.create_usr()
+    h.install("usr", style="row")
+    table = h.table("usr")
+    h.insert_usr(1, fname="one")
+    drain(h)
+    h.db.execute(f"DELETE FROM {table} WHERE idu = 1")
+    h.insert_usr(1, fname="two")
+    h.db.execute(f"DELETE FROM {table} WHERE idu = 1")
+    h.insert_usr(1, fname="three")
+    h.reconfigure(query_limit=3)
+    h.poll()
+    h.db.execute(f"UPDATE {table} SET fname = 'four' WHERE idu = 1")
+    drain(h)
+    assert [op.tag for op in h.published(new_only=False).operations] == ["add", "delete", "add"]
+    assert_mirrored(h)
+
+
+def test_an_update_from_a_value_that_cannot_be_published_still_publishes_the_new_value(
+    spark, cycle_path, database, tmp_path
+):
+    """The old value (PostgreSQL 'infinity', a SQLite date-time that is no time) cannot be named
+    in a <remove-value>: the update removes all values and adds the new one."""
+    h = harness_for(spark, cycle_path, database, tmp_path, tables=())
+    h.create_usr()
+    h.install("usr")
+    table = h.table("usr")
+    never = "'infinity'" if h.dialect == "postgresql" else "'never'"
+    h.db.execute(f"INSERT INTO {table} (idu, fname, born) VALUES (1, 'Ann', {never})")
+    drain(h)
+    assert list(h.statuses().values()).count("E") == 1  # the insert of a value that cannot be published
+    h.published()
+    h.db.execute(f"UPDATE {table} SET born = '2030-01-01 00:00:00' WHERE idu = 1")
+    drain(h)
+    (modify,) = h.published().operations
+    assert [child.tag for child in modify.find("modify-attr")] == ["remove-all-values", "add-value"]
+    assert modify.findtext("modify-attr/add-value/value") == "1893456000"
+    assert_mirrored(h)
