@@ -12,7 +12,7 @@ from sqlalchemy import Engine, inspect
 from sqlalchemy import types as sqltypes
 from sqlalchemy.exc import NoSuchTableError
 
-from publisher.keys import KeyKind
+from publisher.keys import KeyKind, writable_key_column
 from publisher.values import ValueType, shown, value_type_of, xml_problem
 
 VIEW_KEY_PREFIX = "pk_"
@@ -174,6 +174,12 @@ def _unpublishable(info: TableInfo) -> str | None:
         problem = xml_problem(column.name)
         if problem is not None:
             return f"column name {column.name!r} of table {info.name!r} {problem}"
+    for column in info.columns:
+        if column.is_key and not writable_key_column(column.name):
+            return (
+                f"key column name {column.name!r} of table {info.name!r} cannot be written in a table_key"
+                " (it holds one of , ; ' + \" = \\ < > or surrounding spaces)"
+            )
     return None
 
 

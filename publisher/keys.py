@@ -42,6 +42,7 @@ __all__ = [
     "format_key",
     "key_values",
     "parse_key",
+    "writable_key_column",
 ]
 
 _GRAMMAR_NAME = "table_key.lark"
@@ -244,6 +245,11 @@ def _format_value(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def writable_key_column(name: str) -> bool:
+    """Whether a table_key can name the column: no character of special meaning, no padding."""
+    return bool(name) and name == name.strip() and not _SPECIAL.search(name)
+
+
 def format_key(parts: Iterable[KeyPart]) -> str:
     """Write parts as a canonical table_key, quoting a value only when it needs it.
 
@@ -254,7 +260,7 @@ def format_key(parts: Iterable[KeyPart]) -> str:
     seen: set[str] = set()
     for part in parts:
         column = part.column
-        if not column or column != column.strip() or _SPECIAL.search(column):
+        if not writable_key_column(column):
             raise ValueError(f"column name {column!r} cannot be written in a table_key")
         if column in seen:
             raise ValueError(f"column {column!r} appears twice")

@@ -296,3 +296,19 @@ def test_an_update_from_a_value_that_cannot_be_published_still_publishes_the_new
     assert [child.tag for child in modify.find("modify-attr")] == ["remove-all-values", "add-value"]
     assert modify.findtext("modify-attr/add-value/value") == "1893456000"
     assert_mirrored(h)
+
+
+def test_a_key_column_a_table_key_cannot_name_refuses_the_table(spark, cycle_path, database, tmp_path):
+    """A key column named `a=b` cannot appear in a table_key: the table is refused by name (its
+    events are E with the reason) and the mirror leaves it out instead of failing."""
+    h = harness_for(spark, cycle_path, database, tmp_path, tables=("odd",))
+    h.db.execute(f'CREATE TABLE {h.table("odd")} ("a=b" INTEGER PRIMARY KEY, v TEXT)')
+    h.db.execute(f"INSERT INTO {h.table('odd')} VALUES (1, 'x')")
+    (event,) = h.log((1, "odd", '"a=b"=1', "v", None, "x"))
+    drain(h)
+    assert h.statuses()[event] == "E"
+    assert [r["reason"] for r in h.rejects()] == [
+        "key column name 'a=b' of table 'odd' cannot be written in a table_key"
+        " (it holds one of , ; ' + \" = \\ < > or surrounding spaces)"
+    ]
+    assert_mirrored(h)
