@@ -353,7 +353,8 @@ def _numeric(value: str) -> str:
         return "NaN" if number.is_nan() else ("-Infinity" if number < 0 else "Infinity")
     if number == 0:
         return "0"
-    return format(number.normalize(), "f")
+    text = format(number, "f")  # every digit: normalize() would round to the context's 28
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _float(value: str) -> str:
