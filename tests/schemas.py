@@ -121,19 +121,18 @@ POSTGRESQL_TYPES = (
     SqlType("timestamp", SOME_DATETIMES.map(lambda d: cast(_iso(d), "timestamp"))),
     SqlType("timestamptz", with_offset(SOME_DATETIMES).map(lambda t: cast(t, "timestamptz"))),
     SqlType("uuid", st.uuids().map(lambda u: cast(str(u), "uuid"))),
-    SqlType("bytea", st.binary(max_size=12).map(lambda b: cast("\\x" + b.hex(), "bytea")), key=False),
-    SqlType("numeric", decimals(None, 10**12), key=False),
-    SqlType("double precision", FLOATS.map(lambda f: cast(repr(f), "double precision")), key=False),
-    SqlType("real", FLOATS32.map(lambda f: cast(repr(f), "real")), key=False),
-    SqlType("json", JSON_VALUES.map(lambda v: cast(json.dumps(v, ensure_ascii=False), "json")), key=False),
-    SqlType("jsonb", JSON_VALUES.map(lambda v: cast(json.dumps(v, ensure_ascii=False), "jsonb")), key=False),
-    SqlType("integer[]", st.lists(st.none() | st.integers(-99, 99), max_size=3).map(_pg_int_array), key=False),
-    SqlType("text[]", st.lists(st.none() | st.text(TEXT_ALPHABET, max_size=4), max_size=3).map(_pg_text_array),
-            key=False),
+    SqlType("bytea", st.binary(max_size=12).map(lambda b: cast("\\x" + b.hex(), "bytea"))),
+    SqlType("numeric", decimals(None, 10**12)),
+    SqlType("double precision", FLOATS.map(lambda f: cast(repr(f), "double precision"))),
+    SqlType("real", FLOATS32.map(lambda f: cast(repr(f), "real"))),
+    SqlType("json", JSON_VALUES.map(lambda v: cast(json.dumps(v, ensure_ascii=False), "json")), key=False),  # no =
+    SqlType("jsonb", JSON_VALUES.map(lambda v: cast(json.dumps(v, ensure_ascii=False), "jsonb"))),
+    SqlType("integer[]", st.lists(st.none() | st.integers(-99, 99), max_size=3).map(_pg_int_array)),
+    SqlType("text[]", st.lists(st.none() | st.text(TEXT_ALPHABET, max_size=4), max_size=3).map(_pg_text_array)),
     SqlType("interval", st.builds(_pg_interval, st.integers(-30, 30), st.integers(-40, 40),
-                                  st.integers(-(10**11), 10**11)), key=False),
-    SqlType("time", TIMES.map(lambda t: cast(_iso(t), "time")), key=False),
-    SqlType("timetz", with_offset(TIMES).map(lambda t: cast(t, "timetz")), key=False),
+                                  st.integers(-(10**11), 10**11))),
+    SqlType("time", TIMES.map(lambda t: cast(_iso(t), "time"))),
+    SqlType("timetz", with_offset(TIMES).map(lambda t: cast(t, "timetz"))),
 )
 
 SQLITE_TYPES = (
@@ -147,7 +146,7 @@ SQLITE_TYPES = (
     SqlType("TIMESTAMP", st.one_of(WHOLE_SECONDS.map(lambda d: quoted(_iso(d))),
                                    DATETIMES.map(lambda d: quoted(d.strftime("%Y-%m-%d %H:%M:%S.%f"))))),
     SqlType("BLOB", st.binary(max_size=12).map(lambda b: f"X'{b.hex()}'"), key=False),
-    SqlType("JSON", JSON_VALUES.map(lambda v: quoted(json.dumps(v, ensure_ascii=False))), key=False),
+    SqlType("JSON", JSON_VALUES.map(lambda v: quoted(json.dumps(v, ensure_ascii=False)))),
 )
 
 TYPES = {"postgresql": POSTGRESQL_TYPES, "sqlite": SQLITE_TYPES}
