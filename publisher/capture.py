@@ -12,7 +12,17 @@ Triggers log one of two styles:
 - ``row``: 5 on insert, 6 on update, 4 on delete.
 
 In both styles an update that changes a key column logs a type 4 for the old key and then
-the new key's insert events, and an update that changes nothing logs nothing.
+the new key's insert events, and an update that changes no published text logs nothing. A
+non-key column counts as changed when its published text changes (``1.5`` to ``1.50``,
+``'alice'`` to ``'Alice'`` under a case-insensitive collation), not its type's equality; a key
+counts as changed when its table_key text does, since that text is the object the consumer
+knows.
+
+PostgreSQL logs an UPDATE per statement, from its transition tables, pairing the old and new
+rows by table_key: the keys only among the old rows are deleted first, the keys in both are
+updated, the keys only among the new rows are inserted last. So a statement that swaps or
+renumbers keys updates each kept key in place and never logs an object's insert ahead of its
+delete, which row triggers would. Inserts and deletes are logged per row.
 
 SQLite exception: it has no base64 function and triggers cannot use CTEs, so a binary
 (BLOB) column is logged as a field query-back event (type 7 on insert, 8 on update) without
@@ -23,6 +33,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import functools
+import hashlib
 import itertools
 import string
 import textwrap
@@ -32,12 +43,12 @@ from typing import Literal
 
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy import types as sqltypes
-from sqlalchemy.dialects.postgresql import JSONB
 
 from publisher.catalog import PublishedTables
 from publisher.config import Config
 from publisher.database import is_sqlite, table_schema
 from publisher.events import EVENT_LOG_COLUMNS, EventType
+from publisher.keys import writable_key_column
 from publisher.values import ValueType, value_type_of
 from publisher.valuetext import function_settings_sql, value_text_sql
 
@@ -47,6 +58,10 @@ KEY_VALUE_FUNCTION = "publisher_key_value"
 SQLITE_TRIGGER_SUFFIXES = {"INSERT": "ins", "UPDATE": "upd", "DELETE": "del"}
 POSTGRESQL_NAME_BYTES = 63
 """PostgreSQL cuts longer identifiers (NAMEDATALEN - 1), at a character boundary."""
+POSTGRESQL_OLD_ROWS = "_publisher_old"
+POSTGRESQL_NEW_ROWS = "_publisher_new"
+"""The transition tables of the UPDATE statement trigger."""
+_TABLE_KEY_SPECIALS = ",;'+\"=\\<>"
 _TRUE = "TRUE"
 _FALSE = "FALSE"
 
@@ -87,11 +102,32 @@ def sqlite_trigger_name(table: str, suffix: str) -> str:
 
 
 def postgresql_trigger_name(table: str) -> str:
+    """The row trigger of inserts and deletes: the one `triggered_tables` looks for, and the
+    table's switch: while it is dropped or disabled, the UPDATE trigger logs nothing either."""
     return f"{table}_publisher"
+
+
+def postgresql_update_trigger_name(table: str) -> str:
+    """The statement trigger of updates."""
+    return _postgresql_name(table, "_publisher_upd")
 
 
 def _postgresql_identifier(name: str) -> str:
     return name.encode("utf-8")[:POSTGRESQL_NAME_BYTES].decode("utf-8", errors="ignore")
+
+
+def _postgresql_name(table: str, suffix: str) -> str:
+    """The name of a trigger or function of the table's: the table's name and the suffix.
+
+    Where PostgreSQL would cut that, the table's name is cut instead and marked with a digest
+    of the whole: a cut suffix would give the UPDATE trigger or function the name of the row
+    trigger or function, and a cut table name two long tables sharing a prefix one function."""
+    name = table + suffix
+    if len(name.encode("utf-8")) <= POSTGRESQL_NAME_BYTES:
+        return name
+    marked = f"_{hashlib.sha256(table.encode('utf-8')).hexdigest()[:8]}{suffix}"
+    room = POSTGRESQL_NAME_BYTES - len(marked.encode("utf-8"))
+    return table.encode("utf-8")[:room].decode("utf-8", errors="ignore") + marked
 
 
 def triggered_tables(config: Config, engine: Engine) -> tuple[str, ...]:
@@ -137,7 +173,9 @@ def trigger_sql(config: Config, engine: Engine, table: str, style: Style) -> lis
     """Statements that (re)install the capture triggers of one table, replacing any earlier ones."""
     _check_style(style, table)
     dialect = _dialect(config, engine)
-    return dialect.trigger_sql(_reflect(engine, dialect.schema, table), style)
+    reflected = _reflect(engine, dialect.schema, table)
+    dialect.check(reflected)
+    return dialect.trigger_sql(reflected, style)
 
 
 def install_capture(
@@ -199,11 +237,26 @@ def _reflect(engine: Engine, schema: str | None, table: str) -> _Table:
         raise CaptureError(
             f"table {name!r} has no primary key; a table_key needs one to name the changed row"
         )
+    for key_name in key_names:
+        if not writable_key_column(key_name):
+            raise CaptureError(
+                f"table {name!r}: key column {key_name!r} cannot be named in a table_key: "
+                f"{_unwritable_because(key_name)}"
+            )
     return _Table(
         name=name,
         key=tuple(columns[k] for k in key_names),
         values=tuple(c for n, c in columns.items() if n not in key_names),
     )
+
+
+def _unwritable_because(column: str) -> str:
+    if not column:
+        return "the name is empty"
+    special = [c for c in _TABLE_KEY_SPECIALS if c in column]
+    if special:
+        return f"it holds {' '.join(special)}, which a table_key gives a meaning of its own"
+    return "it has leading or trailing spaces, which a table_key drops"
 
 
 def _resolve(name: str, names: Iterable[str]) -> str | None:
@@ -270,6 +323,7 @@ class _Dialect(abc.ABC):
 
     def __init__(self, config: Config, engine: Engine) -> None:
         self.config = config
+        self.engine = engine
         self.schema = table_schema(config, engine)
         self.preparer = engine.dialect.identifier_preparer
 
@@ -280,7 +334,7 @@ class _Dialect(abc.ABC):
         """A schema object's name as SQL; SQLite trigger bodies must not name a schema."""
         if self.schema is None:
             return self.quote(name)
-        return f"{self.preparer.quote_schema(self.schema)}.{self.quote(name)}"
+        return f"{self.quote(self.schema)}.{self.quote(name)}"
 
     def render(self, template: str, **values: str) -> str:
         return _template(self.name, template).substitute(values)
@@ -300,10 +354,15 @@ class _Dialect(abc.ABC):
         ]
 
     @abc.abstractmethod
+    def check(self, table: _Table) -> None:
+        """Raise CaptureError if the table cannot carry this dialect's triggers."""
+
+    @abc.abstractmethod
     def trigger_sql(self, table: _Table, style: Style) -> list[str]:
         ...
 
-    def ref(self, row: Literal["OLD", "NEW"], column: _Column) -> str:
+    def ref(self, row: str, column: _Column) -> str:
+        """A column of a row: OLD or NEW in a row trigger, a transition table's alias otherwise."""
         return f"{row}.{self.quote(column.name)}"
 
     def as_text(self, ref: str, column: _Column) -> str:
@@ -315,45 +374,35 @@ class _Dialect(abc.ABC):
         return True
 
     @abc.abstractmethod
-    def distinct(self, column: _Column) -> str:
-        ...
-
-    @abc.abstractmethod
-    def same(self, column: _Column) -> str:
-        ...
+    def changed(self, column: _Column, old: str, new: str) -> str:
+        """Whether the column's published text differs between the rows `old` and `new`."""
 
     def null(self) -> str:
         return "NULL"
 
-    def key_changed(self, table: _Table) -> str:
-        return _any(self.distinct(c) for c in table.key)
-
-    def key_kept(self, table: _Table) -> str:
-        return _all(self.same(c) for c in table.key)
-
-    def insert_events(self, table: _Table, style: Style) -> list[_Event]:
+    def insert_events(self, table: _Table, style: Style, new: str = "NEW") -> list[_Event]:
         """The events of a new row (an insert, or an update that gave a row a new key): the
         logged values first, so that they make one `<add>`, then the field query-backs."""
         if style == "row" or not table.values:
             return [_Event(EventType.INSERT_ROW_QUERY_BACK, "new", None, None, None, _TRUE)]
         logged, read_back = [], []
         for column in table.values:
-            new = self.ref("NEW", column)
+            value = self.ref(new, column)
             if self.logs_value(column):
-                logged.append(_Event(EventType.INSERT_FIELD, "new", column.name, None, self.as_text(new, column),
-                                     f"{new} IS NOT NULL"))
+                logged.append(_Event(EventType.INSERT_FIELD, "new", column.name, None, self.as_text(value, column),
+                                     f"{value} IS NOT NULL"))
             else:
                 read_back.append(_Event(EventType.INSERT_FIELD_QUERY_BACK, "new", column.name, None, None,
-                                        f"{new} IS NOT NULL"))
-        all_null = _all(f"{self.ref('NEW', c)} IS NULL" for c in table.values)
+                                        f"{value} IS NOT NULL"))
+        all_null = _all(f"{self.ref(new, c)} IS NULL" for c in table.values)
         first = table.values[0].name
         logged.append(_Event(EventType.INSERT_FIELD, "new", first, None, None, all_null))
         return logged + read_back
 
-    def update_events(self, table: _Table, style: Style) -> list[_Event]:
+    def update_events(self, table: _Table, style: Style, old: str = "OLD", new: str = "NEW") -> list[_Event]:
         """The events of an update that kept the key."""
         if style == "row":
-            changed = _any(self.distinct(c) for c in table.values)
+            changed = _any(self.changed(c, old, new) for c in table.values)
             if changed == _FALSE:
                 return []
             return [_Event(EventType.UPDATE_ROW_QUERY_BACK, "new", None, None, None, changed)]
@@ -361,11 +410,11 @@ class _Dialect(abc.ABC):
         for column in table.values:
             if self.logs_value(column):
                 event_type = EventType.UPDATE_FIELD
-                old = self.as_text(self.ref("OLD", column), column)
-                new = self.as_text(self.ref("NEW", column), column)
+                old_text = self.as_text(self.ref(old, column), column)
+                new_text = self.as_text(self.ref(new, column), column)
             else:
-                event_type, old, new = EventType.UPDATE_FIELD_QUERY_BACK, None, None
-            events.append(_Event(event_type, "new", column.name, old, new, self.distinct(column)))
+                event_type, old_text, new_text = EventType.UPDATE_FIELD_QUERY_BACK, None, None
+            events.append(_Event(event_type, "new", column.name, old_text, new_text, self.changed(column, old, new)))
         return events
 
     def delete_events(self) -> list[_Event]:
@@ -383,18 +432,39 @@ class _Dialect(abc.ABC):
 
 
 class _SQLite(_Dialect):
-    """Three triggers per table; every event is one INSERT guarded by its condition."""
+    """Three triggers per table; every event is one INSERT guarded by its condition.
+
+    SQLite checks a key's uniqueness row by row, so no statement can hand one row's key to
+    another and the row triggers' order is the changes' order."""
 
     name = "sqlite"
 
     def logs_value(self, column: _Column) -> bool:
         return column.value_type is not ValueType.OCTET
 
-    def distinct(self, column: _Column) -> str:
-        return f"{self.ref('OLD', column)} IS NOT {self.ref('NEW', column)}"
+    def changed(self, column: _Column, old: str, new: str) -> str:
+        return self._compare_text(column, old, "IS NOT", new)
 
-    def same(self, column: _Column) -> str:
-        return f"{self.ref('OLD', column)} IS {self.ref('NEW', column)}"
+    def _compare_text(self, column: _Column, old: str, operator: str, new: str) -> str:
+        """`IS` on values compares 1 and 1.0 equal, and text by the column's collation (NOCASE,
+        RTRIM): the texts are compared, byte for byte."""
+        old_text = self.as_text(self.ref(old, column), column)
+        new_text = self.as_text(self.ref(new, column), column)
+        return f"{old_text} COLLATE BINARY {operator} {new_text} COLLATE BINARY"
+
+    def key_changed(self, table: _Table) -> str:
+        return _any(self._compare_text(c, "OLD", "IS NOT", "NEW") for c in table.key)
+
+    def key_kept(self, table: _Table) -> str:
+        return _all(self._compare_text(c, "OLD", "IS", "NEW") for c in table.key)
+
+    def check(self, table: _Table) -> None:
+        for column in table.key:
+            if column.value_type is ValueType.OCTET:
+                raise CaptureError(
+                    f"table {table.name!r}: binary key column {column.name!r} cannot be written "
+                    "in a table_key on SQLite, which has no base64 function"
+                )
 
     def key_sql(self, table: _Table, row: Literal["OLD", "NEW"]) -> str:
         parts = []
@@ -402,11 +472,6 @@ class _SQLite(_Dialect):
             ref = self.ref(row, column)
             if column.value_type is ValueType.INT:
                 value = f"CAST({ref} AS TEXT)"
-            elif column.value_type is ValueType.OCTET:
-                raise CaptureError(
-                    f"table {table.name!r}: binary key column {column.name!r} cannot be written "
-                    "in a table_key on SQLite, which has no base64 function"
-                )
             else:
                 value = self.render("key_value", value=ref)
             parts.append(f"{_literal(column.name + '=')} || {value}")
@@ -456,9 +521,15 @@ class _SQLite(_Dialect):
 
 
 class _PostgreSQL(_Dialect):
-    """One plpgsql function and one trigger per table; field events go in one INSERT per change."""
+    """Per table: a row trigger and its plpgsql function for inserts and deletes (field events
+    in one INSERT per row), and a statement trigger and its function for updates."""
 
     name = "postgresql"
+
+    def quote(self, name: str) -> str:
+        """Every identifier quoted: PL/pgSQL reads some names SQL leaves bare (`NEW.by`,
+        `NEW.loop`, `NEW.strict`) as its own keywords."""
+        return '"' + name.replace('"', '""') + '"'
 
     def event_log_ddl(self) -> list[str]:
         return super().event_log_ddl() + [
@@ -469,19 +540,19 @@ class _PostgreSQL(_Dialect):
     def null(self) -> str:
         return "NULL::text"
 
-    def distinct(self, column: _Column) -> str:
-        return self._compare(column, "IS DISTINCT FROM")
+    def changed(self, column: _Column, old: str, new: str) -> str:
+        return f"{self._published(old, column)} IS DISTINCT FROM {self._published(new, column)}"
 
-    def same(self, column: _Column) -> str:
-        return self._compare(column, "IS NOT DISTINCT FROM")
+    def _published(self, row: str, column: _Column) -> str:
+        """What tells two values' published texts apart: the text itself, byte for byte (the
+        type's equality calls 1.5 and 1.50, or 'alice' and 'Alice' under a case-insensitive
+        collation, equal); a binary value's bytes, which its base64 spells one to one."""
+        ref = self.ref(row, column)
+        if column.value_type is ValueType.OCTET:
+            return ref
+        return f'{self.as_text(ref, column)} COLLATE "C"'
 
-    def _compare(self, column: _Column, operator: str) -> str:
-        old, new = self.ref("OLD", column), self.ref("NEW", column)
-        if not _has_equality(column.sql_type):
-            old, new = f"{old}::text", f"{new}::text"
-        return f"{old} {operator} {new}"
-
-    def key_sql(self, table: _Table, row: Literal["OLD", "NEW"]) -> str:
+    def key_sql(self, table: _Table, row: str) -> str:
         function = self.qualify(KEY_VALUE_FUNCTION)
         parts = []
         for column in table.key:
@@ -490,30 +561,116 @@ class _PostgreSQL(_Dialect):
             parts.append(f"{_literal(column.name + '=')} || {value}")
         return " || '+' || ".join(parts)
 
+    def check(self, table: _Table) -> None:
+        """A statement trigger fires for the table a statement names, not for its partitions or
+        inheritance children, nor for their parent when the statement names them."""
+        query = text(
+            "SELECT c.relkind = 'p', c.relispartition, "
+            "EXISTS (SELECT FROM pg_catalog.pg_inherits i WHERE i.inhparent = c.oid), "
+            "(SELECT p.relname FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class p ON p.oid = i.inhparent "
+            " WHERE i.inhrelid = c.oid ORDER BY i.inhseqno LIMIT 1) "
+            "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relname = :table AND n.nspname = COALESCE(:schema, current_schema())"
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query, {"table": table.name, "schema": self.schema}).one_or_none()
+        if row is None:
+            return
+        partitioned, partition, has_children, parent = row
+        if partitioned:
+            why = "it is partitioned: an UPDATE that names one of its partitions would not fire its UPDATE trigger"
+        elif partition:
+            why = f"it is a partition of {parent!r}: an UPDATE through {parent!r} would not fire its UPDATE trigger"
+        elif has_children:
+            why = (
+                "it has inheritance children: their rows are read through it, but their inserts and deletes "
+                "fire none of its triggers"
+            )
+        elif parent is not None:
+            why = f"it inherits from {parent!r}: an UPDATE through {parent!r} would not fire its UPDATE trigger"
+        else:
+            return
+        raise CaptureError(f"table {table.name!r} cannot be captured: {why}")
+
     def trigger_sql(self, table: _Table, style: Style) -> list[str]:
-        trigger = self.quote(postgresql_trigger_name(table.name))
-        function = self.qualify(f"{table.name}_publisher_log")
         table_sql = self.qualify(table.name)
+        row_trigger = postgresql_trigger_name(table.name)
+        update_trigger = self.quote(postgresql_update_trigger_name(table.name))
+        row_function = self.qualify(f"{table.name}_publisher_log")
+        update_function = self.qualify(_postgresql_name(table.name, "_publisher_log_upd"))
+        settings = function_settings_sql(self.name)
         inserted = self.insert_events(table, style)
-        deleted = self.delete_events()
-        updated = self.log_events(table, self.update_events(table, style)) or "NULL;"
-        body = self.render(
+        on_row = self.render(
             "trigger_function",
-            function=function,
+            function=row_function,
             old_key=self.key_sql(table, "OLD"),
             new_key=self.key_sql(table, "NEW"),
-            key_changed=self.key_changed(table),
             on_insert=_indent(self.log_events(table, inserted), 8),
-            on_delete=_indent(self.log_events(table, deleted), 8),
-            on_moved=_indent(self.log_events(table, deleted + inserted), 12),
-            on_update=_indent(updated, 12),
-            settings=function_settings_sql(self.name),
+            on_delete=_indent(self.log_events(table, self.delete_events()), 8),
+            settings=settings,
+        )
+        on_update = self.render(
+            "update_function",
+            function=update_function,
+            row_trigger=_literal(_postgresql_identifier(row_trigger)),
+            on_update=_indent(self.log_update(table, style), 4),
+            settings=settings,
         )
         return [
-            self.render("drop_trigger", trigger=trigger, table=table_sql),
-            body,
-            self.render("create_trigger", trigger=trigger, table=table_sql, function=function),
+            self.render("drop_trigger", trigger=self.quote(row_trigger), table=table_sql),
+            self.render("drop_trigger", trigger=update_trigger, table=table_sql),
+            on_row,
+            on_update,
+            self.render("create_trigger", trigger=self.quote(row_trigger), table=table_sql, function=row_function),
+            self.render(
+                "create_update_trigger",
+                trigger=update_trigger,
+                table=table_sql,
+                function=update_function,
+                old_rows=self.quote(POSTGRESQL_OLD_ROWS),
+                new_rows=self.quote(POSTGRESQL_NEW_ROWS),
+            ),
         ]
+
+    def log_update(self, table: _Table, style: Style) -> str:
+        """One INSERT per kind of key an UPDATE statement leaves: removed, kept, added.
+
+        Old and new rows are paired by their table_key's text, byte for byte: a key its type
+        calls equal but spells otherwise ('alice' and 'Alice' under a case-insensitive
+        collation) names another object for the consumer."""
+        old_rows, new_rows = self.quote(POSTGRESQL_OLD_ROWS), self.quote(POSTGRESQL_NEW_ROWS)
+        old_key, new_key = self.key_sql(table, "_o"), self.key_sql(table, "_n")
+        same_key = f'({old_key}) COLLATE "C" = ({new_key}) COLLATE "C"'
+        kinds = [
+            (f"{old_rows} AS _o", f"NOT EXISTS (SELECT FROM {new_rows} AS _n WHERE {same_key})", old_key,
+             self.delete_events()),
+            (f"{old_rows} AS _o JOIN {new_rows} AS _n ON {same_key}", _TRUE, new_key,
+             self.update_events(table, style, "_o", "_n")),
+            (f"{new_rows} AS _n", f"NOT EXISTS (SELECT FROM {old_rows} AS _o WHERE {same_key})", new_key,
+             self.insert_events(table, style, "_n")),
+        ]
+        return "\n".join(
+            self.render(
+                "log_rows",
+                rows=rows,
+                condition=_all(["v.logged", condition]),
+                fields=self._values(events),
+                table_name_sql=_literal(table.name),
+                key_sql=key_sql,
+                **self.event_log_fields(),
+            )
+            for rows, condition, key_sql, events in kinds
+            if events
+        )
+
+    def _values(self, events: Sequence[_Event]) -> str:
+        """The rows (position, event_type, column_name, logged, old_text, new_text) of events."""
+        return ",\n".join(
+            f"    ({position}, {int(e.event_type)}, "
+            f"{self.null() if e.column is None else _literal(e.column)}, {e.condition}, "
+            f"{e.old or self.null()}, {e.new or self.null()})"
+            for position, e in enumerate(events, 1)
+        )
 
     def log_events(self, table: _Table, events: Sequence[_Event]) -> str:
         return "\n".join(self._statements(table, events))
@@ -544,12 +701,3 @@ class _PostgreSQL(_Dialect):
                     **self.event_log_fields(),
                     **self.event_values(table, event, key_sql),
                 )
-
-
-def _has_equality(sql_type: sqltypes.TypeEngine) -> bool:
-    """json and types SQLAlchemy does not know may lack '=', so they are compared as text."""
-    if isinstance(sql_type, sqltypes.NullType):
-        return False
-    if isinstance(sql_type, sqltypes.JSON):
-        return isinstance(sql_type, JSONB)
-    return True

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime as dt
+import re
 
 import pytest
 from conftest import TestDatabase
@@ -467,7 +468,7 @@ def test_dry_run_returns_the_sql_and_creates_nothing(database: TestDatabase, usr
         make_config(database), database.engine, "usr", "field"
     )
     assert any("CREATE TABLE IF NOT EXISTS" in s for s in statements)
-    assert sum("CREATE TRIGGER" in s for s in statements) == (3 if database.dialect == "sqlite" else 1)
+    assert sum("CREATE TRIGGER" in s for s in statements) == (3 if database.dialect == "sqlite" else 2)
     assert not inspect(database.engine).has_table("event_log", schema=database.schema)
     assert trigger_names(database, "usr") == []
     run(database, insert(usr).values(idu=1, fname="Jack"))
@@ -480,7 +481,7 @@ def test_installing_twice_leaves_one_set_of_triggers(database: TestDatabase, usr
     expected = (
         ["usr_publisher_del", "usr_publisher_ins", "usr_publisher_upd"]
         if database.dialect == "sqlite"
-        else ["usr_publisher"]
+        else ["usr_publisher", "usr_publisher_upd"]
     )
     assert trigger_names(database, "usr") == expected
     run(database, insert(usr).values(idu=1, fname="Jack"))
@@ -552,3 +553,102 @@ def test_config_can_be_derived_with_replace(database: TestDatabase, usr: Table) 
     install_capture(config, database.engine, ["usr"])
     run(database, insert(usr).values(idu=1, lname="Doe"))
     assert logged(database, config) == [event(database, 1, "idu=1", "lname", None, "Doe")]
+
+
+UNNAMEABLE_KEY_COLUMNS = ["a=b", "a,b", "a+b", "a;b", "a'b", 'a"b', "a\\b", "a<b", "a>b", " a", "a "]
+
+
+@pytest.mark.parametrize("column", UNNAMEABLE_KEY_COLUMNS)
+def test_a_key_column_a_table_key_cannot_name_is_refused(database: TestDatabase, column: str) -> None:
+    """Installed, such a table logged keys no table_key parses: every event was E."""
+    quoted = '"' + column.replace('"', '""') + '"'
+    database.execute(f"CREATE TABLE {database.qualified('odd')} ({quoted} INTEGER PRIMARY KEY, {quoted[:-1]}2\" TEXT)")
+    why = "leading or trailing spaces" if column != column.strip() else "it holds"
+    with pytest.raises(CaptureError, match=f"table 'odd': key column {re.escape(repr(column))} cannot be named "
+                                           f"in a table_key: .*{why}"):
+        install_capture(make_config(database), database.engine, ["odd"])
+    assert not inspect(database.engine).has_table("event_log", schema=database.schema)
+    assert trigger_names(database, "odd") == []
+
+
+def test_a_value_column_of_any_name_is_accepted(database: TestDatabase) -> None:
+    table = database.qualified("odd")
+    database.execute(f'CREATE TABLE {table} (id INTEGER PRIMARY KEY, "a=b, c" TEXT)')
+    install_capture(make_config(database), database.engine, ["odd"])
+    database.execute(f"INSERT INTO {table} VALUES (1, 'x')")
+    assert logged(database) == [event(database, 1, "id=1", "a=b, c", None, "x", table="odd")]
+
+
+def test_postgresql_refuses_tables_an_update_could_pass_by(postgresql_database: TestDatabase) -> None:
+    """The UPDATE trigger is a statement trigger, which fires for the table a statement names
+    only: not for a partition updated through its parent, nor a parent's rows updated in a
+    partition or an inheritance child."""
+    db = postgresql_database
+    s = db.schema
+    db.execute(
+        f"CREATE TABLE {s}.parted (id integer PRIMARY KEY, v text) PARTITION BY RANGE (id)",
+        f"CREATE TABLE {s}.part1 PARTITION OF {s}.parted FOR VALUES FROM (0) TO (100)",
+        f"CREATE TABLE {s}.base (id integer PRIMARY KEY, v text)",
+        f"CREATE TABLE {s}.kid (w text) INHERITS ({s}.base)",
+        f"ALTER TABLE {s}.kid ADD PRIMARY KEY (id)",
+    )
+    config = make_config(db)
+    refusals = {
+        "parted": "'parted' cannot be captured: it is partitioned",
+        "part1": "'part1' cannot be captured: it is a partition of 'parted'",
+        "base": "'base' cannot be captured: it has inheritance children",
+        "kid": "'kid' cannot be captured: it inherits from 'base'",
+    }
+    for table, message in refusals.items():
+        with pytest.raises(CaptureError, match=message):
+            install_capture(config, db.engine, [table])
+    assert not inspect(db.engine).has_table("event_log", schema=s)
+
+
+def test_postgresql_update_capture_follows_the_row_trigger(postgresql_database: TestDatabase) -> None:
+    """Dropping or disabling `usr_publisher`, the trigger that puts the table on the published
+    list, switches the table's capture off: the UPDATE statement trigger logs nothing either."""
+    db = postgresql_database
+    usr = create_usr(db)
+    install_capture(make_config(db), db.engine, ["usr"])
+    table = db.qualified("usr")
+    run(db, insert(usr).values(idu=1, fname="Jack"))
+    db.execute(f"ALTER TABLE {table} DISABLE TRIGGER usr_publisher", f"UPDATE {table} SET fname = 'John'",
+               f"INSERT INTO {table} (idu) VALUES (2)")
+    db.execute(f"ALTER TABLE {table} ENABLE TRIGGER usr_publisher", f"UPDATE {table} SET lname = 'Doe' WHERE idu = 1")
+    db.execute(f"DROP TRIGGER usr_publisher ON {table}", f"UPDATE {table} SET lname = 'Roe'")
+    assert logged(db) == [
+        event(db, 1, "idu=1", "fname", None, "Jack"),
+        event(db, 2, "idu=1", "lname", None, "Doe"),
+    ]
+
+
+def test_postgresql_long_table_names_keep_their_triggers_and_functions_apart(
+    postgresql_database: TestDatabase,
+) -> None:
+    """PostgreSQL cuts names at 63 bytes. Cut there, a table's two triggers or two functions
+    would have one name, and two long tables sharing a prefix one function, the second install
+    capturing the first table's changes as the second's."""
+    db = postgresql_database
+    names = ["t" * 40 + "ü" * 11 + "a", "t" * 40 + "ü" * 11 + "b"]
+    for name in names:
+        db.execute(f'CREATE TABLE {db.schema}."{name}" (id integer PRIMARY KEY, v text)')
+    config = make_config(db)
+    install_capture(config, db.engine, names)
+    install_capture(config, db.engine, names)
+    assert [len(trigger_names(db, f'"{name}"')) for name in names] == [2, 2]
+    assert capture.triggered_tables(config, db.engine) == tuple(names)
+    functions = db.rows(f"SELECT count(*) FROM pg_proc WHERE pronamespace = '{db.schema}'::regnamespace")
+    assert functions == [(1 + 2 * len(names),)]
+    for name in names:
+        table = f'{db.schema}."{name}"'
+        db.execute(f"INSERT INTO {table} VALUES (1, 'a')", f"UPDATE {table} SET v = 'b'", f"DELETE FROM {table}")
+    assert logged(db) == [
+        e
+        for name in names
+        for e in (
+            event(db, 1, "id=1", "v", None, "a", table=name),
+            event(db, 2, "id=1", "v", "a", "b", table=name),
+            event(db, 4, "id=1", table=name),
+        )
+    ]

@@ -1,11 +1,12 @@
 -- One table_key value (SPEC §2), quoted when empty or holding any of , ; ' + " = \ < >.
--- $$$$ is string.Template's spelling of $$.
+-- The value is read in the "C" collation: a nondeterministic one (case-insensitive ICU)
+-- supports neither regular expressions nor replace(). $$$$ is string.Template's spelling of $$.
 CREATE OR REPLACE FUNCTION ${function}(value text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$$$
     SELECT CASE
-        WHEN value = '' OR value ~ '[,;''+"=\\<>]'
-        THEN '"' || replace(replace(value, '\', '\\'), '"', '\"') || '"'
+        WHEN value COLLATE "C" = '' OR value COLLATE "C" ~ '[,;''+"=\\<>]'
+        THEN '"' || replace(replace(value COLLATE "C", '\', '\\'), '"', '\"') || '"'
         ELSE value
     END
 $$$$

@@ -1,7 +1,6 @@
--- The capture function of one table. ${settings} (DateStyle, IntervalStyle, ...) make a logged
--- value's text what query-back reads, whatever the changing session uses; $$$$ is
--- string.Template's spelling of $$.
--- ${on_moved} logs an update that changed the key: a delete of the old key, an insert of the new.
+-- The capture function of one table's inserted and deleted rows. ${settings} (DateStyle,
+-- IntervalStyle, ...) make a logged value's text what query-back reads, whatever the changing
+-- session uses; $$$$ is string.Template's spelling of $$.
 CREATE OR REPLACE FUNCTION ${function}() RETURNS trigger
 LANGUAGE plpgsql
 ${settings}
@@ -16,14 +15,6 @@ ${on_insert}
     ELSIF TG_OP = 'DELETE' THEN
         _old_key := ${old_key};
 ${on_delete}
-    ELSE
-        _old_key := ${old_key};
-        _new_key := ${new_key};
-        IF ${key_changed} THEN
-${on_moved}
-        ELSE
-${on_update}
-        END IF;
     END IF;
     RETURN NULL;
 END
