@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from schemas import Outcome, Poll, run_scenario, run_script, scenarios
 
 HUNT = int(os.environ.get("PUBLISHER_PROPERTY_EXAMPLES", "0"))
-EXAMPLES = {"driver": HUNT or 15, "spark": max(1, HUNT // 5) if HUNT else 3}
+EXAMPLES = {"driver": HUNT or 40, "spark": max(1, HUNT // 5) if HUNT else 3}
 SHRINK_SECONDS = {"driver": 20.0, "spark": 30.0}
 """How long CI spends shrinking a failure (a Spark-path example costs seconds of cycles)."""
 
