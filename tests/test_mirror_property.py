@@ -19,13 +19,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from schemas import Outcome, Poll, run_scenario, run_script, scenarios
 
 HUNT = int(os.environ.get("PUBLISHER_PROPERTY_EXAMPLES", "0"))
 EXAMPLES = {"driver": HUNT or 40, "spark": max(1, HUNT // 5) if HUNT else 3}
 SHRINK_SECONDS = {"driver": 20.0, "spark": 30.0}
 """How long CI spends shrinking a failure (a Spark-path example costs seconds of cycles)."""
+PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
+"""Without the explain phase, which traces every line the publisher runs and slows each run
+several times over; the printed case says more than its line numbers would."""
 
 
 class ShrinkBudget:
@@ -66,6 +69,7 @@ def test_consumer_mirror_equals_the_tables(spark, cycle_path: str, dialect: str,
         deadline=None,
         derandomize=not HUNT,
         database=None,
+        phases=PHASES,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                HealthCheck.data_too_large],
     )
