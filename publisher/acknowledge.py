@@ -3,15 +3,19 @@
 Set-based: W and E rows by chunks of ids, S rows by chunks of record_id ranges, never one
 statement per row.
 Only exactly the rows the cycle read are touched, and only while they are still `N`.
+
+The outcome comes as runs of consecutive record_ids with one status each, in record_id order,
+so that a cycle of any size and any mix of statuses is acknowledged in memory bounded by a
+statement's worth of ids, whether it hands over a list or streams the runs from files.
 """
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, or_, update
+from sqlalchemy import Column, Connection, Engine, delete, or_, update
 
 from publisher.config import Config
 from publisher.database import table_schema
@@ -42,6 +46,10 @@ class IdRun:
         return self.last - self.first + 1
 
 
+StatusRun = tuple[Status, IdRun]
+"""Consecutive record_ids the cycle read, all with one outcome."""
+
+
 def id_runs(record_ids: Iterable[int]) -> list[IdRun]:
     """The read record_ids as runs of consecutive numbers: a gap (an id not read) ends a run."""
     runs: list[IdRun] = []
@@ -58,6 +66,43 @@ def id_runs(record_ids: Iterable[int]) -> list[IdRun]:
     return runs
 
 
+def status_runs(read: Iterable[IdRun], exceptions: Mapping[int, Status]) -> list[StatusRun]:
+    """The read runs with every id's status (S unless `exceptions` says otherwise), as runs of
+    one status, in record_id order."""
+    noted = sorted(exceptions)
+    pieces: list[StatusRun] = []
+    for run in sorted(read, key=lambda r: r.first):
+        at = run.first
+        for rid in noted[bisect.bisect_left(noted, run.first) : bisect.bisect_right(noted, run.last)]:
+            if rid > at:
+                pieces.append((Status.SUCCESS, IdRun(at, rid - 1)))
+            pieces.append((exceptions[rid], IdRun(rid, rid)))
+            at = rid + 1
+        if at <= run.last:
+            pieces.append((Status.SUCCESS, IdRun(at, run.last)))
+    return list(joined_runs(pieces))
+
+
+def joined_runs(runs: Iterable[StatusRun]) -> Iterator[StatusRun]:
+    """Runs in record_id order, each joined with the next when that one continues it with the
+    same status (as where two streams of runs meet)."""
+    pending: StatusRun | None = None
+    for status, run in runs:
+        if pending is not None and pending[0] is status and run.first == pending[1].last + 1:
+            pending = (status, IdRun(pending[1].first, run.last))
+            continue
+        if pending is not None:
+            yield pending
+        pending = (status, run)
+    if pending is not None:
+        yield pending
+
+
+def runs_of(outcomes: Iterable[tuple[int, Status]]) -> Iterator[StatusRun]:
+    """(record_id, status) in record_id order, as runs of one status."""
+    return joined_runs((status, IdRun(rid, rid)) for rid, status in outcomes)
+
+
 def acknowledge(
     engine: Engine,
     config: Config,
@@ -65,22 +110,35 @@ def acknowledge(
     exceptions: Mapping[int, Status],
     run_post_polling: bool,
 ) -> Mapping[Status, int]:
+    """Give every read event its status: `exceptions` holds the events whose status is not S,
+    every other read event gets S. See `acknowledge_runs`."""
+    return acknowledge_runs(engine, config, status_runs(read, exceptions), run_post_polling)
+
+
+def acknowledge_runs(
+    engine: Engine, config: Config, runs: Iterable[StatusRun], run_post_polling: bool
+) -> Mapping[Status, int]:
     """Give every read event its status (or delete S and W rows), then run the post-polling
     statements; all or nothing.
 
-    `exceptions` holds the events whose status is not S; every other read event gets S. The
-    W and E rows are set by id, then the S rows by ranges of read ids, so no statement carries
-    more than IDS_PER_STATEMENT ids or RANGES_PER_STATEMENT ranges whatever the cycle's size.
+    `runs` covers exactly the read events, in record_id order; it is gone through twice, so it
+    is a collection or an object whose every iteration starts over, not an iterator. The W and
+    E rows are set by id, then the S rows by ranges of read ids (W and E rows within them are
+    no longer N by then), so no statement carries more than IDS_PER_STATEMENT ids or
+    RANGES_PER_STATEMENT ranges whatever the cycle's size (a range of W and E rows only needs
+    none), and every statement must change exactly the rows it names.
     """
+    if isinstance(runs, Iterator):
+        raise TypeError("acknowledge_runs goes through the runs twice: pass a collection, not an iterator")
     table = event_log_table(config, table_schema(config, engine))
     names = config.event_log.columns
     record_id = table.c[names.record_id]
     status = table.c[names.status]
     written: dict[Status, int] = {}
 
-    def apply(conn: Connection, outcome: Status, where: Any, expected: int) -> None:
+    def apply(conn: Connection, outcome: Status, ranges: Sequence[IdRun], expected: int) -> None:
         removable = config.publisher.delete_processed_rows and outcome is not Status.ERROR
-        still_new = (status == Status.NEW.value, where)
+        still_new = (status == Status.NEW.value, _within(record_id, ranges))
         statement = (
             delete(table).where(*still_new)
             if removable
@@ -95,23 +153,77 @@ def acknowledge(
             )
         written[outcome] = written.get(outcome, 0) + changed
 
-    noted = sorted(exceptions)
     with engine.begin() as conn:
-        for outcome in (Status.WARNING, Status.ERROR):
-            ids = [rid for rid in noted if exceptions[rid] is outcome]
-            for start in range(0, len(ids), IDS_PER_STATEMENT):
-                some = ids[start : start + IDS_PER_STATEMENT]
-                apply(conn, outcome, record_id.in_(some), len(some))
-        for start in range(0, len(read), RANGES_PER_STATEMENT):
-            runs = read[start : start + RANGES_PER_STATEMENT]
-            singles = [r.first for r in runs if r.first == r.last]
-            spans = [record_id.between(r.first, r.last) for r in runs if r.first != r.last]
-            expected = sum(r.count - _noted_within(noted, r) for r in runs)
-            apply(conn, Status.SUCCESS, or_(*([record_id.in_(singles)] if singles else []), *spans), expected)
+        exceptional: dict[Status, list[IdRun]] = {Status.WARNING: [], Status.ERROR: []}
+        counts = dict.fromkeys(exceptional, 0)
+        for outcome, run in _in_order(runs):
+            if outcome is Status.SUCCESS:
+                continue
+            rest: IdRun | None = run
+            while rest is not None:
+                room = IDS_PER_STATEMENT - counts[outcome]
+                piece, rest = (rest, None) if rest.count <= room else (
+                    IdRun(rest.first, rest.first + room - 1), IdRun(rest.first + room, rest.last)
+                )
+                exceptional[outcome].append(piece)
+                counts[outcome] += piece.count
+                if counts[outcome] == IDS_PER_STATEMENT:
+                    apply(conn, outcome, exceptional[outcome], counts[outcome])
+                    exceptional[outcome], counts[outcome] = [], 0
+        for outcome, pieces in exceptional.items():
+            if pieces:
+                apply(conn, outcome, pieces, counts[outcome])
+
+        chunk: list[IdRun] = []
+        expected = 0
+        for read, noted in _read_runs(runs):
+            if read.count == noted:
+                continue
+            chunk.append(read)
+            expected += read.count - noted
+            if len(chunk) == RANGES_PER_STATEMENT:
+                apply(conn, Status.SUCCESS, chunk, expected)
+                chunk, expected = [], 0
+        if chunk:
+            apply(conn, Status.SUCCESS, chunk, expected)
         if run_post_polling:
             for sql in config.publisher.post_polling_statements:
                 conn.exec_driver_sql(sql)
     return written
+
+
+def _in_order(runs: Iterable[StatusRun]) -> Iterator[StatusRun]:
+    """The runs, refused at the first one that does not follow the one before: acknowledging
+    what the cycle did not read, or twice, must never happen."""
+    last: int | None = None
+    for outcome, run in runs:
+        if run.first > run.last or (last is not None and run.first <= last):
+            raise ValueError(f"status runs out of record_id order: {run.first}..{run.last} after {last}")
+        last = run.last
+        yield outcome, run
+
+
+def _read_runs(runs: Iterable[StatusRun]) -> Iterator[tuple[IdRun, int]]:
+    """Runs of consecutive read ids whatever their status, each with how many of its ids are not S."""
+    first = last = None
+    noted = 0
+    for outcome, run in _in_order(runs):
+        if first is not None and last is not None and run.first != last + 1:
+            yield IdRun(first, last), noted
+            first, noted = None, 0
+        if first is None:
+            first = run.first
+        last = run.last
+        if outcome is not Status.SUCCESS:
+            noted += run.count
+    if first is not None and last is not None:
+        yield IdRun(first, last), noted
+
+
+def _within(record_id: Column[Any], ranges: Sequence[IdRun]) -> Any:
+    singles = [r.first for r in ranges if r.first == r.last]
+    spans = [record_id.between(r.first, r.last) for r in ranges if r.first != r.last]
+    return or_(*([record_id.in_(singles)] if singles else []), *spans)
 
 
 def refresh_statistics(engine: Engine, config: Config) -> None:
@@ -122,7 +234,3 @@ def refresh_statistics(engine: Engine, config: Config) -> None:
     name = engine.dialect.identifier_preparer.format_table(table)
     with engine.begin() as conn:
         conn.exec_driver_sql(f"ANALYZE {name}")
-
-
-def _noted_within(noted: Sequence[int], run: IdRun) -> int:
-    return bisect.bisect_right(noted, run.last) - bisect.bisect_left(noted, run.first)

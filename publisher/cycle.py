@@ -11,13 +11,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.compute as pc
 from py4j.protocol import Py4JError
 from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.errors import PySparkException
@@ -27,7 +26,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from publisher import failpoints
-from publisher.acknowledge import ANALYZE_AFTER, IdRun, acknowledge, id_runs, refresh_statistics
+from publisher.acknowledge import ANALYZE_AFTER, StatusRun, acknowledge_runs, id_runs, refresh_statistics, status_runs
 from publisher.capture import published_tables
 from publisher.catalog import reflect_catalog
 from publisher.changes import NO_TIME, Change, stamp, time_prefix, transaction_places
@@ -48,6 +47,7 @@ from publisher.write import (
     next_cycle_number,
     write_documents,
     write_documents_distributed,
+    write_outcomes_distributed,
 )
 
 SparkProvider = SparkSession | Callable[[], SparkSession]
@@ -134,12 +134,15 @@ class _Contexts:
 class _Outcome:
     """What a path hands back for writing and acknowledging."""
 
-    read: list[IdRun]
     events: int
-    exceptions: dict[int, Status]
-    rejects: list[dict[str, Any]]
+    statuses: Iterable[StatusRun]
+    """Every read row's status, as runs in record_id order; gone through twice."""
+    append_rejects: Callable[[], int]
+    """Appends the rejected rows to rejects.jsonl and says how many."""
     documents: list[DocumentWritten]
     formats: FormatsWritten = field(default_factory=FormatsWritten)
+    discard: Callable[[], None] = lambda: None
+    """Removes what the path staged for acknowledging, once it is done or failed."""
 
 
 def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResult:
@@ -159,13 +162,14 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
         outcome = _distributed(session, window, contexts, config, output, watch)
     else:
         outcome = _in_driver(window, contexts, config, output, watch)
-    with watch.stage("rejects"):
-        rejected = append_rejects(output, outcome.rejects)
-    failpoints.reached("before_acknowledge")
-    with watch.stage("acknowledge"):
-        statuses = acknowledge(
-            engine, config, outcome.read, outcome.exceptions, run_post_polling=bool(outcome.documents)
-        )
+    try:
+        with watch.stage("rejects"):
+            rejected = outcome.append_rejects()
+        failpoints.reached("before_acknowledge")
+        with watch.stage("acknowledge"):
+            statuses = acknowledge_runs(engine, config, outcome.statuses, run_post_polling=bool(outcome.documents))
+    finally:
+        outcome.discard()
     if sum(statuses.values()) >= ANALYZE_AFTER:
         with watch.stage("analyze"):
             refresh_statistics(engine, config)
@@ -253,10 +257,9 @@ def _in_driver(
             changes = [op.change for op in ordered if op.change is not None]
             formats = _formats_in_driver(changes, contexts, config, output, cycle_number)
     return _Outcome(
-        read=id_runs(by_id),
         events=len(rows),
-        exceptions=exceptions,
-        rejects=[rejects[rid] for rid in sorted(rejects)],
+        statuses=status_runs(id_runs(by_id), exceptions),
+        append_rejects=lambda: append_rejects(output, (rejects[rid] for rid in sorted(rejects))),
         documents=documents,
         formats=formats,
     )
@@ -288,13 +291,6 @@ def _distributed(
         classifier = RowClassifier(contexts.classify, config.publisher.future_events)
         classified = read_events(spark, window, classifier, CLASSIFIED_SCHEMA).localCheckpoint(eager=True)
         failpoints.reached("after_read")
-        is_error = F.col("disposition") == Disposition.ERROR
-        read = classified.select(
-            "record_id", "disposition", "reason", *(F.when(is_error, F.col(c)).alias(c) for c in REJECT_FIELDS[1:])
-        ).toArrow()
-        errors = read.filter(pc.equal(read["disposition"], Disposition.ERROR)).to_pylist()
-    exceptions = {r["record_id"]: Status.ERROR for r in errors}
-    rejects = {r["record_id"]: _reject(r, r["reason"]) for r in errors}
     with watch.stage("resolve"):
         publishable = classified.where(F.col("disposition") == Disposition.PUBLISH).select(
             *publishable_fields(config.output.publishes_changes)
@@ -302,17 +298,8 @@ def _distributed(
         steps = None if is_connect(spark) else spark.sparkContext.accumulator({}, _SecondsParam())
         results = _resolve_by_object(publishable, contexts.objects, window.partitions, steps)
         results = results.localCheckpoint(eager=True)
-        notes = results.where(F.col("xml").isNull()).select("record_id", "status", "reason").toArrow().to_pylist()
     if steps is not None:
         watch.add_steps("resolve", steps.value)
-    unreadable = {}
-    for note in notes:
-        exceptions[note["record_id"]] = Status(note["status"])
-        if note["status"] == Status.ERROR.value:
-            unreadable[note["record_id"]] = note["reason"]
-    if unreadable:
-        raw = classified.where(F.col("record_id").isin(list(unreadable))).select(*REJECT_FIELDS).toArrow().to_pylist()
-        rejects.update({r["record_id"]: _reject(r, unreadable[r["record_id"]]) for r in raw})
     with watch.stage("write"):
         cycle_number = next_cycle_number(output)
         documents = write_documents_distributed(
@@ -330,14 +317,37 @@ def _distributed(
                 operations, window.partitions, contexts, config, output, cycle_number, format_steps
             )
         watch.add_steps("changes", format_steps)
+    with watch.stage("outcomes"):
+        staged = write_outcomes_distributed(*_outcomes(classified, results), output, cycle_number, REJECT_FIELDS)
     return _Outcome(
-        read=id_runs(read["record_id"].to_pylist()),
-        events=read.num_rows,
-        exceptions=exceptions,
-        rejects=[rejects[rid] for rid in sorted(rejects)],
+        events=staged.events,
+        statuses=staged.statuses,
+        append_rejects=staged.append_rejects,
         documents=documents,
         formats=formats,
+        discard=staged.remove,
     )
+
+
+def _outcomes(classified: DataFrame, results: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame | None]:
+    """Every read row's status as classified (S, or E with its reason and values), partitioned
+    and ordered as read; the statuses the per-object stages decided (W, E); and the rows they
+    decided are E, with their reason and values as read (None when there are none)."""
+    is_error = F.col("disposition") == Disposition.ERROR
+    as_read = classified.select(
+        "record_id",
+        F.when(is_error, F.lit(Status.ERROR.value)).otherwise(F.lit(Status.SUCCESS.value)).alias("status"),
+        F.when(is_error, F.col("reason")).alias("reason"),
+        *(F.when(is_error, F.col(c)).alias(c) for c in REJECT_FIELDS[1:]),
+    )
+    decided = results.where(F.col("xml").isNull()).select("record_id", "status", "reason")
+    errors = decided.where(F.col("status") == Status.ERROR.value)
+    if errors.isEmpty():
+        return as_read, decided, None
+    rejected = errors.join(classified.select(*REJECT_FIELDS), "record_id").select(
+        "record_id", "status", "reason", *REJECT_FIELDS[1:]
+    )
+    return as_read, decided, rejected
 
 
 def _formats_distributed(

@@ -6,19 +6,25 @@ disk, then renamed. File names sort in publication order across cycles and runs.
 from __future__ import annotations
 
 import functools
+import heapq
+import itertools
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from publisher.acknowledge import IdRun, StatusRun, joined_runs
+from publisher.errors import OutputStateError
+from publisher.events import Status
 from publisher.failpoints import reached
 from publisher.operations import PublishedOperation
 from publisher.xds import build_document
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 CYCLE_FILE = ".publisher-cycle"
@@ -28,6 +34,7 @@ JSON_LINE_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
 _DOCUMENT_NAME = re.compile(r"^(\d{12})-\d{7}\.xml$")
 _TEMPORARY_NAME = re.compile(
     r"^\.(\d{12}-\d{7}\.xml|" + re.escape(CYCLE_FILE) + r")\.tmp$|^\.\d{12}-\d{5}-\d{7}\.staged$"
+    r"|^\.\d{12}-\d{5}\.(read|decided|rejected)-(rejects|statuses)\.staged$"
 )
 
 
@@ -209,17 +216,295 @@ def write_documents_distributed(
     return written
 
 
+def reject_line(reject: dict[str, Any]) -> str:
+    """One rejected row as its line of rejects.jsonl."""
+    return json.dumps(reject, ensure_ascii=False, default=str, sort_keys=True).translate(JSON_LINE_BREAKS) + "\n"
+
+
 def append_rejects(directory: Path, rejects: Iterable[dict[str, Any]]) -> int:
     """Append one JSON object per rejected row; flushed to disk before statuses are written."""
-    lines = [
-        json.dumps(r, ensure_ascii=False, default=str, sort_keys=True).translate(JSON_LINE_BREAKS) + "\n"
-        for r in rejects
-    ]
-    if not lines:
-        return 0
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / REJECTS_FILE, "a", encoding="utf-8") as handle:
-        handle.writelines(lines)
-        handle.flush()
-        os.fsync(handle.fileno())
-    return len(lines)
+    return append_lines(directory, (reject_line(r) for r in rejects))
+
+
+OUTCOME_SCHEMA = "part int, first long, last long, rows long, rejects long"
+"""What a partition's outcome writer reports: its record_ids, rows and rejected rows."""
+READ, DECIDED, REJECTED = "read", "decided", "rejected"
+"""The kinds of staged outcome: every read row's status as classified (and its line in
+rejects.jsonl when that is E); the statuses the per-object stages decided for some rows; and
+the lines of those decided E."""
+
+
+def outcome_name(cycle: int, part: int, kind: str, what: str) -> str:
+    """A partition's staged rejects (`what` "rejects") or status runs ("statuses")."""
+    return f".{cycle:012d}-{part:05d}.{kind}-{what}.staged"
+
+
+@dataclass(frozen=True)
+class StagedPart:
+    part: int
+    first: int
+    last: int
+    rows: int
+    rejects: int
+
+
+@dataclass(frozen=True)
+class StagedOutcome:
+    """Every read row's status and the rejected rows, as the executors staged them. The read
+    rows' partitions follow each other in record_id order; each partition of the others is in
+    record_id order on its own. They are read back as streams merged by record_id."""
+
+    directory: Path
+    cycle: int
+    parts: Mapping[str, tuple[StagedPart, ...]]
+
+    @property
+    def events(self) -> int:
+        return sum(p.rows for p in self.parts[READ])
+
+    def _paths(self, kind: str, what: str) -> list[Path]:
+        return [self.directory / outcome_name(self.cycle, p.part, kind, what) for p in self.parts[kind]]
+
+    @property
+    def statuses(self) -> StatusPieces:
+        return StatusPieces(tuple(self._paths(READ, "statuses")), tuple(self._paths(DECIDED, "statuses")))
+
+    def append_rejects(self) -> int:
+        """Append the staged rejects to rejects.jsonl in record_id order, a line at a time, and
+        flush it to disk; the staged pieces are then removed."""
+        streams = [_reject_lines(self._paths(READ, "rejects"))]
+        streams += [_reject_lines([path]) for path in self._paths(REJECTED, "rejects")]
+        count = append_lines(self.directory, (line for _, line in heapq.merge(*streams)))
+        for kind in (READ, REJECTED):
+            for path in self._paths(kind, "rejects"):
+                path.unlink(missing_ok=True)
+        return count
+
+    def remove(self) -> None:
+        for kind in self.parts:
+            for what in ("rejects", "statuses"):
+                for path in self._paths(kind, what):
+                    path.unlink(missing_ok=True)
+
+
+def _reject_lines(paths: Iterable[Path]) -> Iterator[tuple[int, str]]:
+    """(record_id, line of rejects.jsonl) from staged pieces, whose lines are `record_id<TAB>line`."""
+    for path in paths:
+        if not path.exists():
+            continue
+        with open(path, encoding="utf-8", newline="\n") as handle:
+            for staged in handle:
+                rid, line = staged.split("\t", 1)
+                yield int(rid), line
+
+
+def append_lines(directory: Path, lines: Iterable[str]) -> int:
+    """Append lines to rejects.jsonl, flushed to disk; the file is made only for a first line."""
+    count = 0
+    handle = None
+    try:
+        for line in lines:
+            if handle is None:
+                directory.mkdir(parents=True, exist_ok=True)
+                handle = open(directory / REJECTS_FILE, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
+            handle.write(line)
+            count += 1
+        if handle is not None:
+            handle.flush()
+            os.fsync(handle.fileno())
+    finally:
+        if handle is not None:
+            handle.close()
+    return count
+
+
+@dataclass(frozen=True)
+class StatusPieces:
+    """The staged status runs in record_id order, those the per-object stages decided taking
+    the place of the read ones; each iteration reads the files again, so that acknowledgement
+    goes through them twice without holding them."""
+
+    read: tuple[Path, ...]
+    decided: tuple[Path, ...]
+
+    def __iter__(self) -> Iterator[StatusRun]:
+        decided = heapq.merge(*(_staged_runs([path]) for path in self.decided), key=lambda r: r[1].first)
+        return joined_runs(_overridden(_staged_runs(self.read), decided))
+
+
+def _staged_runs(paths: Iterable[Path]) -> Iterator[StatusRun]:
+    for path in paths:
+        if not path.exists():
+            continue
+        with open(path, encoding="ascii") as handle:
+            for line in handle:
+                code, first, last = line.split()
+                yield Status(code), IdRun(int(first), int(last))
+
+
+def _overridden(runs: Iterator[StatusRun], decided: Iterator[StatusRun]) -> Iterator[StatusRun]:
+    """`runs` with the ids in `decided` (read ids, in the same order) given their decided status."""
+    pending = next(decided, None)
+    for status, run in runs:
+        at = run.first
+        while pending is not None and pending[1].first <= run.last:
+            outcome, piece = pending
+            if piece.first < at or piece.last > run.last:
+                raise OutputStateError(f"a decided status for record_ids {piece.first}..{piece.last} was not read")
+            if piece.first > at:
+                yield status, IdRun(at, piece.first - 1)
+            yield outcome, piece
+            at = piece.last + 1
+            pending = next(decided, None)
+        if at <= run.last:
+            yield status, IdRun(at, run.last)
+    if pending is not None:
+        raise OutputStateError(f"a decided status for record_ids {pending[1].first}..{pending[1].last} was not read")
+
+
+def write_outcomes_distributed(
+    read: DataFrame,
+    decided: DataFrame,
+    rejected: DataFrame | None,
+    directory: Path,
+    cycle: int,
+    fields: tuple[str, ...],
+) -> StagedOutcome:
+    """Stage every read row's status, and every rejected row's line of rejects.jsonl, from the
+    executors; nothing is sorted across partitions, and no row passes through the driver,
+    whose memory stays the same whatever the cycle's size and its rows' statuses.
+
+    `read` holds (record_id, status, reason, *fields[1:]) for every read row, partitioned as
+    it was read: partition i's record_ids, in order, before partition i+1's. `decided` holds
+    (record_id, status) for the rows whose status the per-object stages decided, and
+    `rejected` the rows of `read`'s shape that they decided are E (None: there are none).
+    """
+    from pyspark.sql import functions as F
+
+    columns = ["record_id", "status", "reason", *fields[1:]]
+    parts = {READ: _stage(read.select(F.spark_partition_id().alias("part"), *columns), directory, cycle, READ, fields)}
+    for earlier, later in itertools.pairwise(parts[READ]):
+        if later.first <= earlier.last:
+            raise OutputStateError(f"read partitions {earlier.part} and {later.part} are not in record_id order")
+    sorted_decided = decided.sortWithinPartitions("record_id").select(
+        F.spark_partition_id().alias("part"), "record_id", "status"
+    )
+    parts[DECIDED] = _stage(sorted_decided, directory, cycle, DECIDED, fields)
+    parts[REJECTED] = () if rejected is None else _stage(
+        rejected.sortWithinPartitions("record_id").select(F.spark_partition_id().alias("part"), *columns),
+        directory, cycle, REJECTED, fields,
+    )
+    return StagedOutcome(directory, cycle, parts)
+
+
+def _stage(
+    rows: DataFrame, directory: Path, cycle: int, kind: str, fields: tuple[str, ...]
+) -> tuple[StagedPart, ...]:
+    from publisher.workers import arrow_schema
+
+    target = str(directory)
+    summary_schema = arrow_schema(OUTCOME_SCHEMA)
+
+    def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        writer = _OutcomeWriter(Path(target), cycle, kind, fields)
+        try:
+            for batch in batches:
+                writer.add(batch)
+            writer.finish()
+        finally:
+            writer.close()
+        if writer.rows:
+            summary = {"part": writer.part, "first": writer.first, "last": writer.last, "rows": writer.rows,
+                       "rejects": writer.rejected}
+            yield pa.RecordBatch.from_pylist([summary], schema=summary_schema)
+
+    return tuple(sorted(
+        (StagedPart(r["part"], r["first"], r["last"], r["rows"], r["rejects"])
+         for r in rows.mapInArrow(write_partition, OUTCOME_SCHEMA).collect()),
+        key=lambda p: p.part,
+    ))
+
+
+STATUS_CODES = (Status.SUCCESS.value, Status.WARNING.value, Status.ERROR.value)
+
+
+class _OutcomeWriter:
+    """One partition's outcome rows, in record_id order, to its staged status runs (except for
+    REJECTED) and rejects (except for DECIDED), a batch at a time: columns are compared with
+    Arrow and numpy, so that only a run of statuses or a rejected row costs Python work."""
+
+    def __init__(self, directory: Path, cycle: int, kind: str, fields: tuple[str, ...]) -> None:
+        self.directory = directory
+        self.cycle = cycle
+        self.kind = kind
+        self.fields = fields
+        self.part = -1
+        self.first = self.last = -1
+        self.rows = 0
+        self.rejected = 0
+        self.run: list[int] | None = None
+        """[status code, first, last] of the run not yet written."""
+        self.statuses: Any = None
+        self.rejects: Any = None
+
+    def _open(self, what: str, encoding: str) -> Any:
+        path = self.directory / outcome_name(self.cycle, self.part, self.kind, what)
+        return open(path, "w", encoding=encoding, newline="\n")  # noqa: SIM115
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not batch.num_rows:
+            return
+        rid = batch.column("record_id").to_numpy()
+        if np.any(np.diff(rid) <= 0) or (self.rows and rid[0] <= self.last):
+            raise OutputStateError(f"outcome rows of partition {self.part} are not in record_id order")
+        if not self.rows:
+            self.part = batch.column("part")[0].as_py()
+            self.first = int(rid[0])
+        self.last = int(rid[-1])
+        self.rows += batch.num_rows
+        if self.kind != REJECTED:
+            if self.statuses is None:
+                self.statuses = self._open("statuses", "ascii")
+            codes = pc.index_in(batch.column("status"), value_set=pa.array(STATUS_CODES))
+            self._runs(rid, codes.to_numpy(zero_copy_only=False))
+        if self.kind != DECIDED:
+            rejected = batch.filter(pc.equal(batch.column("status"), Status.ERROR.value))
+            if rejected.num_rows:
+                if self.rejects is None:
+                    self.rejects = self._open("rejects", "utf-8")
+                for row in rejected.select([*self.fields, "reason"]).to_pylist():
+                    self.rejects.write(f"{row['record_id']}\t{reject_line(row)}")
+                self.rejected += rejected.num_rows
+
+    def _runs(self, rid: Any, code: Any) -> None:
+        import numpy as np
+
+        starts = np.flatnonzero(np.concatenate(([True], (np.diff(rid) != 1) | (code[1:] != code[:-1]))))
+        ends = np.concatenate((starts[1:] - 1, [len(rid) - 1]))
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            status, first, last = int(code[start]), int(rid[start]), int(rid[end])
+            if self.run is not None and self.run[0] == status and self.run[2] + 1 == first:
+                self.run[2] = last
+                continue
+            self._flush_run()
+            self.run = [status, first, last]
+
+    def finish(self) -> None:
+        self._flush_run()
+        self.run = None
+
+    def _flush_run(self) -> None:
+        if self.run is not None:
+            status, first, last = self.run
+            self.statuses.write(f"{STATUS_CODES[status]} {first} {last}\n")
+
+    def close(self) -> None:
+        for handle in (self.statuses, self.rejects):
+            if handle is not None:
+                handle.close()

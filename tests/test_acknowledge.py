@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from publisher import acknowledge as ack
-from publisher.acknowledge import AcknowledgeError, IdRun, acknowledge, id_runs
+from publisher.acknowledge import (
+    AcknowledgeError,
+    IdRun,
+    acknowledge,
+    acknowledge_runs,
+    id_runs,
+    runs_of,
+    status_runs,
+)
 from publisher.events import Status
 
 
@@ -70,3 +78,92 @@ def test_a_row_that_is_no_longer_new_rolls_everything_back(spark, database, tmp_
     with pytest.raises(AcknowledgeError, match="expected to mark 7 event log rows S, but 6 were still new"):
         acknowledge(h.engine, h.config, [IdRun(ids[0], ids[-1])], {ids[0]: Status.ERROR}, run_post_polling=False)
     assert h.statuses() == {**{rid: "N" for rid in ids}, ids[6]: "S"}
+
+
+# --- statuses as runs: what a cycle of any size hands over ---------------------------------------
+
+
+OUTCOMES = st.sampled_from([Status.SUCCESS, Status.WARNING, Status.ERROR])
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.dictionaries(st.integers(min_value=-5, max_value=200), OUTCOMES))
+def test_status_runs_give_every_read_id_its_status_in_maximal_runs(outcomes: dict[int, Status]) -> None:
+    exceptions = {rid: status for rid, status in outcomes.items() if status is not Status.SUCCESS}
+    runs = status_runs(id_runs(outcomes), exceptions)
+    assert [(rid, status) for status, run in runs for rid in range(run.first, run.last + 1)] == sorted(
+        outcomes.items()
+    )
+    assert all(
+        later[1].first > earlier[1].last + 1 or later[0] is not earlier[0] for earlier, later in zip(runs, runs[1:])
+    )
+    assert list(runs_of(sorted(outcomes.items()))) == runs
+
+
+class Replayed:
+    """Runs made afresh on each iteration, as when they are read from files: never held whole."""
+
+    def __init__(self, outcomes: dict[int, Status]) -> None:
+        self.outcomes = outcomes
+        self.iterations = 0
+
+    def __iter__(self):
+        self.iterations += 1
+        return runs_of((rid, self.outcomes[rid]) for rid in sorted(self.outcomes))
+
+
+def updates(engine, statements: list[str]):
+    from sqlalchemy import event
+
+    event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+
+
+def test_streamed_runs_are_acknowledged_exactly_in_bounded_statements(spark, database, tmp_path, small_statements):
+    h = Harness(spark, database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    ids = log_events(h, 40)
+    unread = {ids[5], ids[6], ids[30]}
+    pattern = [Status.ERROR, Status.ERROR, Status.SUCCESS, Status.WARNING, Status.ERROR, Status.SUCCESS]
+    outcomes = {rid: pattern[i % len(pattern)] for i, rid in enumerate(ids) if rid not in unread}
+    runs = Replayed(outcomes)
+
+    statements: list[str] = []
+    updates(h.engine, statements)
+    written = acknowledge_runs(h.engine, h.config, runs, run_post_polling=False)
+
+    assert runs.iterations == 2
+    assert h.statuses() == {rid: outcomes[rid].value if rid in outcomes else "N" for rid in ids}
+    counts = {status: list(outcomes.values()).count(status) for status in set(outcomes.values())}
+    assert written == counts
+    changes = [s for s in statements if s.lstrip().upper().startswith("UPDATE")]
+    # at most 3 ids per W or E statement, 2 ranges per S statement
+    assert len(changes) == -(-counts[Status.WARNING] // 3) + -(-counts[Status.ERROR] // 3) + 2
+
+
+def test_a_long_run_of_rejected_rows_is_cut_into_statements_of_bounded_ids(spark, database, tmp_path, small_statements):
+    h = Harness(spark, database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    ids = log_events(h, 10)
+    statements: list[str] = []
+    updates(h.engine, statements)
+    written = acknowledge_runs(h.engine, h.config, [(Status.ERROR, IdRun(ids[0], ids[-1]))], run_post_polling=False)
+    assert written == {Status.ERROR: 10}
+    assert set(h.statuses().values()) == {"E"}
+    # 3 + 3 + 3 + 1 ids, and no S statement for a read range that holds no S row
+    assert len([s for s in statements if s.lstrip().upper().startswith("UPDATE")]) == 4
+
+
+def test_runs_out_of_order_or_given_once_are_refused_before_anything_changes(spark, database, tmp_path):
+    h = Harness(spark, database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    ids = log_events(h, 6)
+    once = iter([(Status.SUCCESS, IdRun(ids[0], ids[-1]))])
+    with pytest.raises(TypeError, match="not an iterator"):
+        acknowledge_runs(h.engine, h.config, once, run_post_polling=False)
+    overlapping = [(Status.ERROR, IdRun(ids[0], ids[2])), (Status.SUCCESS, IdRun(ids[2], ids[5]))]
+    with pytest.raises(ValueError, match="out of record_id order"):
+        acknowledge_runs(h.engine, h.config, overlapping, run_post_polling=False)
+    assert set(h.statuses().values()) == {"N"}
