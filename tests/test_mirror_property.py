@@ -57,8 +57,6 @@ class ShrinkBudget:
         return time.monotonic() - self.first_failure > self.seconds
 
 
-@pytest.mark.xfail(strict=False, reason="query_limit can still cut one insert's type-1 events across two cycles "
-                                        "(field style): the consumer refuses the second <add>")
 @pytest.mark.parametrize("style", ["field", "row"])
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
 def test_consumer_mirror_equals_the_tables(spark, cycle_path: str, dialect: str, style: str, tmp_path: Path) -> None:
@@ -177,9 +175,6 @@ def test_sqlite_binary_column_of_a_row_deleted_and_inserted_again_in_one_cycle(
     assert outcome.ok, outcome.report()
 
 
-@pytest.mark.xfail(strict=False, reason="query_limit cuts one insert's type-1 events across two cycles: the second "
-                                        "cycle publishes another <add> of an object the consumer already has, which "
-                                        "it refuses, and the columns in it are lost")
 def test_a_window_never_cuts_an_insert_in_two(spark, cycle_path: str, database, tmp_path: Path) -> None:
     outcome = replay(spark, database, tmp_path, cycle_path, "field",
                      ['CREATE TABLE "u" ("k" INTEGER NOT NULL PRIMARY KEY, "a" INTEGER, "b" INTEGER)'],
