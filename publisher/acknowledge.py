@@ -22,7 +22,7 @@ from publisher.database import table_schema
 from publisher.errors import TransientError
 from publisher.events import Status
 from publisher.failpoints import reached
-from publisher.read import event_log_table
+from publisher.window import event_log_table
 
 RANGES_PER_STATEMENT = 500
 ANALYZE_AFTER = 10_000

@@ -39,12 +39,17 @@ from publisher.formats import CycleFormats, FormatsWritten, PartWritten, reserve
 from publisher.objects import ObjectsContext, StatusNote, publish_objects, publishable_fields
 from publisher.operations import OperationContext, PublishedOperation
 from publisher.queryback import QueryBackContext
-from publisher.read import ARROW_BATCH_ROWS, CycleWindow, plan_window, read_events, read_rows
+from publisher.read import ARROW_BATCH_ROWS, read_events, read_rows
 from publisher.spark import is_connect
+from publisher.window import CycleWindow, plan_window, resume_window, window_pin
 from publisher.write import (
+    WINDOW_FILE,
     DocumentWritten,
     append_rejects,
     next_cycle_number,
+    pin_window,
+    pinned_window,
+    unpin_window,
     write_documents,
     write_documents_distributed,
     write_outcomes_distributed,
@@ -148,12 +153,12 @@ class _Outcome:
 def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResult:
     """Publish what the event log holds now, once; return what was done."""
     watch = _Stopwatch()
+    output = Path(config.output.directory).resolve()
     with watch.stage("plan"):
-        window = plan_window(config, engine)
+        window = _window(config, engine, output)
         if window is None:
             return CycleResult(seconds=watch.seconds)
         contexts = _contexts(engine, config)
-    output = Path(config.output.directory).resolve()
     distributed = window.count > config.spark.small_cycle_events
     if distributed:
         session = spark() if callable(spark) else spark
@@ -170,6 +175,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
             statuses = acknowledge_runs(engine, config, outcome.statuses, run_post_polling=bool(outcome.documents))
     finally:
         outcome.discard()
+    unpin_window(output)
     if sum(statuses.values()) >= ANALYZE_AFTER:
         with watch.stage("analyze"):
             refresh_statistics(engine, config)
@@ -188,6 +194,22 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
         messages=outcome.formats.messages,
         brokered=outcome.formats.brokered,
     )
+
+
+def _window(config: Config, engine: Engine, output: Path) -> CycleWindow | None:
+    """The rows of a cycle that wrote output and was not acknowledged, again; else the next
+    rows. Either is kept in the output directory until its rows are acknowledged."""
+    pin = pinned_window(output)
+    if pin is not None:
+        window = resume_window(config, engine, pin, str(output / WINDOW_FILE))
+        if window is not None:
+            return window
+    window = plan_window(config, engine)
+    if window is not None:
+        pin_window(output, window_pin(window))
+    elif pin is not None:
+        unpin_window(output)
+    return window
 
 
 def _default_parallelism(session: SparkSession) -> int:

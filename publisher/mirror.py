@@ -211,7 +211,7 @@ def pending_events(config: Config, engine: Engine) -> int:
     """Event log rows still new: until they are published, the consumer is expected to lag."""
     from publisher.database import table_schema
     from publisher.events import Status
-    from publisher.read import event_log_table
+    from publisher.window import event_log_table
 
     table = event_log_table(config, table_schema(config, engine))
     status = table.c[config.event_log.columns.status]

@@ -8,38 +8,26 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from sqlalchemy import (
-    Column,
     ColumnElement,
     Connection,
-    Engine,
     LargeBinary,
-    MetaData,
     String,
-    Table,
-    and_,
     case,
     cast,
-    extract,
-    func,
-    inspect,
-    literal_column,
     null,
-    or_,
     select,
 )
 
-from publisher.config import Config
-from publisher.database import table_schema
-from publisher.events import EVENT_LOG_COLUMNS, Status
+from publisher.events import EVENT_LOG_COLUMNS
 from publisher.values import shown
+from publisher.window import CycleWindow, event_log_table_of, readable_time, role_columns, window_predicate
 
 UNREADABLE = "unreadable"
 """Why a row's values are not text (e.g. invalid UTF-8); such a row is rejected, never lost."""
@@ -48,299 +36,6 @@ EVENT_SCHEMA = (
     "table_name string, table_key string, column_name string, old_value string, new_value string, "
     f"transaction_id string, {UNREADABLE} string"
 )
-
-
-@dataclass(frozen=True)
-class CycleWindow:
-    """Which `N` rows a cycle takes: record_ids lo..hi, and in future mode up to a cutoff event."""
-
-    url: str
-    table: str
-    schema: str | None
-    columns: tuple[str, ...]
-    lo: int
-    hi: int
-    count: int
-    cutoff_record_id: int | None
-    """Future mode: the last row taken in (event_time, record_id) order."""
-    transaction_column: str | None = None
-    """The event log's optional transaction_id column, when it has one."""
-    partitions: int = 1
-    """How many record_id ranges Spark reads in parallel; set for the cycle's path."""
-
-    @property
-    def future(self) -> bool:
-        """Future-event processing: rows are taken in (event time, record_id) order."""
-        return self.cutoff_record_id is not None
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> CycleWindow:
-        data = json.loads(text)
-        data["columns"] = tuple(data["columns"])
-        return cls(**data)
-
-
-def event_log_table(config: Config, schema: str | None) -> Table:
-    """The event log as SQLAlchemy sees it: configured names, no assumptions about types."""
-    return _event_log_table(config.event_log.table, config.event_log.columns.in_order(), schema)
-
-
-def _event_log_table(name: str, columns: tuple[str, ...], schema: str | None) -> Table:
-    return Table(name, MetaData(), *(Column(n) for n in columns), schema=schema)
-
-
-def _role_columns(table: Table, columns: tuple[str, ...]) -> dict[str, Column[Any]]:
-    return {role: table.c[name] for role, name in zip(EVENT_LOG_COLUMNS, columns, strict=True)}
-
-
-_ISO_DATE = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*"
-"""SQLite: an event_time is read as a time only when it starts as an ISO date (YYYY-MM-DD); then
-julianday() reads the rest, taking a `Z` or an `+HH:MM` offset into account. This keeps out what
-julianday() would also take but is no event time: 'now', bare day numbers, times without a date."""
-_NO_TIME_SQLITE = -1.0
-"""Below every Julian day number of a four-digit year: rows that are not a time come first."""
-
-
-def _readable_time(column: ColumnElement[Any], dialect: str) -> ColumnElement[Any]:
-    """The event_time where it can be read as a time, else NULL; on SQLite as a Julian day number.
-
-    SQLite stores whatever text it was given, and compared as text '2026-11-23T01:00:00Z'
-    sorts after every '2026-11-23 …' of that day whatever its offset. PostgreSQL's driver cannot
-    hand over ±infinity nor years outside 1..9999, and would fail the whole read on one of them.
-    """
-    if dialect == "sqlite":
-        return case((column.op("GLOB")(_ISO_DATE), func.julianday(column)), else_=null())
-    if dialect == "postgresql":
-        return case((extract("year", column).between(1, 9999), column), else_=null())
-    return column
-
-
-def _time_key(column: ColumnElement[Any], dialect: str) -> ColumnElement[Any]:
-    """The event_time as future-event processing orders it. A row whose event_time is no time
-    comes first, so that it is taken at once and rejected instead of waiting forever; so does
-    +infinity on PostgreSQL (a time in a year after 9999 waits for it, and is never read).
-
-    On SQLite this is julianday() alone, evaluated on every row the sort sees: the ISO check
-    of `_readable_time` would double the sort's cost. What julianday() reads besides ('now', a
-    bare day number, a time without a date) is ordered by what it reads, and rejected when read."""
-    if dialect == "sqlite":
-        return func.coalesce(func.julianday(column), _NO_TIME_SQLITE)
-    if dialect == "postgresql":
-        infinite: ColumnElement[Any] = literal_column("'infinity'")
-        return func.coalesce(case((column != infinite, column), else_=null()), literal_column("'-infinity'"))
-    return column
-
-
-def _time_now(dialect: str) -> ColumnElement[Any]:
-    """The database's current time, comparable with `_time_key`."""
-    if dialect == "sqlite":
-        return func.julianday("now")
-    return func.now()
-
-
-class _Order:
-    """The order a cycle takes `N` rows in: record_id, or in future mode (event time, record_id)
-    among the rows whose time has come."""
-
-    def __init__(self, table: Table, columns: tuple[str, ...], dialect: str, future: bool) -> None:
-        self.table = table
-        self.columns = columns
-        self.dialect = dialect
-        c = _role_columns(table, columns)
-        self.record_id = c["record_id"]
-        self.time = _time_key(c["event_time"], dialect) if future else None
-        self.eligible: ColumnElement[bool] = c["status"] == Status.NEW.value
-        if self.time is not None:
-            self.eligible = and_(self.eligible, self.time <= _time_now(dialect))
-
-    @property
-    def future(self) -> bool:
-        return self.time is not None
-
-    @property
-    def ascending(self) -> list[ColumnElement[Any]]:
-        return [self.record_id] if self.time is None else [self.time, self.record_id]
-
-    def at_or_before(self, record_id: int) -> ColumnElement[bool]:
-        """The rows up to and including the row `record_id`, in this order."""
-        if self.time is None:
-            return self.record_id <= record_id
-        pivot = self.table.alias()
-        pc = _role_columns(pivot, self.columns)  # type: ignore[arg-type]
-        pivot_time = (
-            select(_time_key(pc["event_time"], self.dialect)).where(pc["record_id"] == record_id).scalar_subquery()
-        )
-        return or_(self.time < pivot_time, and_(self.time == pivot_time, self.record_id <= record_id))
-
-
-def plan_window(config: Config, engine: Engine) -> CycleWindow | None:
-    """The rows of this cycle, or None when there is nothing new.
-
-    The first `query_limit` rows in processing order; and when that cuts into a transaction or
-    into one statement's events for an object, the rest of it (see `_WindowEnd`).
-    """
-    schema = table_schema(config, engine)
-    columns = config.event_log.columns.in_order()
-    transaction_column = _transaction_column(engine, config, schema)
-    extra = () if transaction_column is None else (transaction_column,)
-    table = _event_log_table(config.event_log.table, columns + extra, schema)
-    order = _Order(table, columns, engine.dialect.name, config.publisher.future_events)
-    limit = config.publisher.query_limit
-    taken = (
-        select(order.record_id.label("rid")).where(order.eligible).order_by(*order.ascending).limit(limit).subquery()
-    )
-    with engine.connect() as conn:
-        lo, hi, count = conn.execute(
-            select(func.min(taken.c.rid), func.max(taken.c.rid), func.count())
-        ).one()
-        if not count:
-            return None
-        lo, hi, count = int(lo), int(hi), int(count)
-        last = hi
-        if count == limit:
-            end = _WindowEnd(conn, order, transaction_column)
-            last, beyond = end.extend(count)
-            if beyond:
-                lo, hi, count = min(lo, beyond.lo), max(hi, beyond.hi), count + beyond.count
-        elif order.future:
-            last = int(conn.execute(
-                select(order.record_id).where(order.eligible).order_by(*order.ascending).offset(count - 1).limit(1)
-            ).scalar_one())
-    return CycleWindow(
-        url=config.database.sqlalchemy_url(),
-        table=config.event_log.table,
-        schema=schema,
-        columns=columns,
-        lo=lo,
-        hi=hi,
-        count=count,
-        cutoff_record_id=last if order.future else None,
-        transaction_column=transaction_column,
-    )
-
-
-LOOK_AROUND = 5_000
-"""Rows looked at before a full window's end, and at most after its last taken row, to end the
-window between transactions. A transaction that logs nothing while more rows than this are
-logged by others, and then logs again, can still be cut there: finding every row of a
-transaction would read the whole backlog on every cycle, since the event log has no index on
-transaction_id."""
-PAGE = 1_000
-"""Rows read at a time past a window's end."""
-
-
-@dataclass
-class _Taken:
-    """The rows a window takes past its first `query_limit`."""
-
-    lo: int = 0
-    hi: int = 0
-    count: int = 0
-
-    def add(self, record_id: int) -> None:
-        self.lo = record_id if not self.count else min(self.lo, record_id)
-        self.hi = record_id if not self.count else max(self.hi, record_id)
-        self.count += 1
-
-
-class _WindowEnd:
-    """Moves the end of a window that query_limit cut to a place between transactions.
-
-    The rows that follow the window in processing order are read a page at a time. A row of a
-    transaction the window holds (among its last LOOK_AROUND rows, or taken since) is taken,
-    with every row before it, whose transactions the window then holds too. A row without a
-    transaction_id is taken when it directly follows the window's last row from the same
-    statement for the same object: on SQLite the same table_name, table_key and event_time
-    (SQLite's 'now' is fixed within a statement), elsewhere the same table_name and table_key.
-    The walk stops LOOK_AROUND rows past the last row taken, at once when the window holds no
-    transaction, and where the eligible rows end.
-    """
-
-    def __init__(self, conn: Connection, order: _Order, transaction_column: str | None) -> None:
-        self.conn = conn
-        self.order = order
-        c = _role_columns(order.table, order.columns)
-        sqlite = order.dialect == "sqlite"
-        transaction = null() if transaction_column is None else order.table.c[transaction_column]
-        statement = [c["table_name"], c["table_key"]] + ([c["event_time"]] if sqlite else [])
-        # SQLite's text may be any bytes, which its driver fails to decode: compare bytes there.
-        self.columns = [
-            order.record_id,
-            *(cast(column, LargeBinary) if sqlite else column for column in (transaction, *statement)),
-        ]
-
-    def _page(self, after: Any, position: int, limit: int) -> list[Any]:
-        """`limit` rows (record_id, transaction, *statement) in processing order: by record_id
-        after the row `after`, in future mode from `position` on."""
-        query = select(*self.columns).where(self.order.eligible)
-        if self.order.future:
-            query = query.order_by(*self.order.ascending).offset(position)
-        else:
-            query = query.where(self.order.record_id > after[0]).order_by(self.order.record_id)
-        return list(self.conn.execute(query.limit(limit)).all())
-
-    def _behind(self, position: int) -> list[Any]:
-        """The window's last rows, up to LOOK_AROUND of them, in processing order."""
-        start = max(0, position - LOOK_AROUND)
-        query = select(*self.columns).where(self.order.eligible).order_by(*self.order.ascending)
-        return list(self.conn.execute(query.offset(start).limit(position - start)).all())
-
-    def extend(self, position: int) -> tuple[int, _Taken]:
-        """The record_id of the window's new last row, and the rows taken past the cut; the
-        window's last row is its `position`-th in processing order."""
-        behind = self._behind(position)
-        last = behind[-1]
-        held = {row[1] for row in behind if row[1] is not None}
-        taken = _Taken()
-        waiting: list[Any] = []
-        read = position
-        while True:
-            page = self._page(waiting[-1] if waiting else last, read, PAGE)
-            read += len(page)
-            for row in page:
-                joins = row[1] in held if row[1] is not None else (
-                    not waiting and last[1] is None and tuple(row[2:]) == tuple(last[2:])
-                )
-                if not joins:
-                    waiting.append(row)
-                    if not held or len(waiting) > LOOK_AROUND:
-                        return int(last[0]), taken
-                    continue
-                for row_taken in (*waiting, row):
-                    taken.add(int(row_taken[0]))
-                    if row_taken[1] is not None:
-                        held.add(row_taken[1])
-                waiting = []
-                last = row
-            if len(page) < PAGE:
-                return int(last[0]), taken
-
-
-def _transaction_column(engine: Engine, config: Config, schema: str | None) -> str | None:
-    """The configured transaction_id column's actual name, or None where the event log has none
-    (an event log made before the column existed, or by a site's own DDL)."""
-    wanted = config.event_log.columns.transaction_id
-    names = [c["name"] for c in inspect(engine).get_columns(config.event_log.table, schema=schema)]
-    if wanted in names:
-        return wanted
-    return next((n for n in names if n.lower() == wanted.lower()), None)
-
-
-def window_predicate(window: CycleWindow, table: Table, lo: int, hi: int, dialect: str) -> Any:
-    """The rows of the window within record_ids lo..hi; the same rule for reading and nothing else."""
-    c = _role_columns(table, window.columns)
-    predicate = and_(
-        c["status"] == Status.NEW.value,
-        c["record_id"] >= lo,
-        c["record_id"] <= hi,
-    )
-    if window.cutoff_record_id is not None:
-        order = _Order(table, window.columns, dialect, future=True)
-        predicate = and_(predicate, order.at_or_before(window.cutoff_record_id))
-    return predicate
 
 
 @dataclass
@@ -426,12 +121,12 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
 
     w = window
     extra = () if w.transaction_column is None else (w.transaction_column,)
-    table = _event_log_table(w.table, w.columns + extra, w.schema)
-    c = _role_columns(table, w.columns)
+    table = event_log_table_of(w.table, w.columns + extra, w.schema)
+    c = role_columns(table, w.columns)
     engine = engine_for(w.url)
     dialect = engine.dialect.name
     transaction = null() if w.transaction_column is None else table.c[w.transaction_column]
-    readable = _readable_time(c["event_time"], dialect)
+    readable = readable_time(c["event_time"], dialect)
     query = (
         select(
             c["record_id"],
@@ -466,7 +161,7 @@ def _as_read(column: ColumnElement[Any], role: str, dialect: str) -> Any:
     if role == "event_type":
         return cast(column, String)
     if role == "event_time":
-        return _readable_time(column, dialect)
+        return readable_time(column, dialect)
     return column
 
 

@@ -9,7 +9,8 @@ from sqlalchemy import Engine, LargeBinary, cast, func, select
 from publisher.config import Config
 from publisher.database import is_sqlite, table_schema
 from publisher.events import Status
-from publisher.read import as_utc, event_log_table
+from publisher.read import as_utc
+from publisher.window import event_log_table
 
 
 def backlog(config: Config, engine: Engine) -> dict[str, Any]:

@@ -115,6 +115,32 @@ def next_cycle_number(directory: Path) -> int:
     return last + 1
 
 
+WINDOW_FILE = ".publisher-window"
+"""The window of a cycle whose output is written and not yet acknowledged."""
+
+
+def pin_window(directory: Path, pin: str) -> None:
+    """Keep the window of a cycle before it writes anything, until it is acknowledged."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_atomically(directory / WINDOW_FILE, pin.encode("utf-8"))
+
+
+def pinned_window(directory: Path) -> str | None:
+    """The window an unacknowledged cycle kept, or None."""
+    try:
+        return (directory / WINDOW_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def unpin_window(directory: Path) -> None:
+    """Forget the window once its rows are acknowledged."""
+    path = directory / WINDOW_FILE
+    if path.exists():
+        path.unlink()
+        fsync_directory(directory)
+
+
 def remove_stale_temporaries(directory: Path) -> None:
     """Delete the temporary files a killed writer left behind; their documents are written again."""
     for entry in os.scandir(directory):

@@ -10,7 +10,9 @@ import pytest
 from harness import Harness
 from sqlalchemy import text
 
+from publisher import cycle
 from publisher.capture import SQLITE_TRIGGER_SUFFIXES, postgresql_trigger_name, sqlite_trigger_name
+from publisher.errors import StageFailedError
 from publisher.mirror import (
     Difference,
     Mirror,
@@ -21,6 +23,7 @@ from publisher.mirror import (
     source_objects,
     verify,
 )
+from publisher.write import WINDOW_FILE
 
 # Triggers on PostgreSQL record session_user; the publisher must not take it for its own (loopback).
 OTHER_USER = "publisher_app"
@@ -234,12 +237,7 @@ def test_a_value_that_cannot_be_published_is_a_difference(spark, sqlite_database
     ]
 
 
-# --- changes a consumer must not lose (the expected failures: it loses them today) --------------
-
-
-def loses(why: str) -> pytest.MarkDecorator:
-    """The mirror's verdict fails, for the reason given, until the publisher is fixed."""
-    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=why)
+# --- changes a consumer must not lose (each was lost before its fix) ----------------------------
 
 
 def sqlite_publisher(spark, sqlite_database, tmp_path, **settings) -> Harness:
@@ -278,17 +276,29 @@ def test_a_row_deleted_and_inserted_again_is_republished_with_row_adds(spark, sq
     assert verify(h.config, h.engine) == []
 
 
-@loses("a retried cycle merges newer events into an operation under an event-id the consumer applied")
-def test_a_cycle_retried_after_a_lost_acknowledgement_loses_no_newer_change(spark, sqlite_database, tmp_path):
+def test_a_cycle_retried_after_a_lost_acknowledgement_loses_no_newer_change(
+    spark, sqlite_database, tmp_path, monkeypatch
+):
+    """The retried cycle takes exactly the rows it took before: a change logged in between
+    joined them under an event-id the consumer had applied, and was dropped with them."""
     h = sqlite_publisher(spark, sqlite_database, tmp_path)
     h.install("usr")
     h.insert_usr(1, fname="Ann")
     h.poll()
+    h.published()
     sql(h, "UPDATE {usr} SET fname = 'Bob' WHERE idu = 1")
-    h.poll()
-    retried = max(h.statuses())
-    c = h.config.event_log.columns
-    h.db.execute(f"UPDATE {h.table('event_log')} SET {c.status} = 'N' WHERE {c.record_id} = {retried}")
+    with monkeypatch.context() as lost:
+        lost.setattr(cycle, "acknowledge_runs", lose_acknowledgement)
+        with pytest.raises(StageFailedError, match="acknowledge"):
+            h.poll()
+    assert [kind for kind, *_ in h.published().describe()] == ["modify"]
     sql(h, "UPDATE {usr} SET lname = 'Lee' WHERE idu = 1")
-    h.poll()
+    assert h.poll().events == 1
+    assert h.poll().events == 1
+    assert h.poll().idle
     assert verify(h.config, h.engine) == []
+    assert not (h.output / WINDOW_FILE).exists()
+
+
+def lose_acknowledgement(*args, **kwargs):
+    raise ConnectionError("the database went away before the statuses were committed")

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 from collections import Counter
 
 import pytest
 from harness import Harness
 from sqlalchemy import create_engine, text
 
-from publisher.read import plan_window
+from publisher.errors import StageFailedError
+from publisher.window import plan_window, window_pin
+from publisher.write import WINDOW_FILE
 
 # A user no test database logs in as: PostgreSQL's triggers record session_user, which would
 # otherwise be the publisher's own user and make every trigger-logged row loopback.
@@ -295,3 +298,48 @@ def test_future_events_reject_an_infinite_postgresql_time(spark, cycle_path, pos
     again = h.log((4, "usr", "idu=4"))
     h.db.execute(f"UPDATE {log} SET event_time = 'infinity' WHERE record_id = {again[0]}")
     assert h.poll().statuses == {"S": 1}
+
+
+# --- the window of a cycle that was not acknowledged ------------------------------------------
+
+
+def test_a_window_kept_after_its_rows_were_acknowledged_gives_way_to_the_next(harness):
+    """A crash between acknowledging and forgetting the window: its rows are no longer N."""
+    h = publisher(harness)
+    h.install("usr")
+    insert_usr(h, 1)
+    kept = window_pin(plan_window(h.config, h.engine))
+    h.poll()
+    assert not (h.output / WINDOW_FILE).exists()
+    (h.output / WINDOW_FILE).write_text(kept, encoding="utf-8")
+    insert_usr(h, 2)
+
+    assert h.poll().events == 3
+    assert adds(h) == {h.association("idu=1"): 1, h.association("idu=2"): 1}
+    assert not (h.output / WINDOW_FILE).exists()
+    assert h.poll().idle
+
+
+@pytest.mark.parametrize(
+    ("kept", "says"),
+    [
+        ("{not json", "does not hold a cycle's window"),
+        ('{"lo": 1, "hi": 3}', "does not hold a cycle's window"),
+        (
+            '{"table": "other_log", "schema": null, "lo": 1, "hi": 3, "cutoff_record_id": null}',
+            "keeps the unacknowledged rows 1..3 of event log 'other_log'",
+        ),
+    ],
+)
+def test_a_kept_window_that_cannot_be_used_stops_the_cycle_with_what_to_do(harness, kept, says):
+    h = publisher(harness)
+    h.install("usr")
+    insert_usr(h, 1)
+    h.output.mkdir(parents=True, exist_ok=True)
+    (h.output / WINDOW_FILE).write_text(kept, encoding="utf-8")
+
+    with pytest.raises(StageFailedError, match=re.escape(says)) as failure:
+        h.poll()
+    assert str(h.output / WINDOW_FILE) in str(failure.value)
+    assert set(h.statuses().values()) == {"N"}
+    assert h.published().describe() == []

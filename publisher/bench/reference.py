@@ -23,8 +23,9 @@ from publisher.database import association_schema, publisher_user, table_schema
 from publisher.events import EVENT_LOG_COLUMNS, ROW_QUERY_BACK, EventType, Status
 from publisher.keys import key_values
 from publisher.operations import attr_changes, operation_kind
-from publisher.read import UNREADABLE, event_log_table
+from publisher.read import UNREADABLE
 from publisher.values import BadValueError, encode_current
+from publisher.window import event_log_table
 from publisher.write import document_name, write_atomically
 from publisher.xds import Operation, association, build_document, build_operation
 

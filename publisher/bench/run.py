@@ -42,7 +42,7 @@ from publisher.config import Config, SparkConfig
 from publisher.cycle import CycleResult, run_cycle
 from publisher.database import connect, table_schema
 from publisher.events import Status
-from publisher.read import event_log_table
+from publisher.window import event_log_table
 
 log = logging.getLogger("publisher")
 
