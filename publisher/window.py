@@ -188,7 +188,7 @@ def plan_window(config: Config, engine: Engine) -> CycleWindow | None:
         last = hi
         if count == limit:
             end = _WindowEnd(conn, order, transaction_column)
-            last, beyond = end.extend(count)
+            last, beyond = end.extend(count, hi)
             if beyond:
                 lo, hi, count = min(lo, beyond.lo), max(hi, beyond.hi), count + beyond.count
         elif order.future:
@@ -268,16 +268,22 @@ class _WindowEnd:
             query = query.where(self.order.record_id > after[0]).order_by(self.order.record_id)
         return list(self.conn.execute(query.limit(limit)).all())
 
-    def _behind(self, position: int) -> list[Any]:
-        """The window's last rows, up to LOOK_AROUND of them, in processing order."""
+    def _behind(self, position: int, hi: int) -> list[Any]:
+        """The window's last rows, up to LOOK_AROUND of them, in processing order; by record_id
+        an index walk back from `hi`, in future mode the window's own sort."""
+        query = select(*self.columns).where(self.order.eligible)
+        if not self.order.future:
+            newest = query.where(self.order.record_id <= hi).order_by(self.order.record_id.desc())
+            return list(reversed(self.conn.execute(newest.limit(LOOK_AROUND)).all()))
         start = max(0, position - LOOK_AROUND)
-        query = select(*self.columns).where(self.order.eligible).order_by(*self.order.ascending)
-        return list(self.conn.execute(query.offset(start).limit(position - start)).all())
+        query = query.order_by(*self.order.ascending).offset(start).limit(position - start)
+        return list(self.conn.execute(query).all())
 
-    def extend(self, position: int) -> tuple[int, _Taken]:
+    def extend(self, position: int, hi: int) -> tuple[int, _Taken]:
         """The record_id of the window's new last row, and the rows taken past the cut; the
-        window's last row is its `position`-th in processing order."""
-        behind = self._behind(position)
+        window's last row is its `position`-th in processing order (record_id `hi` when that
+        is the order)."""
+        behind = self._behind(position, hi)
         last = behind[-1]
         held = {row[1] for row in behind if row[1] is not None}
         taken = _Taken()
