@@ -155,10 +155,14 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
     watch = _Stopwatch()
     output = Path(config.output.directory).resolve()
     with watch.stage("plan"):
-        window = _window(config, engine, output)
+        kept = pinned_window(output)
+        window = _window(config, engine, output, kept)
         if window is None:
             return CycleResult(seconds=watch.seconds)
         contexts = _contexts(engine, config)
+    if window_pin(window) != kept:
+        with watch.stage("write"):
+            pin_window(output, window_pin(window))
     distributed = window.count > config.spark.small_cycle_events
     if distributed:
         session = spark() if callable(spark) else spark
@@ -196,18 +200,16 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
     )
 
 
-def _window(config: Config, engine: Engine, output: Path) -> CycleWindow | None:
-    """The rows of a cycle that wrote output and was not acknowledged, again; else the next
-    rows. Either is kept in the output directory until its rows are acknowledged."""
-    pin = pinned_window(output)
-    if pin is not None:
-        window = resume_window(config, engine, pin, str(output / WINDOW_FILE))
+def _window(config: Config, engine: Engine, output: Path, kept: str | None) -> CycleWindow | None:
+    """The rows of a cycle that was not acknowledged (`kept`), again; else the next rows, which
+    the cycle keeps in the output directory before it writes anything, until they are
+    acknowledged."""
+    if kept is not None:
+        window = resume_window(config, engine, kept, str(output / WINDOW_FILE))
         if window is not None:
             return window
     window = plan_window(config, engine)
-    if window is not None:
-        pin_window(output, window_pin(window))
-    elif pin is not None:
+    if window is None and kept is not None:
         unpin_window(output)
     return window
 

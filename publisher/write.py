@@ -129,7 +129,7 @@ def pinned_window(directory: Path) -> str | None:
     """The window an unacknowledged cycle kept, or None."""
     try:
         return (directory / WINDOW_FILE).read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 
