@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from harness import Harness
 
+from publisher import cycle
+from publisher.errors import StageFailedError
 from publisher.mirror import verify
 
 PUBLISHER_USER = "publisher_app"
@@ -311,4 +313,48 @@ def test_a_key_column_a_table_key_cannot_name_refuses_the_table(spark, cycle_pat
         "key column name 'a=b' of table 'odd' cannot be written in a table_key"
         " (it holds one of , ; ' + \" = \\ < > or surrounding spaces)"
     ]
+    assert_mirrored(h)
+
+
+def test_query_limit_never_cuts_an_insert_or_a_transaction(spark, cycle_path, database, tmp_path):
+    """Class 5: a window of one row cut a three-column insert in two, and the consumer refused
+    the second <add> with the columns in it. Several rows per statement, several statements
+    per transaction, a key change, a delete and a re-insert, read one row at a time."""
+    h = harness_for(spark, cycle_path, database, tmp_path, tables=(), query_limit=1, batch_size=1)
+    h.db.execute(
+        f"CREATE TABLE {h.table('acct')} (region CHAR(2), num INTEGER, a TEXT, b TEXT, c TEXT, "
+        "PRIMARY KEY (region, num))"
+    )
+    h.install("acct")
+    table = h.table("acct")
+    h.db.execute(
+        f"INSERT INTO {table} VALUES ('eu', 1, 'a1', 'b1', 'c1'), ('us', 1, 'a2', 'b2', 'c2')",
+        f"UPDATE {table} SET num = 2, a = 'moved' WHERE region = 'eu'",
+        f"DELETE FROM {table} WHERE region = 'us'",
+        f"INSERT INTO {table} VALUES ('us', 1, 'again', 'b3', NULL)",
+    )
+    drain(h)
+    assert_mirrored(h)
+
+
+def test_a_cycle_whose_acknowledgement_was_lost_is_repeated_exactly(spark, cycle_path, database, tmp_path, monkeypatch):
+    """Found by the mirror: the repeat took a change logged in between into an operation whose
+    event-id the consumer had applied, and the consumer dropped it."""
+    h = harness_for(spark, cycle_path, database, tmp_path, tables=())
+    h.db.execute(f"CREATE TABLE {h.table('acct')} (id INTEGER PRIMARY KEY, a TEXT, b TEXT)")
+    h.install("acct")
+    table = h.table("acct")
+    h.db.execute(f"INSERT INTO {table} VALUES (1, 'a1', NULL)")
+    drain(h)
+    h.db.execute(f"UPDATE {table} SET a = 'a2' WHERE id = 1")
+
+    def lost(*args, **kwargs):
+        raise ConnectionError("the database went away before the statuses were committed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cycle, "acknowledge_runs", lost)
+        with pytest.raises(StageFailedError, match="stage acknowledge"):
+            h.poll()
+    h.db.execute(f"UPDATE {table} SET b = 'b2' WHERE id = 1")
+    drain(h)
     assert_mirrored(h)
