@@ -192,3 +192,22 @@ def read_change_tables(output: Path) -> dict[str, list[dict[str, Any]]]:
         table.name: [row for path in sorted(table.glob("*.parquet")) for row in pq.read_table(path).to_pylist()]
         for table in (sorted(folder.iterdir()) if folder.exists() else [])
     }
+
+
+def drain(h: Harness, cycles: int = 20) -> None:
+    """Poll until a cycle finds nothing new."""
+    for _ in range(cycles):
+        if h.poll().idle:
+            return
+    raise AssertionError(f"the event log did not drain in {cycles} cycles")
+
+
+def assert_mirrored(h: Harness, rejects_allowed: bool = True) -> None:
+    """No event is left N and the consumer mirror equals the tables."""
+    from publisher.mirror import verify
+
+    statuses = set(h.statuses().values())
+    assert "N" not in statuses
+    if not rejects_allowed:
+        assert "E" not in statuses, h.rejects()
+    assert [str(d) for d in verify(h.config, h.engine)] == []

@@ -4,11 +4,10 @@ mirror equal to the source, on SQLite and PostgreSQL, in the driver and as Spark
 from __future__ import annotations
 
 import pytest
-from harness import Harness
+from harness import Harness, assert_mirrored, drain
 
 from publisher import cycle
 from publisher.errors import StageFailedError
-from publisher.mirror import verify
 
 PUBLISHER_USER = "publisher_app"
 """Triggers on PostgreSQL record session_user; the publisher must not take it for its own."""
@@ -25,17 +24,6 @@ def blob(h: Harness, hex_digits: str) -> str:
     return f"x'{hex_digits}'" if h.dialect == "sqlite" else f"'\\x{hex_digits}'::bytea"
 
 
-def drain(h: Harness) -> None:
-    for _ in range(20):
-        if h.poll().idle:
-            return
-    raise AssertionError("the event log did not drain in 20 cycles")
-
-
-def assert_mirrored(h: Harness) -> None:
-    statuses = h.statuses()
-    assert "N" not in statuses.values()
-    assert [str(d) for d in verify(h.config, h.engine)] == []
 
 
 TYPED_KEYS = {
