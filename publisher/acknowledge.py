@@ -98,23 +98,6 @@ def joined_runs(runs: Iterable[StatusRun]) -> Iterator[StatusRun]:
         yield pending
 
 
-def runs_of(outcomes: Iterable[tuple[int, Status]]) -> Iterator[StatusRun]:
-    """(record_id, status) in record_id order, as runs of one status."""
-    return joined_runs((status, IdRun(rid, rid)) for rid, status in outcomes)
-
-
-def acknowledge(
-    engine: Engine,
-    config: Config,
-    read: Sequence[IdRun],
-    exceptions: Mapping[int, Status],
-    run_post_polling: bool,
-) -> Mapping[Status, int]:
-    """Give every read event its status: `exceptions` holds the events whose status is not S,
-    every other read event gets S. See `acknowledge_runs`."""
-    return acknowledge_runs(engine, config, status_runs(read, exceptions), run_post_polling)
-
-
 def acknowledge_runs(
     engine: Engine, config: Config, runs: Iterable[StatusRun], run_post_polling: bool
 ) -> Mapping[Status, int]:

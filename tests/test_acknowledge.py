@@ -2,6 +2,8 @@
 all or nothing."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from harness import Harness
 from hypothesis import given, settings
@@ -11,10 +13,10 @@ from publisher import acknowledge as ack
 from publisher.acknowledge import (
     AcknowledgeError,
     IdRun,
-    acknowledge,
+    StatusRun,
     acknowledge_runs,
     id_runs,
-    runs_of,
+    joined_runs,
     status_runs,
 )
 from publisher.events import Status
@@ -56,7 +58,7 @@ def test_only_the_read_rows_change_in_bounded_statements(spark, database, tmp_pa
 
     statements: list[str] = []
     event.listen(h.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
-    written = acknowledge(h.engine, h.config, id_runs(read), exceptions, run_post_polling=False)
+    written = acknowledge(h, id_runs(read), exceptions)
 
     expected = {rid: (exceptions.get(rid, Status.SUCCESS).value if rid in read else "N") for rid in ids}
     assert h.statuses() == expected
@@ -76,11 +78,21 @@ def test_a_row_that_is_no_longer_new_rolls_everything_back(spark, database, tmp_
         f"UPDATE {h.table('event_log')} SET status = 'S' WHERE record_id = {ids[6]}"
     )
     with pytest.raises(AcknowledgeError, match="expected to mark 7 event log rows S, but 6 were still new"):
-        acknowledge(h.engine, h.config, [IdRun(ids[0], ids[-1])], {ids[0]: Status.ERROR}, run_post_polling=False)
+        acknowledge(h, [IdRun(ids[0], ids[-1])], {ids[0]: Status.ERROR})
     assert h.statuses() == {**{rid: "N" for rid in ids}, ids[6]: "S"}
 
 
 # --- statuses as runs: what a cycle of any size hands over ---------------------------------------
+
+
+def acknowledge(h, read, exceptions):
+    """Every read event S, but for the exceptions."""
+    return acknowledge_runs(h.engine, h.config, status_runs(read, exceptions), run_post_polling=False)
+
+
+def runs_of(outcomes) -> Iterator[StatusRun]:
+    """(record_id, status) in record_id order, as runs of one status."""
+    return joined_runs((status, IdRun(rid, rid)) for rid, status in outcomes)
 
 
 OUTCOMES = st.sampled_from([Status.SUCCESS, Status.WARNING, Status.ERROR])
