@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from publisher.config import Config, ConfigError, load_config
 
 if TYPE_CHECKING:
-    from publisher.lock import PublisherLock
+    from publisher.service.lock import PublisherLock
 
 EPILOG = """\
 configuration:
@@ -221,7 +221,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "parse-key":
         return _parse_key(args.text)
     if args.command == "demo":
-        from publisher.demo import run_demo
+        from publisher.service.demo import run_demo
 
         return _guard(lambda: run_demo(Path(args.directory), args.master, args.formats), None)
     if args.command == "bench":
@@ -251,10 +251,10 @@ def _guard(action: Any, config: Config | None) -> int:
     """Turn an unreachable database or unwritable output into exit 1 with one readable line."""
     from sqlalchemy.exc import DBAPIError, NoSuchTableError, OperationalError
 
-    from publisher.capture import CaptureError
+    from publisher.capture.install import CaptureError
     from publisher.database import MissingDriverError
     from publisher.errors import TransientError, root_cause
-    from publisher.lock import LockHeldError
+    from publisher.service.lock import LockHeldError
 
     redact = config.database.redact if config else str
     try:
@@ -275,7 +275,7 @@ def _guard(action: Any, config: Config | None) -> int:
 
 
 def _parse_key(text: str) -> int:
-    from publisher.keys import KeySyntaxError, format_key, parse_key
+    from publisher.model.keys import KeySyntaxError, format_key, parse_key
 
     try:
         parts = parse_key(text)
@@ -290,7 +290,7 @@ def _parse_key(text: str) -> int:
 
 
 def _install(config: Config, args: argparse.Namespace) -> int:
-    from publisher.capture import install_capture
+    from publisher.capture.install import install_capture
     from publisher.database import connect
 
     statements = install_capture(config, connect(config), args.table, args.style, args.dry_run)
@@ -305,10 +305,10 @@ def _install(config: Config, args: argparse.Namespace) -> int:
 
 
 def _poll(config: Config) -> int:
-    from publisher.cycle import run_cycle
     from publisher.database import connect
-    from publisher.lock import PublisherLock
-    from publisher.spark import get_spark
+    from publisher.pipeline.cycle import run_cycle
+    from publisher.pipeline.spark import get_spark
+    from publisher.service.lock import PublisherLock
 
     engine = connect(config)
     _check_reachable(engine)
@@ -326,9 +326,9 @@ def _run(config: Config) -> int:
 
     from publisher.database import connect
     from publisher.errors import root_cause
-    from publisher.lock import PublisherLock
-    from publisher.loop import backoff_seconds, install_stop_handlers, run_forever
-    from publisher.spark import get_spark
+    from publisher.pipeline.spark import get_spark
+    from publisher.service.lock import PublisherLock
+    from publisher.service.loop import backoff_seconds, install_stop_handlers, run_forever
 
     log = logging.getLogger("publisher")
     engine = connect(config)
@@ -368,7 +368,7 @@ def _run(config: Config) -> int:
 
 def _stats(config: Config, as_json: bool) -> int:
     from publisher.database import connect
-    from publisher.stats import backlog, format_backlog
+    from publisher.service.stats import backlog, format_backlog
 
     report = backlog(config, connect(config))
     print(json.dumps(report, default=str) if as_json else format_backlog(report))
@@ -377,7 +377,7 @@ def _stats(config: Config, as_json: bool) -> int:
 
 def _verify(config: Config, documents: str | None) -> int:
     from publisher.database import connect
-    from publisher.mirror import check
+    from publisher.service.mirror import check
 
     engine = connect(config)
     directory = Path(documents or config.output.directory)

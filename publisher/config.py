@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from publisher.events import EVENT_LOG_COLUMNS
+from publisher.model.events import EVENT_LOG_COLUMNS
 
 ENV_PREFIX = "PUBLISHER_"
 

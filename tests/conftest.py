@@ -84,7 +84,7 @@ def spark():
     """The one SparkSession of the test run (small, two cores)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from publisher.config import SparkConfig
-    from publisher.spark import get_spark
+    from publisher.pipeline.spark import get_spark
 
     session = get_spark(SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}))
     yield session

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from lxml import etree
 from sqlalchemy import text
 
-from publisher.capture import event_log_ddl, install_capture
+from publisher.capture.install import event_log_ddl, install_capture
 from publisher.config import (
     Config,
     DatabaseConfig,
@@ -21,8 +21,8 @@ from publisher.config import (
     PublisherSettings,
     SparkConfig,
 )
-from publisher.cycle import CycleResult, run_cycle
 from publisher.database import connect
+from publisher.pipeline.cycle import CycleResult, run_cycle
 
 USR_COLUMNS = ("idu", "fname", "lname", "photo", "age", "active", "born")
 USR_DDL = {
@@ -204,7 +204,7 @@ def drain(h: Harness, cycles: int = 20) -> None:
 
 def assert_mirrored(h: Harness, rejects_allowed: bool = True) -> None:
     """No event is left N and the consumer mirror equals the tables."""
-    from publisher.mirror import verify
+    from publisher.service.mirror import verify
 
     statuses = set(h.statuses().values())
     assert "N" not in statuses

@@ -568,7 +568,7 @@ def poll_with(h: Any, poll: Poll) -> None:
 
 def finish(h: Any, style: str, path: str, ddl: list[str], script: Script) -> Outcome:
     """Drain the event log, then compare the consumer mirror with the tables."""
-    from publisher.mirror import verify
+    from publisher.service.mirror import verify
 
     h.output.mkdir(parents=True, exist_ok=True)  # no document at all is a valid outcome too
     for _ in range(DRAIN_CYCLES):

@@ -9,8 +9,9 @@ from harness import Harness
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from publisher import acknowledge as ack
-from publisher.acknowledge import (
+from publisher.model.events import Status
+from publisher.pipeline import acknowledge as ack
+from publisher.pipeline.acknowledge import (
     AcknowledgeError,
     IdRun,
     StatusRun,
@@ -19,7 +20,6 @@ from publisher.acknowledge import (
     joined_runs,
     status_runs,
 )
-from publisher.events import Status
 
 
 @settings(max_examples=300, deadline=None, database=None)

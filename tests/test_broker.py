@@ -15,9 +15,9 @@ import nats
 import pytest
 from harness import Harness, read_messages
 
-from publisher.broker import MESSAGE_ID_HEADER, publish_file, subject_token
 from publisher.config import ConfigError, MessagesConfig, load_config
 from publisher.errors import StageFailedError
+from publisher.outputs.broker import MESSAGE_ID_HEADER, publish_file, subject_token
 
 NATS_URL = os.environ.get("PUBLISHER_TEST_NATS_URL", "nats://127.0.0.1:4222")
 

@@ -1,4 +1,4 @@
-"""Tests for publisher.capture: the event log DDL and the triggers, on SQLite and PostgreSQL."""
+"""Tests for publisher.capture.install: the event log DDL and the triggers, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import base64
@@ -27,10 +27,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSON
 
-import publisher.capture as capture
-from publisher.capture import CaptureError, event_log_ddl, install_capture, trigger_sql
+import publisher.capture.install as capture
+from publisher.capture.install import CaptureError, event_log_ddl, install_capture, trigger_sql
 from publisher.config import Config, DatabaseConfig, EventLogColumns, EventLogConfig
-from publisher.keys import KeyPart, parse_key
+from publisher.model.keys import KeyPart, parse_key
 
 BORN = dt.datetime(2024, 1, 2, 3, 4, 5)
 BORN_TEXT = {"sqlite": "2024-01-02 03:04:05.000000", "postgresql": "2024-01-02 03:04:05"}

@@ -14,8 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from publisher.catalog import ColumnInfo, TableInfo
-from publisher.change_tables import (
+from publisher.config import ChangeTablesConfig
+from publisher.model.catalog import ColumnInfo, TableInfo
+from publisher.model.values import ValueType
+from publisher.outputs.change_tables import (
     HEADER_FIELDS,
     TRAIL_FIELDS,
     ChangeTableError,
@@ -25,9 +27,7 @@ from publisher.change_tables import (
     table_directory,
     write_change_table_files,
 )
-from publisher.changes import Change, StampedChange, TransactionPlace
-from publisher.config import ChangeTablesConfig
-from publisher.values import ValueType
+from publisher.rules.changes import Change, StampedChange, TransactionPlace
 
 UTC = dt.timezone.utc
 PLAIN = ChangeTablesConfig(enabled=True)

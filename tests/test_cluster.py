@@ -21,7 +21,7 @@ from lxml import etree
 from sqlalchemy import text
 
 from publisher.bench.cluster import StandaloneCluster, spark_conf_for
-from publisher.capture import install_capture
+from publisher.capture.install import install_capture
 from publisher.config import load_config
 from publisher.database import connect
 

@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 from xml_compare import assert_same_xml
 
 from publisher.config import EventLogColumns
-from publisher.keys import KeyPart, parse_key
+from publisher.model.keys import KeyPart, parse_key
 
 # A user name no test database logs in as: triggers on PostgreSQL record session_user, which
 # would otherwise be the publisher's own user and make every trigger-logged row loopback.

@@ -17,15 +17,15 @@ from hypothesis import strategies as st
 from lxml import etree
 from sqlalchemy import text
 
-from publisher.capture import triggered_tables
-from publisher.catalog import Catalog, ColumnInfo, TableInfo
-from publisher.classify import ClassifyContext, Disposition, classify_event
-from publisher.events import EVENT_LOG_COLUMNS
-from publisher.keys import KeyKind, canonical_key
-from publisher.read import UNREADABLE
-from publisher.stats import backlog
-from publisher.values import ValueType, xml_problem
-from publisher.xds import AttrChange, Operation, OperationKind, Value, association, build_operation
+from publisher.capture.install import triggered_tables
+from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
+from publisher.model.events import EVENT_LOG_COLUMNS
+from publisher.model.keys import KeyKind, canonical_key
+from publisher.model.values import ValueType, xml_problem
+from publisher.outputs.xds import AttrChange, Operation, OperationKind, Value, association, build_operation
+from publisher.pipeline.read import UNREADABLE
+from publisher.rules.classify import ClassifyContext, Disposition, classify_event
+from publisher.service.stats import backlog
 
 # A user no test database logs in as, so that trigger-logged rows on PostgreSQL are not loopback.
 OTHER_USER = "publisher_app"

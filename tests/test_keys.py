@@ -1,4 +1,4 @@
-"""Tests for publisher.keys: the table_key grammar, formatting and canonical keys."""
+"""Tests for publisher.model.keys: the table_key grammar, formatting and canonical keys."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from publisher.keys import (
+from publisher.model.keys import (
     KeyColumnError,
     KeyKind,
     KeyPart,

@@ -15,12 +15,12 @@ import pytest
 
 from publisher.cli import main
 from publisher.config import Config, DatabaseConfig, PublisherSettings
-from publisher.lock import LockHeldError, PublisherLock
+from publisher.service.lock import LockHeldError, PublisherLock
 
 HOLD_THE_LOCK = """
 import sys, time
 from publisher.config import load_config
-from publisher.lock import PublisherLock
+from publisher.service.lock import PublisherLock
 
 lock = PublisherLock(load_config(sys.argv[1], environ={}))
 lock.acquire()

@@ -8,8 +8,8 @@ from lxml import etree
 from sqlalchemy.exc import OperationalError
 
 from publisher.config import Config, OutputConfig, PublisherSettings
-from publisher.cycle import CycleResult
-from publisher.loop import run_forever, seconds_until_next
+from publisher.pipeline.cycle import CycleResult
+from publisher.service.loop import run_forever, seconds_until_next
 
 
 def config(tmp_path, **settings) -> Config:

@@ -18,10 +18,10 @@ import fastavro
 import fastavro.validation
 import pytest
 
-from publisher.catalog import ColumnInfo, TableInfo
-from publisher.changes import DELETE, INSERT, UPDATE, Change, StampedChange, TransactionPlace
 from publisher.config import MessagesConfig
-from publisher.messages import (
+from publisher.model.catalog import ColumnInfo, TableInfo
+from publisher.model.values import ValueType
+from publisher.outputs.messages import (
     TableVersions,
     TableVersionsError,
     avro_name,
@@ -33,7 +33,7 @@ from publisher.messages import (
     schema_id,
     table_signature,
 )
-from publisher.values import ValueType
+from publisher.rules.changes import DELETE, INSERT, UPDATE, Change, StampedChange, TransactionPlace
 
 UTC = dt.timezone.utc
 LABEL = "crm"
@@ -461,7 +461,7 @@ class TestJsonLine:
 
 
 def test_building_messages_imports_no_spark() -> None:
-    code = "import sys, publisher.messages; print(any(m.split('.')[0] == 'pyspark' for m in sys.modules))"
+    code = "import sys, publisher.outputs.messages; print(any(m.split('.')[0] == 'pyspark' for m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=Path(__file__).parent.parent)
     assert result.stdout.strip() == "False"

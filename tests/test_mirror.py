@@ -10,10 +10,11 @@ import pytest
 from harness import Harness
 from sqlalchemy import text
 
-from publisher import cycle
-from publisher.capture import SQLITE_TRIGGER_SUFFIXES, postgresql_trigger_name, sqlite_trigger_name
+from publisher.capture.install import SQLITE_TRIGGER_SUFFIXES, postgresql_trigger_name, sqlite_trigger_name
 from publisher.errors import StageFailedError
-from publisher.mirror import (
+from publisher.outputs.files import WINDOW_FILE
+from publisher.pipeline import cycle
+from publisher.service.mirror import (
     Difference,
     Mirror,
     compare,
@@ -23,7 +24,6 @@ from publisher.mirror import (
     source_objects,
     verify,
 )
-from publisher.write import WINDOW_FILE
 
 # Triggers on PostgreSQL record session_user; the publisher must not take it for its own (loopback).
 OTHER_USER = "publisher_app"

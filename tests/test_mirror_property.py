@@ -4,7 +4,7 @@ Generated schemas (keys of every type, single and compound, key-only tables, eve
 non-key column) take random DML through the real triggers, on SQLite and PostgreSQL, in both
 capture styles and on both cycle paths, polled in between with random `query_limit` and
 `batch_size`. After a drain no event is left `N`, and replaying the published documents into
-a consumer (publisher.mirror) gives exactly the rows of the tables.
+a consumer (publisher.service.mirror) gives exactly the rows of the tables.
 
 CI runs a fixed set of examples (derandomized). PUBLISHER_PROPERTY_EXAMPLES=n runs n random
 examples per combination (a fifth of them on the Spark path) and shrinks a failure for as

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from lxml import etree
 
-from publisher.catalog import ColumnInfo, TableInfo
-from publisher.operations import OperationContext, build_operation_xml, operation_kind
-from publisher.values import ValueType
-from publisher.xds import OperationKind
+from publisher.model.catalog import ColumnInfo, TableInfo
+from publisher.model.values import ValueType
+from publisher.outputs.xds import OperationKind
+from publisher.rules.operations import OperationContext, build_operation_xml, operation_kind
 
 USR = TableInfo(
     "usr",

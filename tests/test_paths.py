@@ -17,8 +17,8 @@ from sqlalchemy import text
 
 from publisher.bench.workload import discard, generate
 from publisher.config import ChangeTablesConfig, Config, MessagesConfig
-from publisher.cycle import CycleResult, run_cycle
 from publisher.database import connect
+from publisher.pipeline.cycle import CycleResult, run_cycle
 
 ROWS, EVENTS, QUERY_LIMIT, BATCH_SIZE = 120, 3_000, 1_100, 50
 

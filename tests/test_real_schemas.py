@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from harness import Harness, assert_mirrored, drain
 
-from publisher import cycle
 from publisher.errors import StageFailedError
+from publisher.pipeline import cycle
 
 PUBLISHER_USER = "publisher_app"
 """Triggers on PostgreSQL record session_user; the publisher must not take it for its own."""

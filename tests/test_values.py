@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from publisher.values import (
+from publisher.model.values import (
     BadValueError,
     ValueType,
     encode_current,

@@ -13,8 +13,8 @@ from harness import Harness
 from sqlalchemy import create_engine, text
 
 from publisher.errors import StageFailedError
-from publisher.window import plan_window, window_pin
-from publisher.write import WINDOW_FILE
+from publisher.outputs.files import WINDOW_FILE
+from publisher.pipeline.window import plan_window, window_pin
 
 # A user no test database logs in as: PostgreSQL's triggers record session_user, which would
 # otherwise be the publisher's own user and make every trigger-logged row loopback.

@@ -6,8 +6,8 @@ import pytest
 from lxml import etree
 from xml_compare import assert_same_xml
 
-from publisher.values import ValueType
-from publisher.xds import (
+from publisher.model.values import ValueType
+from publisher.outputs.xds import (
     AttrChange,
     Operation,
     OperationKind,

@@ -233,7 +233,7 @@ class ConnectServer(_Daemons):
 
     Its Python workers run this interpreter, so the `publisher` package is importable there; its
     log and pid file live in `workdir`. It fixes what a Connect client cannot set, as
-    `publisher.spark.get_spark` does for a local session: no web UI, JVMs in UTC.
+    `publisher.pipeline.spark.get_spark` does for a local session: no web UI, JVMs in UTC.
     """
 
     daemon_classes = (CONNECT_CLASS,)
@@ -283,7 +283,7 @@ def spark_conf_for(cluster: StandaloneCluster, executor_memory: str = "1g") -> d
     `publisher` package installed, for Python workers.
 
     The executors' Python workers run what the driver process's PYSPARK_PYTHON names, which
-    `publisher.spark.get_spark` defaults to its own interpreter; the settings here say the same to
+    `publisher.pipeline.spark.get_spark` defaults to its own interpreter; the settings here say the same to
     the JVM and the executors' environment, but do not override a PYSPARK_PYTHON the driver
     inherited."""
     return {

@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from publisher.config import Config
 from publisher.database import is_sqlite, table_schema
-from publisher.events import EVENT_LOG_COLUMNS, Status
+from publisher.model.events import EVENT_LOG_COLUMNS, Status
 
 
 @dataclass(frozen=True)

@@ -39,10 +39,10 @@ from publisher.bench.workload import (
     generate,
 )
 from publisher.config import Config, SparkConfig
-from publisher.cycle import CycleResult, run_cycle
 from publisher.database import connect, table_schema
-from publisher.events import Status
-from publisher.window import event_log_table
+from publisher.model.events import Status
+from publisher.pipeline.cycle import CycleResult, run_cycle
+from publisher.pipeline.window import event_log_table
 
 log = logging.getLogger("publisher")
 
@@ -414,7 +414,7 @@ def warm_up(spark: SparkSession, options: BenchOptions, workdir: Path) -> None:
 
 
 def _spark(config: Config, conf: dict[str, str]) -> SparkSession:
-    from publisher.spark import get_spark
+    from publisher.pipeline.spark import get_spark
 
     return get_spark(SparkConfig(master=config.spark.master, conf=conf))
 

@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from publisher.capture import install_capture
+from publisher.capture.install import install_capture
 from publisher.config import Config, DatabaseConfig, OutputConfig, PublisherSettings, SparkConfig
 from publisher.database import connect
 

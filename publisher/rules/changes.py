@@ -21,11 +21,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from publisher.catalog import TableInfo
-from publisher.events import EventType
-from publisher.keys import key_values
-from publisher.values import encode_logged
-from publisher.xds import OperationKind
+from publisher.model.catalog import TableInfo
+from publisher.model.events import EventType
+from publisher.model.keys import key_values
+from publisher.model.values import encode_logged
+from publisher.outputs.xds import OperationKind
 
 INSERT = "INSERT"
 UPDATE = "UPDATE"

@@ -146,11 +146,11 @@ def source_objects(config: Config, engine: Engine) -> tuple[Objects, list[Differ
 
 
 def _source(config: Config, engine: Engine) -> tuple[int, Objects, list[Difference]]:
-    from publisher.capture import published_tables
-    from publisher.catalog import reflect_catalog
+    from publisher.capture.install import published_tables
     from publisher.database import association_schema, table_schema
-    from publisher.queryback import QueryBackContext, scan_table
-    from publisher.xds import association
+    from publisher.model.catalog import reflect_catalog
+    from publisher.outputs.xds import association
+    from publisher.pipeline.queryback import QueryBackContext, scan_table
 
     schema = table_schema(config, engine)
     catalog = reflect_catalog(engine, schema, published_tables(config, engine))
@@ -210,8 +210,8 @@ def _shown(values: set[str] | None) -> str:
 def pending_events(config: Config, engine: Engine) -> int:
     """Event log rows still new: until they are published, the consumer is expected to lag."""
     from publisher.database import table_schema
-    from publisher.events import Status
-    from publisher.window import event_log_table
+    from publisher.model.events import Status
+    from publisher.pipeline.window import event_log_table
 
     table = event_log_table(config, table_schema(config, engine))
     status = table.c[config.event_log.columns.status]

@@ -9,12 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from publisher.catalog import TableInfo
-from publisher.changes import Change, change_of
-from publisher.events import EventType
-from publisher.precedence import PUBLISHED, CurrentRow, Decision, position
-from publisher.values import ValueType
-from publisher.xds import (
+from publisher.model.catalog import TableInfo
+from publisher.model.events import EventType
+from publisher.model.values import ValueType
+from publisher.outputs.xds import (
     AttrChange,
     Operation,
     OperationKind,
@@ -22,6 +20,8 @@ from publisher.xds import (
     association,
     build_operation,
 )
+from publisher.rules.changes import Change, change_of
+from publisher.rules.precedence import PUBLISHED, CurrentRow, Decision, position
 
 
 @dataclass(frozen=True)

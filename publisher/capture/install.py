@@ -44,13 +44,13 @@ from typing import Literal
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy import types as sqltypes
 
-from publisher.catalog import PublishedTables
 from publisher.config import Config
 from publisher.database import is_sqlite, table_schema
-from publisher.events import EVENT_LOG_COLUMNS, EventType
-from publisher.keys import writable_key_column
-from publisher.values import ValueType, value_type_of
-from publisher.valuetext import function_settings_sql, value_text_sql
+from publisher.model.catalog import PublishedTables
+from publisher.model.events import EVENT_LOG_COLUMNS, EventType
+from publisher.model.keys import writable_key_column
+from publisher.model.values import ValueType, value_type_of
+from publisher.model.valuetext import function_settings_sql, value_text_sql
 
 Style = Literal["field", "row"]
 STYLES: tuple[Style, ...] = ("field", "row")
@@ -284,7 +284,7 @@ def _template(dialect: str, name: str) -> string.Template:
 
 def _sql_dir() -> Path:
     """Find the templates in an installed wheel (``publisher/sql``) or a source checkout."""
-    here = Path(__file__).parent
+    here = Path(__file__).parent.parent
     candidates = (here / "sql", here.parent / "sql")
     for path in candidates:
         if path.is_dir():

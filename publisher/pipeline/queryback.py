@@ -30,13 +30,13 @@ from sqlalchemy import (
 from sqlalchemy.exc import DataError
 from sqlalchemy.types import NullType
 
-from publisher.catalog import TableInfo
 from publisher.errors import root_cause
-from publisher.failpoints import reached
-from publisher.keys import KeyPart, bound_value, canonical_value, format_key, key_values
-from publisher.precedence import CurrentRow
-from publisher.values import BadValueError, shown
-from publisher.valuetext import encode_read, settings_sql, value_text_sql
+from publisher.model.catalog import TableInfo
+from publisher.model.keys import KeyPart, bound_value, canonical_value, format_key, key_values
+from publisher.model.values import BadValueError, shown
+from publisher.model.valuetext import encode_read, settings_sql, value_text_sql
+from publisher.pipeline.failpoints import reached
+from publisher.rules.precedence import CurrentRow
 
 CHUNK = 500
 
@@ -100,7 +100,7 @@ def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[Published]:
 def _session(ctx: QueryBackContext) -> Iterator[Connection]:
     """A connection on the text settings the capture functions use (a session of its own:
     the engines of `workers.engine_for` do not pool)."""
-    from publisher.workers import engine_for
+    from publisher.pipeline.workers import engine_for
 
     engine = engine_for(ctx.url)
     with engine.connect() as conn:

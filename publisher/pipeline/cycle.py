@@ -25,24 +25,13 @@ from pyspark.sql import functions as F
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from publisher import failpoints
-from publisher.acknowledge import ANALYZE_AFTER, StatusRun, acknowledge_runs, id_runs, refresh_statistics, status_runs
-from publisher.capture import published_tables
-from publisher.catalog import reflect_catalog
-from publisher.changes import NO_TIME, Change, stamp, time_prefix, transaction_places
-from publisher.classify import CLASSIFIED_FIELD_NAMES, CLASSIFIED_SCHEMA, ClassifyContext, Disposition, RowClassifier
+from publisher.capture.install import published_tables
 from publisher.config import Config
 from publisher.database import association_schema, publisher_user, table_schema
 from publisher.errors import OutputStateError, StageFailedError, root_cause
-from publisher.events import EVENT_LOG_COLUMNS, Status
-from publisher.formats import CycleFormats, FormatsWritten, PartWritten, reserve_change_numbers, write_part
-from publisher.objects import ObjectsContext, StatusNote, publish_objects, publishable_fields
-from publisher.operations import OperationContext, PublishedOperation
-from publisher.queryback import QueryBackContext
-from publisher.read import ARROW_BATCH_ROWS, read_events, read_rows
-from publisher.spark import is_connect
-from publisher.window import CycleWindow, plan_window, resume_window, window_pin
-from publisher.write import (
+from publisher.model.catalog import reflect_catalog
+from publisher.model.events import EVENT_LOG_COLUMNS, Status
+from publisher.outputs.files import (
     WINDOW_FILE,
     DocumentWritten,
     append_rejects,
@@ -54,6 +43,30 @@ from publisher.write import (
     write_documents_distributed,
     write_outcomes_distributed,
 )
+from publisher.outputs.formats import CycleFormats, FormatsWritten, PartWritten, reserve_change_numbers, write_part
+from publisher.pipeline import failpoints
+from publisher.pipeline.acknowledge import (
+    ANALYZE_AFTER,
+    StatusRun,
+    acknowledge_runs,
+    id_runs,
+    refresh_statistics,
+    status_runs,
+)
+from publisher.pipeline.objects import ObjectsContext, StatusNote, publish_objects, publishable_fields
+from publisher.pipeline.queryback import QueryBackContext
+from publisher.pipeline.read import ARROW_BATCH_ROWS, read_events, read_rows
+from publisher.pipeline.spark import is_connect
+from publisher.pipeline.window import CycleWindow, plan_window, resume_window, window_pin
+from publisher.rules.changes import NO_TIME, Change, stamp, time_prefix, transaction_places
+from publisher.rules.classify import (
+    CLASSIFIED_FIELD_NAMES,
+    CLASSIFIED_SCHEMA,
+    ClassifyContext,
+    Disposition,
+    RowClassifier,
+)
+from publisher.rules.operations import OperationContext, PublishedOperation
 
 SparkProvider = SparkSession | Callable[[], SparkSession]
 """A session, or a function that builds one: a run of small cycles never starts Spark."""
@@ -385,8 +398,8 @@ def _formats_distributed(
     import pyarrow as pa
     from pyspark.sql import Window
 
-    from publisher.changes import TransactionPlace
-    from publisher.workers import arrow_batch, arrow_schema
+    from publisher.pipeline.workers import arrow_batch, arrow_schema
+    from publisher.rules.changes import TransactionPlace
 
     started = time.perf_counter()
     formats = _cycle_formats(contexts, config, output, cycle_number)
@@ -487,7 +500,7 @@ def _resolve_by_object(
     Without `steps` (Spark Connect has no accumulators) the time spent per step is not summed."""
     import pyarrow as pa
 
-    from publisher.workers import arrow_batch, arrow_schema
+    from publisher.pipeline.workers import arrow_batch, arrow_schema
 
     schema = arrow_schema(NOTE_SCHEMA)
 

@@ -17,10 +17,10 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from publisher.config import Config, parse_time_of_day
-from publisher.cycle import CycleResult, SparkProvider, run_cycle
 from publisher.errors import TransientError, root_cause
-from publisher.write import document_name, next_cycle_number, write_atomically
-from publisher.xds import build_heartbeat
+from publisher.outputs.files import document_name, next_cycle_number, write_atomically
+from publisher.outputs.xds import build_heartbeat
+from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
 
 log = logging.getLogger("publisher")
 MAX_BACKOFF_SECONDS = 300.0

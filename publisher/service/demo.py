@@ -8,11 +8,11 @@ from pathlib import Path
 from lxml import etree
 from sqlalchemy import text
 
-from publisher.capture import install_capture
+from publisher.capture.install import install_capture
 from publisher.config import load_config
-from publisher.cycle import run_cycle
 from publisher.database import connect
-from publisher.spark import get_spark
+from publisher.pipeline.cycle import run_cycle
+from publisher.pipeline.spark import get_spark
 
 CONFIG_TEMPLATE = """\
 # Written by `publisher demo`; run `publisher poll -c {config}` after changing {database}.

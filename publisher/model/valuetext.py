@@ -9,7 +9,7 @@ triggers log it with, under the same session settings, and both texts then go th
 """
 from __future__ import annotations
 
-from publisher.values import ValueType, encode_current, encode_logged
+from publisher.model.values import ValueType, encode_current, encode_logged
 
 TEXT_SETTINGS: tuple[tuple[str, str], ...] = (
     ("datestyle", "ISO, YMD"),

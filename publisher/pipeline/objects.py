@@ -14,10 +14,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from publisher.events import Status
-from publisher.operations import OperationContext, PublishedOperation, object_operations
-from publisher.precedence import decide, needs_query_back, position
-from publisher.queryback import QueryBackContext, current_rows
+from publisher.model.events import Status
+from publisher.pipeline.queryback import QueryBackContext, current_rows
+from publisher.rules.operations import OperationContext, PublishedOperation, object_operations
+from publisher.rules.precedence import decide, needs_query_back, position
 
 SLICE_EVENTS = 5000
 

@@ -14,7 +14,7 @@ from importlib import metadata
 
 from lxml import etree
 
-from publisher.values import ValueType
+from publisher.model.values import ValueType
 
 PRODUCT_NAME = "Event Log Publisher"
 CONTACT = "event-log-publisher"

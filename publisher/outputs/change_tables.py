@@ -16,8 +16,11 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from publisher.catalog import TableInfo
-from publisher.changes import (
+from publisher.config import ChangeTablesConfig
+from publisher.errors import OutputStateError
+from publisher.model.catalog import TableInfo
+from publisher.model.values import ValueType, shown, typed_value
+from publisher.rules.changes import (
     BEFORE_IMAGE,
     CHANGE_OPER,
     DELETE,
@@ -31,9 +34,6 @@ from publisher.changes import (
     trans_ind,
     transaction_hex,
 )
-from publisher.config import ChangeTablesConfig
-from publisher.errors import OutputStateError
-from publisher.values import ValueType, shown, typed_value
 
 HEADER_FIELDS = (
     "change_seq",

@@ -17,8 +17,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from publisher.catalog import ColumnInfo, TableInfo
-from publisher.changes import (
+from publisher.config import MessagesConfig
+from publisher.errors import OutputStateError
+from publisher.model.catalog import ColumnInfo, TableInfo
+from publisher.model.values import ValueType, typed_value
+from publisher.outputs.files import JSON_LINE_BREAKS, write_atomically
+from publisher.rules.changes import (
     DELETE,
     UPDATE,
     StampedChange,
@@ -28,10 +32,6 @@ from publisher.changes import (
     trans_ind,
     transaction_hex,
 )
-from publisher.config import MessagesConfig
-from publisher.errors import OutputStateError
-from publisher.values import ValueType, typed_value
-from publisher.write import JSON_LINE_BREAKS, write_atomically
 
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NOT_AVRO = re.compile(r"[^A-Za-z0-9_]")

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from publisher.events import FIELD_QUERY_BACK, LOGGED_VALUES, ROW_QUERY_BACK, EventType, Status
+from publisher.model.events import FIELD_QUERY_BACK, LOGGED_VALUES, ROW_QUERY_BACK, EventType, Status
 
 
 class Outcome:

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from publisher.acknowledge import IdRun, StatusRun, joined_runs
 from publisher.errors import OutputStateError
-from publisher.events import Status
-from publisher.failpoints import reached
-from publisher.operations import PublishedOperation
-from publisher.xds import build_document
+from publisher.model.events import Status
+from publisher.outputs.xds import build_document
+from publisher.pipeline.acknowledge import IdRun, StatusRun, joined_runs
+from publisher.pipeline.failpoints import reached
+from publisher.rules.operations import PublishedOperation
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -194,7 +194,7 @@ def write_documents_distributed(
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    from publisher.workers import arrow_schema
+    from publisher.pipeline.workers import arrow_schema
 
     target = str(directory)
     staged_schema = arrow_schema(STAGED_SCHEMA)
@@ -426,7 +426,7 @@ def write_outcomes_distributed(
 def _stage(
     rows: DataFrame, directory: Path, cycle: int, kind: str, fields: tuple[str, ...]
 ) -> tuple[StagedPart, ...]:
-    from publisher.workers import arrow_schema
+    from publisher.pipeline.workers import arrow_schema
 
     target = str(directory)
     summary_schema = arrow_schema(OUTCOME_SCHEMA)

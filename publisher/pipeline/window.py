@@ -33,7 +33,7 @@ from sqlalchemy import (
 from publisher.config import Config
 from publisher.database import table_schema
 from publisher.errors import OutputStateError
-from publisher.events import EVENT_LOG_COLUMNS, Status
+from publisher.model.events import EVENT_LOG_COLUMNS, Status
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from lark.exceptions import (
     UnexpectedToken,
 )
 
-from publisher.values import shown
+from publisher.model.values import shown
 
 __all__ = [
     "KeyColumnError",
@@ -130,7 +130,7 @@ class _ToParts(Transformer[Token, list[tuple[Token, str]]]):
 
 def _grammar_path() -> Path:
     """Find the grammar in an installed wheel (``publisher/grammar``) or a source checkout."""
-    here = Path(__file__).parent
+    here = Path(__file__).parent.parent
     candidates = (here / "grammar" / _GRAMMAR_NAME, here.parent / "grammar" / _GRAMMAR_NAME)
     for path in candidates:
         if path.is_file():

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from publisher.catalog import Catalog, ColumnInfo
-from publisher.events import LOGGED_VALUES, PER_FIELD, EventType
-from publisher.keys import canonical_key
-from publisher.read import EVENT_FIELDS, EVENT_SCHEMA, UNREADABLE
-from publisher.values import BadValueError, encode_logged, shown, xml_problem
+from publisher.model.catalog import Catalog, ColumnInfo
+from publisher.model.events import LOGGED_VALUES, PER_FIELD, EventType
+from publisher.model.keys import canonical_key
+from publisher.model.values import BadValueError, encode_logged, shown, xml_problem
+from publisher.pipeline.read import EVENT_FIELDS, EVENT_SCHEMA, UNREADABLE
 
 
 class Disposition:

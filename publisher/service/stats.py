@@ -8,9 +8,9 @@ from sqlalchemy import Engine, LargeBinary, cast, func, select
 
 from publisher.config import Config
 from publisher.database import is_sqlite, table_schema
-from publisher.events import Status
-from publisher.read import as_utc
-from publisher.window import event_log_table
+from publisher.model.events import Status
+from publisher.pipeline.read import as_utc
+from publisher.pipeline.window import event_log_table
 
 
 def backlog(config: Config, engine: Engine) -> dict[str, Any]:

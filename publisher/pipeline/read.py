@@ -25,9 +25,9 @@ from sqlalchemy import (
     select,
 )
 
-from publisher.events import EVENT_LOG_COLUMNS
-from publisher.values import shown
-from publisher.window import CycleWindow, event_log_table_of, readable_time, role_columns, window_predicate
+from publisher.model.events import EVENT_LOG_COLUMNS
+from publisher.model.values import shown
+from publisher.pipeline.window import CycleWindow, event_log_table_of, readable_time, role_columns, window_predicate
 
 UNREADABLE = "unreadable"
 """Why a row's values are not text (e.g. invalid UTF-8); such a row is rejected, never lost."""
@@ -82,7 +82,7 @@ class EventLogReader(DataSourceReader):
         ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from publisher.workers import arrow_batch, arrow_schema
+        from publisher.pipeline.workers import arrow_batch, arrow_schema
 
         assert isinstance(partition, RecordRange)
         schema = arrow_schema(self.schema)
@@ -117,7 +117,7 @@ def _unpickle(text: str) -> RowTransform:
 
 def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]]:
     """The window's events within record_ids lo..hi, in record_id order, as EVENT_SCHEMA tuples."""
-    from publisher.workers import engine_for
+    from publisher.pipeline.workers import engine_for
 
     w = window
     extra = () if w.transaction_column is None else (w.transaction_column,)

@@ -20,9 +20,9 @@ from sqlalchemy import Column, Connection, Engine, delete, or_, update
 from publisher.config import Config
 from publisher.database import table_schema
 from publisher.errors import TransientError
-from publisher.events import Status
-from publisher.failpoints import reached
-from publisher.window import event_log_table
+from publisher.model.events import Status
+from publisher.pipeline.failpoints import reached
+from publisher.pipeline.window import event_log_table
 
 RANGES_PER_STATEMENT = 500
 ANALYZE_AFTER = 10_000

@@ -12,8 +12,8 @@ from sqlalchemy import Engine, inspect
 from sqlalchemy import types as sqltypes
 from sqlalchemy.exc import NoSuchTableError
 
-from publisher.keys import KeyKind, writable_key_column
-from publisher.values import ValueType, shown, value_type_of, xml_problem
+from publisher.model.keys import KeyKind, writable_key_column
+from publisher.model.values import ValueType, shown, value_type_of, xml_problem
 
 VIEW_KEY_PREFIX = "pk_"
 

@@ -1,0 +1,1 @@
+"""One polling cycle: its window, the stages on either path, and the acknowledgement."""

@@ -1,0 +1,1 @@
+"""What runs around the cycle: the polling loop, the lock, stats, the demo and the mirror."""
