@@ -4,8 +4,8 @@ from __future__ import annotations
 from lxml import etree
 
 from publisher.model.catalog import ColumnInfo, TableInfo
+from publisher.model.operation import OperationKind
 from publisher.model.values import ValueType
-from publisher.outputs.xds import OperationKind
 from publisher.rules.operations import OperationContext, build_operation_xml, operation_kind
 
 USR = TableInfo(

@@ -6,7 +6,8 @@ from __future__ import annotations
 from harness import Harness
 from sqlalchemy import text
 
-from publisher.pipeline.read import EVENT_FIELDS, read_rows
+from publisher.model.events import EVENT_FIELDS
+from publisher.pipeline.read import read_rows
 from publisher.pipeline.window import plan_window
 
 # A user no test database logs in as, so that trigger-logged rows on PostgreSQL are not loopback.

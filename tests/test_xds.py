@@ -6,17 +6,9 @@ import pytest
 from lxml import etree
 from xml_compare import assert_same_xml
 
+from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType
-from publisher.outputs.xds import (
-    AttrChange,
-    Operation,
-    OperationKind,
-    Value,
-    association,
-    build_document,
-    build_heartbeat,
-    build_operation,
-)
+from publisher.outputs.xds import build_document, build_heartbeat, build_operation
 
 CASES = Path(__file__).parent / "cases"
 ASSOCIATION = "idu=1,table=usr,schema=indirect"

@@ -62,3 +62,12 @@ EVENT_LOG_COLUMNS = (
     "new_value",
 )
 """The fixed order of the event log's columns; their names are configurable."""
+UNREADABLE = "unreadable"
+"""Why a row's values are not text (e.g. invalid UTF-8); such a row is rejected, never lost."""
+EVENT_SCHEMA = (
+    "record_id long, status string, event_type string, event_time timestamp, perpetrator string, "
+    "table_name string, table_key string, column_name string, old_value string, new_value string, "
+    f"transaction_id string, {UNREADABLE} string"
+)
+EVENT_FIELDS = tuple(part.split()[0] for part in EVENT_SCHEMA.split(", "))
+"""The fields of an event as read, in order."""

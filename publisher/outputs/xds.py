@@ -6,64 +6,17 @@ assembled from those bytes, so ``build_document`` concatenates instead of re-par
 
 from __future__ import annotations
 
-import enum
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass
 from importlib import metadata
 
 from lxml import etree
 
-from publisher.model.values import ValueType
+from publisher.model.operation import AttrChange, Operation, OperationKind, Value
 
 PRODUCT_NAME = "Event Log Publisher"
 CONTACT = "event-log-publisher"
 DISTRIBUTION = "event-log-publisher"
-
-
-class OperationKind(str, enum.Enum):
-    ADD = "add"
-    MODIFY = "modify"
-    DELETE = "delete"
-
-
-@dataclass(frozen=True)
-class Value:
-    type: ValueType
-    text: str
-
-
-@dataclass(frozen=True)
-class AttrChange:
-    """What happens to one attribute; a ``None`` part publishes nothing for it."""
-
-    name: str
-    remove_all: bool = False
-    remove: Value | None = None
-    add: Value | None = None
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.remove_all and self.remove is None and self.add is None
-
-
-@dataclass(frozen=True)
-class Operation:
-    kind: OperationKind
-    class_name: str
-    association: str
-    event_id: int
-    attrs: tuple[AttrChange, ...] = ()
-
-    @property
-    def changes_nothing(self) -> bool:
-        """A modify whose every attribute change is empty (e.g. a type 7 on a NULL value) says nothing."""
-        return self.kind is OperationKind.MODIFY and all(a.is_empty for a in self.attrs)
-
-
-def association(canonical_key: str, table: str, schema: str) -> str:
-    """The object's association: canonical key, then table, then schema."""
-    return f"{canonical_key},table={table},schema={schema}"
 
 
 def _add_value(parent: etree._Element, value: Value) -> None:

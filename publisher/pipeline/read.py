@@ -25,17 +25,9 @@ from sqlalchemy import (
     select,
 )
 
-from publisher.model.events import EVENT_LOG_COLUMNS
+from publisher.model.events import EVENT_LOG_COLUMNS, EVENT_SCHEMA
 from publisher.model.values import shown
 from publisher.pipeline.window import CycleWindow, event_log_table_of, readable_time, role_columns, window_predicate
-
-UNREADABLE = "unreadable"
-"""Why a row's values are not text (e.g. invalid UTF-8); such a row is rejected, never lost."""
-EVENT_SCHEMA = (
-    "record_id long, status string, event_type string, event_time timestamp, perpetrator string, "
-    "table_name string, table_key string, column_name string, old_value string, new_value string, "
-    f"transaction_id string, {UNREADABLE} string"
-)
 
 
 @dataclass
@@ -100,7 +92,6 @@ class EventLogReader(DataSourceReader):
 RowTransform = Callable[[tuple[Any, ...]], tuple[Any, ...]]
 """An EVENT_SCHEMA tuple → a tuple of the schema given with it; runs in the executors."""
 ARROW_BATCH_ROWS = 10_000
-EVENT_FIELDS = tuple(part.split()[0] for part in EVENT_SCHEMA.split(", "))
 
 
 def _pickle(transform: RowTransform) -> str:

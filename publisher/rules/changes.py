@@ -24,8 +24,8 @@ from typing import Any
 from publisher.model.catalog import TableInfo
 from publisher.model.events import EventType
 from publisher.model.keys import key_values
+from publisher.model.operation import OperationKind
 from publisher.model.values import encode_logged
-from publisher.outputs.xds import OperationKind
 
 INSERT = "INSERT"
 UPDATE = "UPDATE"

@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from publisher.model.catalog import Catalog, ColumnInfo
-from publisher.model.events import LOGGED_VALUES, PER_FIELD, EventType
+from publisher.model.events import EVENT_FIELDS, EVENT_SCHEMA, LOGGED_VALUES, PER_FIELD, UNREADABLE, EventType
 from publisher.model.keys import canonical_key
 from publisher.model.values import BadValueError, encode_logged, shown, xml_problem
-from publisher.pipeline.read import EVENT_FIELDS, EVENT_SCHEMA, UNREADABLE
 
 
 class Disposition:

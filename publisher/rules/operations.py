@@ -11,15 +11,9 @@ from typing import Any
 
 from publisher.model.catalog import TableInfo
 from publisher.model.events import EventType
+from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType
-from publisher.outputs.xds import (
-    AttrChange,
-    Operation,
-    OperationKind,
-    Value,
-    association,
-    build_operation,
-)
+from publisher.outputs.xds import build_operation
 from publisher.rules.changes import Change, change_of
 from publisher.rules.precedence import PUBLISHED, CurrentRow, Decision, position
 

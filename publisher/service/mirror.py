@@ -149,7 +149,7 @@ def _source(config: Config, engine: Engine) -> tuple[int, Objects, list[Differen
     from publisher.capture.install import published_tables
     from publisher.database import association_schema, table_schema
     from publisher.model.catalog import reflect_catalog
-    from publisher.outputs.xds import association
+    from publisher.model.operation import association
     from publisher.pipeline.queryback import QueryBackContext, scan_table
 
     schema = table_schema(config, engine)
