@@ -19,12 +19,11 @@ from sqlalchemy import text
 
 from publisher.capture.install import triggered_tables
 from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
-from publisher.model.events import EVENT_LOG_COLUMNS
+from publisher.model.events import EVENT_LOG_COLUMNS, UNREADABLE
 from publisher.model.keys import KeyKind, canonical_key
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType, xml_problem
 from publisher.outputs.xds import build_operation
-from publisher.pipeline.read import UNREADABLE
 from publisher.rules.classify import ClassifyContext, Disposition, classify_event
 from publisher.service.stats import backlog
 
