@@ -11,17 +11,17 @@ import itertools
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from publisher.errors import OutputStateError
+from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import Status
 from publisher.outputs.xds import build_document
 from publisher.pipeline.acknowledge import IdRun, StatusRun, joined_runs
 from publisher.pipeline.failpoints import reached
-from publisher.rules.operations import PublishedOperation
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -149,14 +149,13 @@ def remove_stale_temporaries(directory: Path) -> None:
 
 
 def write_documents(
-    operations: Iterable[PublishedOperation], directory: Path, cycle: int, batch_size: int
+    operations: Sequence[bytes], directory: Path, cycle: int, batch_size: int
 ) -> list[DocumentWritten]:
-    """Write a small cycle's operations from the driver: sorted into publication order, cut into
-    documents of `batch_size`, written to temporary names, flushed to disk together, renamed."""
-    ordered = sorted(operations, key=lambda op: op.order)
+    """Write a small cycle's serialised operations, in publication order, from the driver: cut
+    into documents of `batch_size`, written to temporary names, flushed to disk together, renamed."""
     staged = []
-    for index, start in enumerate(range(0, len(ordered), batch_size)):
-        xml = [op.xml for op in ordered[start : start + batch_size]]
+    for index, start in enumerate(range(0, len(operations), batch_size)):
+        xml = operations[start : start + batch_size]
         data = build_document(xml)
         path = directory / document_name(cycle, index)
         tmp = path.with_name(f".{path.name}.tmp")
@@ -194,10 +193,9 @@ def write_documents_distributed(
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    from publisher.pipeline.workers import arrow_schema
 
     target = str(directory)
-    staged_schema = arrow_schema(STAGED_SCHEMA)
+    staged_schema = arrow_schema_of(STAGED_SCHEMA)
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pieces: list[dict[str, int]] = []
@@ -426,10 +424,9 @@ def write_outcomes_distributed(
 def _stage(
     rows: DataFrame, directory: Path, cycle: int, kind: str, fields: tuple[str, ...]
 ) -> tuple[StagedPart, ...]:
-    from publisher.pipeline.workers import arrow_schema
 
     target = str(directory)
-    summary_schema = arrow_schema(OUTCOME_SCHEMA)
+    summary_schema = arrow_schema_of(OUTCOME_SCHEMA)
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa

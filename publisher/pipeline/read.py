@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from sqlalchemy import (
@@ -25,6 +26,7 @@ from sqlalchemy import (
     select,
 )
 
+from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import EVENT_LOG_COLUMNS, EVENT_SCHEMA
 from publisher.model.values import shown
 from publisher.pipeline.window import CycleWindow, event_log_table_of, readable_time, role_columns, window_predicate
@@ -39,8 +41,8 @@ class RecordRange(InputPartition):
 class EventLogSource(DataSource):
     """`spark.read.format("event_log").option("window", window.to_json()).load()`
 
-    Option `transform` (see `read_events`) maps each row in the reading worker itself, so a
-    row is turned into Arrow once, after the work on it, instead of once per step.
+    Option `transform` (see `read_events`) maps each Arrow batch in the reading worker itself,
+    so the rows are classified where they are read, without another pass.
     """
 
     @classmethod
@@ -60,7 +62,7 @@ class EventLogSource(DataSource):
 
 
 class EventLogReader(DataSourceReader):
-    def __init__(self, window: CycleWindow, schema: Any, transform: RowTransform | None) -> None:
+    def __init__(self, window: CycleWindow, schema: Any, transform: BatchTransform | None) -> None:
         self.window = window
         self.schema = schema
         self.transform = transform
@@ -74,33 +76,36 @@ class EventLogReader(DataSourceReader):
         ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from publisher.pipeline.workers import arrow_batch, arrow_schema
-
         assert isinstance(partition, RecordRange)
-        schema = arrow_schema(self.schema)
-        rows: list[tuple[Any, ...]] = []
-        transform = self.transform
-        for row in read_rows(self.window, partition.lo, partition.hi):
-            rows.append(row if transform is None else transform(row))
-            if len(rows) == ARROW_BATCH_ROWS:
-                yield arrow_batch(rows, schema)
-                rows = []
-        if rows:
-            yield arrow_batch(rows, schema)
+        for batch in read_batches(self.window, partition.lo, partition.hi):
+            yield batch if self.transform is None else self.transform(batch)
 
 
-RowTransform = Callable[[tuple[Any, ...]], tuple[Any, ...]]
-"""An EVENT_SCHEMA tuple → a tuple of the schema given with it; runs in the executors."""
-ARROW_BATCH_ROWS = 10_000
+BatchTransform = Callable[[pa.RecordBatch], pa.RecordBatch]
+"""An EVENT_SCHEMA batch → a batch of the schema given with it; runs where the rows are read."""
+READ_BATCH_ROWS = 10_000
 
 
-def _pickle(transform: RowTransform) -> str:
+def read_batches(window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
+    """The window's events within record_ids lo..hi, in record_id order, as EVENT_SCHEMA batches."""
+    schema = arrow_schema_of(EVENT_SCHEMA)
+    rows: list[tuple[Any, ...]] = []
+    for row in read_rows(window, lo, hi):
+        rows.append(row)
+        if len(rows) == READ_BATCH_ROWS:
+            yield rows_batch(rows, schema)
+            rows = []
+    if rows:
+        yield rows_batch(rows, schema)
+
+
+def _pickle(transform: BatchTransform) -> str:
     from pyspark import cloudpickle
 
     return base64.b64encode(cloudpickle.dumps(transform)).decode("ascii")
 
 
-def _unpickle(text: str) -> RowTransform:
+def _unpickle(text: str) -> BatchTransform:
     import pickle
 
     return pickle.loads(base64.b64decode(text))  # type: ignore[no-any-return]
@@ -245,10 +250,10 @@ def as_utc(value: Any) -> dt.datetime | None:
 
 
 def read_events(
-    spark: SparkSession, window: CycleWindow, transform: RowTransform | None = None, schema: str = EVENT_SCHEMA
+    spark: SparkSession, window: CycleWindow, transform: BatchTransform | None = None, schema: str = EVENT_SCHEMA
 ) -> DataFrame:
-    """The window's events as a DataFrame with the fixed column roles as names, or each mapped
-    by `transform` to rows of `schema` as it is read."""
+    """The window's events as a DataFrame with the fixed column roles as names, or each batch
+    mapped by `transform` to rows of `schema` as it is read."""
     spark.dataSource.register(EventLogSource)
     reader = spark.read.format(EventLogSource.name()).option("window", window.to_json())
     if transform is not None:

@@ -1,13 +1,17 @@
 """Stage 2: decide for each event whether it is loopback, malformed, or to be published.
 
-`classify_event` is plain Python so the rules are tested without Spark; `RowClassifier` runs
-it in the executors as the event log is read.
+`classify_event` is plain Python so the rules are tested without Spark; `BatchClassifier` applies
+them to Arrow batches where the event log is read (an executor, or the driver alone).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
+from publisher.model.arrow import arrow_schema_of
 from publisher.model.catalog import Catalog, ColumnInfo
 from publisher.model.events import EVENT_FIELDS, EVENT_SCHEMA, LOGGED_VALUES, PER_FIELD, UNREADABLE, EventType
 from publisher.model.keys import canonical_key
@@ -31,6 +35,7 @@ CLASSIFIED_FIELDS = (
     ("old_text", "string"),
     ("new_text", "string"),
 )
+CLASSIFIED_NAMES = tuple(name for name, _ in CLASSIFIED_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -53,35 +58,51 @@ def classify_event(row: dict[str, Any], ctx: ClassifyContext) -> dict[str, Any]:
     Every value is untrusted: whatever a row holds, the answer is a disposition, never an
     exception, and a publishable row carries only names and keys that XML can carry.
     """
-    out: dict[str, Any] = {name: None for name, _ in CLASSIFIED_FIELDS}
+    out: dict[str, Any] = dict.fromkeys(CLASSIFIED_NAMES)
     if not ctx.allow_loopback and ctx.is_loopback(row.get("perpetrator")):
         out["disposition"] = Disposition.LOOPBACK
         return out
+    unreadable = row.get(UNREADABLE)
+    if unreadable:
+        return _error(str(unreadable))
     try:
-        _classify_publishable(row, ctx, out)
+        target = event_target(row, ctx)
     except _Rejected as exc:
-        return {**{name: None for name, _ in CLASSIFIED_FIELDS}, "disposition": Disposition.ERROR, "reason": str(exc)}
-    out["disposition"] = Disposition.PUBLISH
-    return out
+        return _error(str(exc))
+    return classify_values(target, row.get("old_value"), row.get("new_value"))
 
 
 class _Rejected(Exception):
     pass
 
 
-def _classify_publishable(row: dict[str, Any], ctx: ClassifyContext, out: dict[str, Any]) -> None:
-    unreadable = row.get(UNREADABLE)
-    if unreadable:
-        raise _Rejected(str(unreadable))
+@dataclass(frozen=True)
+class EventTarget:
+    """What an event names, checked: its type, object and column. The same for every event
+    with the same type, table, key and column, so a batch works it out once per combination."""
+
+    event_type: EventType
+    class_name: str
+    canonical_key: str
+    column: ColumnInfo | None = None
+    """The column of a per-field event that publishes a value, else None."""
+    attr_name: str | None = None
+    value_type: str | None = None
+
+    @property
+    def logs_values(self) -> bool:
+        return self.column is not None and self.event_type in LOGGED_VALUES
+
+
+def event_target(row: Mapping[str, Any], ctx: ClassifyContext) -> EventTarget:
+    """The checked type, object and column of an event; _Rejected says why there is none."""
     event_type = _event_type(row.get("event_type"))
-    out["event_type_code"] = int(event_type)
     table_name = _text(row, "table_name")
     if table_name is None or not table_name.strip():
         raise _Rejected("table_name is empty")
     table = ctx.catalog.lookup(table_name)
     if table is None:
         raise _Rejected(ctx.catalog.refusal(table_name))
-    out["class_name"] = table.name
     table_key = _text(row, "table_key")
     if table_key is None:
         raise _Rejected("table_key is empty")
@@ -92,34 +113,59 @@ def _classify_publishable(row: dict[str, Any], ctx: ClassifyContext, out: dict[s
     problem = xml_problem(table_key) or xml_problem(key)
     if problem is not None:
         raise _Rejected(f"table_key {shown(table_key)} {problem}")
-    out["canonical_key"] = key
     if event_type not in PER_FIELD:
-        return
+        return EventTarget(event_type, table.name, key)
     column_name = _text(row, "column_name")
     if column_name is None or not column_name.strip():
         raise _Rejected(f"event type {int(event_type)} is per field but column_name is empty")
     column = table.column(column_name)
     if column is None:
         raise _Rejected(f"column {shown(column_name)} does not exist in table {table.name!r}")
-    out["attr_name"] = column.name
-    out["value_type"] = column.value_type.value
     if column.is_key:
         _key_column_event(event_type, table.name, column.name)
-        return
-    if event_type in LOGGED_VALUES:
-        out["new_text"] = _logged(row, "new_value", table.name, column)
-        if event_type is not EventType.INSERT_FIELD:
-            try:
-                out["old_text"] = _logged(row, "old_value", table.name, column)
-            except _Rejected:
-                # The consumer cannot hold a value that cannot be published, so the update
-                # removes all values instead of naming one: the new value is never lost for it.
-                out["event_type_code"] = int(EventType.UPDATE_FIELD_REMOVE_ALL)
+        return EventTarget(event_type, table.name, key, None, column.name, column.value_type.value)
+    return EventTarget(event_type, table.name, key, column, column.name, column.value_type.value)
 
 
-def _logged(row: dict[str, Any], role: str, table: str, column: ColumnInfo) -> str | None:
+def classify_values(target: EventTarget, old_value: Any, new_value: Any) -> dict[str, Any]:
+    """A publishable event's classification from its target and the values it logged."""
+    out: dict[str, Any] = {
+        "disposition": Disposition.PUBLISH,
+        "reason": None,
+        "event_type_code": int(target.event_type),
+        "class_name": target.class_name,
+        "canonical_key": target.canonical_key,
+        "attr_name": target.attr_name,
+        "value_type": target.value_type,
+        "old_text": None,
+        "new_text": None,
+    }
+    if not target.logs_values:
+        return out
+    assert target.column is not None
     try:
-        return encode_logged(column.value_type, _text(row, role))
+        out["new_text"] = _logged(new_value, "new_value", target.class_name, target.column)
+    except _Rejected as exc:
+        return _error(str(exc))
+    if target.event_type is not EventType.INSERT_FIELD:
+        try:
+            out["old_text"] = _logged(old_value, "old_value", target.class_name, target.column)
+        except _Rejected:
+            # The consumer cannot hold a value that cannot be published, so the update
+            # removes all values instead of naming one: the new value is never lost for it.
+            out["event_type_code"] = int(EventType.UPDATE_FIELD_REMOVE_ALL)
+    return out
+
+
+def _error(reason: str) -> dict[str, Any]:
+    return {**dict.fromkeys(CLASSIFIED_NAMES), "disposition": Disposition.ERROR, "reason": reason}
+
+
+def _logged(value: Any, role: str, table: str, column: ColumnInfo) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise _Rejected(f"{role} {shown(value)} is not text")
+    try:
+        return encode_logged(column.value_type, value)
     except BadValueError as exc:
         raise _Rejected(f"{role} of column {table}.{column.name} ({column.value_type.value}): {exc}") from None
 
@@ -136,7 +182,7 @@ def _key_column_event(event_type: EventType, table: str, column: str) -> None:
         )
 
 
-def _text(row: dict[str, Any], role: str) -> str | None:
+def _text(row: Mapping[str, Any], role: str) -> str | None:
     """A column's value as text; readers hand over text, but nothing else is assumed either."""
     value = row.get(role)
     if value is None or isinstance(value, str):
@@ -161,15 +207,67 @@ CLASSIFIED_SCHEMA = EVENT_SCHEMA + ", position_time timestamp, " + ", ".join(
 CLASSIFIED_FIELD_NAMES = (*EVENT_FIELDS, "position_time", *(name for name, _ in CLASSIFIED_FIELDS))
 
 
-@dataclass(frozen=True)
-class RowClassifier:
-    """Classifies EVENT_SCHEMA tuples into CLASSIFIED_SCHEMA tuples, where Spark reads them."""
+class BatchClassifier:
+    """Classifies Arrow batches of EVENT_SCHEMA into batches of CLASSIFIED_SCHEMA, where the
+    rows are read (a Spark worker or the driver alone).
 
-    ctx: ClassifyContext
-    future_events: bool
+    Column-wise: the event log's columns pass through untouched; an event's target (type,
+    table, key, column) is worked out once per distinct combination and cycle, the
+    perpetrator once per distinct name, and only the logged values row by row.
+    """
 
-    def __call__(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
-        event = dict(zip(EVENT_FIELDS, row, strict=True))
-        out = classify_event(event, self.ctx)
-        time = event["event_time"] if self.future_events else None
-        return (*row, time, *(out[name] for name, _ in CLASSIFIED_FIELDS))
+    TARGETS_KEPT = 200_000
+    """Distinct targets remembered; past that the memory starts again, so it stays bounded."""
+
+    def __init__(self, ctx: ClassifyContext, future_events: bool) -> None:
+        self.ctx = ctx
+        self.future_events = future_events
+        self.schema = arrow_schema_of(CLASSIFIED_SCHEMA)
+        self._targets: dict[tuple[Any, ...], EventTarget | str] = {}
+        self._loopback: dict[Any, bool] = {}
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        columns = {name: batch.column(name).to_pylist() for name in _CLASSIFY_INPUT}
+        out: dict[str, list[Any]] = {name: [] for name in CLASSIFIED_NAMES}
+        appends = [out[name].append for name in CLASSIFIED_NAMES]
+        rows = zip(*(columns[name] for name in _CLASSIFY_INPUT), strict=True)
+        for perpetrator, unreadable, event_type, table_name, table_key, column_name, old, new in rows:
+            if not self.ctx.allow_loopback and self._is_loopback(perpetrator):
+                classified = _LOOPBACK
+            elif unreadable:
+                classified = _error(str(unreadable))
+            else:
+                target = self._target(event_type, table_name, table_key, column_name)
+                classified = _error(target) if isinstance(target, str) else classify_values(target, old, new)
+            for append, name in zip(appends, CLASSIFIED_NAMES, strict=True):
+                append(classified[name])
+        position = batch.column("event_time") if self.future_events else pa.nulls(batch.num_rows, _TIMESTAMP)
+        passed = [batch.column(name) for name in EVENT_FIELDS]
+        made = [pa.array(out[name], type=self.schema.field(name).type) for name in CLASSIFIED_NAMES]
+        return pa.RecordBatch.from_arrays([*passed, position, *made], schema=self.schema)
+
+    def _is_loopback(self, perpetrator: Any) -> bool:
+        known = self._loopback.get(perpetrator)
+        if known is None:
+            known = self._loopback[perpetrator] = self.ctx.is_loopback(perpetrator)
+        return known
+
+    def _target(self, *named: Any) -> EventTarget | str:
+        known = self._targets.get(named)
+        if known is None:
+            if len(self._targets) >= self.TARGETS_KEPT:
+                self._targets.clear()
+            row = dict(zip(("event_type", "table_name", "table_key", "column_name"), named, strict=True))
+            try:
+                known = event_target(row, self.ctx)
+            except _Rejected as exc:
+                known = str(exc)
+            self._targets[named] = known
+        return known
+
+
+_CLASSIFY_INPUT = (
+    "perpetrator", UNREADABLE, "event_type", "table_name", "table_key", "column_name", "old_value", "new_value"
+)
+_LOOPBACK = {**dict.fromkeys(CLASSIFIED_NAMES), "disposition": Disposition.LOOPBACK}
+_TIMESTAMP = pa.timestamp("us", tz="UTC")

@@ -1,0 +1,88 @@
+"""The driver path: a small cycle's stages in the driver alone, without any Spark job, since
+a job's fixed cost would dominate a cycle of a few events. Each stage's result is an Arrow
+table in the driver's memory."""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from publisher.model.arrow import arrow_schema_of
+from publisher.model.events import Status
+from publisher.outputs.files import DocumentWritten, append_rejects, write_documents
+from publisher.outputs.formats import FormatsWritten, reserve_change_numbers, write_part
+from publisher.pipeline import failpoints
+from publisher.pipeline.acknowledge import id_runs, status_runs
+from publisher.pipeline.objects import publishable_fields
+from publisher.pipeline.read import read_batches
+from publisher.pipeline.stages import REJECT_FIELDS, RESOLVED_SCHEMA, CyclePath, Outcomes, resolve_batches
+from publisher.rules.changes import NO_TIME, Change, stamp, time_prefix, transaction_places
+from publisher.rules.classify import BatchClassifier, Disposition
+from publisher.rules.precedence import position
+
+
+class InDriver(CyclePath[pa.Table, pa.Table]):
+    def read_and_classify(self) -> pa.Table:
+        window = self.plan.window
+        classify = BatchClassifier(self.plan.classify, self.plan.future_events)
+        batches = [classify(batch) for batch in read_batches(window, window.lo, window.hi)]
+        failpoints.reached("after_read")
+        return pa.Table.from_batches(batches, schema=classify.schema)
+
+    def resolve(self, classified: pa.Table) -> pa.Table:
+        publishable = classified.filter(pc.equal(classified["disposition"], Disposition.PUBLISH))
+        by_object = publishable.select(list(publishable_fields(self.plan.formats is not None))).sort_by(
+            [("class_name", "ascending"), ("canonical_key", "ascending")]
+        )
+        spent = self.steps.setdefault("resolve", {})
+        resolved = resolve_batches(by_object.to_batches(), self.plan.objects, spent)
+        return pa.Table.from_batches(list(resolved), schema=arrow_schema_of(RESOLVED_SCHEMA))
+
+    def write_documents(self, resolved: pa.Table, cycle_number: int) -> list[DocumentWritten]:
+        xml = [op["xml"] for op in _publication_order(resolved)]
+        return write_documents(xml, self.plan.output, cycle_number, self.plan.batch_size)
+
+    def write_formats(self, resolved: pa.Table, cycle_number: int) -> FormatsWritten:
+        changes = [Change.from_bytes(op["change"]) for op in _publication_order(resolved) if op["change"]]
+        formats = self.plan.cycle_formats(cycle_number)
+        latest = max((time_prefix(c.event_time) for c in changes), default=NO_TIME)
+        numbers = reserve_change_numbers(self.plan.output, len(changes), latest)
+        stamped = stamp(changes, transaction_places(changes), numbers.first, numbers.after_time)
+        return formats.finish([write_part(stamped, formats.ctx, 0)])
+
+    def outcomes(self, classified: pa.Table, resolved: pa.Table, cycle_number: int) -> Outcomes:
+        errors = classified.filter(pc.equal(classified["disposition"], Disposition.ERROR))
+        exceptions = dict.fromkeys(errors["record_id"].to_pylist(), Status.ERROR)
+        rejects = {row["record_id"]: _reject(row, row["reason"]) for row in _rows(errors)}
+        decided = resolved.filter(pc.is_valid(resolved["record_id"]))
+        noted = {row["record_id"]: row for row in _rows(decided.select(["record_id", "status", "reason"]))}
+        exceptions.update((rid, Status(note["status"])) for rid, note in noted.items())
+        rejected_later = [rid for rid, note in noted.items() if note["status"] == Status.ERROR.value]
+        if rejected_later:
+            values = classified.filter(pc.is_in(classified["record_id"], pa.array(rejected_later, pa.int64())))
+            rejects.update((row["record_id"], _reject(row, noted[row["record_id"]]["reason"])) for row in _rows(values))
+        output = self.plan.output
+        return Outcomes(
+            events=classified.num_rows,
+            statuses=status_runs(id_runs(classified["record_id"].to_pylist()), exceptions),
+            append_rejects=lambda: append_rejects(output, (rejects[rid] for rid in sorted(rejects))),
+        )
+
+
+def _publication_order(resolved: pa.Table) -> list[dict[str, Any]]:
+    """The cycle's operations in publication order: by their first event's place in processing."""
+    operations = resolved.filter(pc.is_valid(resolved["xml"])).select(["op_time", "event_id", "xml", "change"])
+    return sorted(_rows(operations), key=_order)
+
+
+def _order(op: dict[str, Any]) -> tuple[int, Any, int]:
+    return position({"position_time": op["op_time"], "record_id": op["event_id"]})
+
+
+def _rows(table: pa.Table) -> list[dict[str, Any]]:
+    return table.to_pylist()
+
+
+def _reject(row: dict[str, Any], reason: str | None) -> dict[str, Any]:
+    return {**{name: row[name] for name in REJECT_FIELDS}, "reason": reason}
