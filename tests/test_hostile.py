@@ -8,6 +8,7 @@ goes on, the valid rows around it publish, and only published tables are ever qu
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 from typing import Any
 
@@ -18,13 +19,14 @@ from lxml import etree
 from sqlalchemy import text
 
 from publisher.capture.install import triggered_tables
+from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
-from publisher.model.events import EVENT_LOG_COLUMNS, UNREADABLE
+from publisher.model.events import EVENT_FIELDS, EVENT_LOG_COLUMNS, EVENT_SCHEMA, UNREADABLE
 from publisher.model.keys import KeyKind, canonical_key
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType, xml_problem
 from publisher.outputs.xds import build_operation
-from publisher.rules.classify import ClassifyContext, Disposition, classify_event
+from publisher.rules.classify import CLASSIFIED_NAMES, BatchClassifier, ClassifyContext, Disposition, classify_event
 from publisher.service.stats import backlog
 
 # A user no test database logs in as, so that trigger-logged rows on PostgreSQL are not loopback.
@@ -467,3 +469,52 @@ def test_key_parser_answers_any_text_with_a_key_or_a_value_error(key: str, kind:
         assert str(exc)
         return
     assert canonical_key(canonical, [("idu", kind)]) == canonical
+
+
+TEXT_OR_NONE = st.none() | st.text(max_size=12) | st.text(st.sampled_from(SPECIALS + "\x00"), max_size=6)
+
+
+def mostly(values: list[Any], other: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """One of `values` four times in five, else `other`."""
+    named = st.sampled_from(values)
+    return st.one_of(named, named, named, named, other)
+
+
+def read_rows_of(texts: st.SearchStrategy[str | None]) -> st.SearchStrategy[dict[str, Any]]:
+    """Rows as a read hands them to classification: text or NULL, often naming the same target."""
+    return st.fixed_dictionaries({
+        "record_id": st.integers(1, 10**9),
+        "status": st.just("N"),
+        "event_type": mostly(["1", "2", "4", "5", "6", "7", "8", "9", " 2", "x"], texts),
+        "event_time": st.none(),
+        "perpetrator": mostly(["pub", " PUB ", "ann", None], texts),
+        "table_name": mostly(["usr", "USR", "grp", "nosuch", "secret"], texts),
+        "table_key": mostly(["idu=1", "idu=2", "idu=x", "name=a+site=1", "site=1+name=a"], texts),
+        "column_name": mostly(["fname", "photo", "age", "active", "born", "idu", "descr"], texts),
+        "old_value": mostly(["7", "yes", "1990-05-17 08:30:00", "aGk="], texts),
+        "new_value": mostly(["8", "no", "not a number", "aGk="], texts),
+        "transaction_id": st.none() | st.sampled_from(["1", "2"]),
+        UNREADABLE: st.none() | st.sampled_from(["column x is not valid UTF-8"]),
+    })
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(st.lists(st.lists(read_rows_of(TEXT_OR_NONE), min_size=1, max_size=30), min_size=1, max_size=3),
+       st.booleans(), st.sampled_from([2, 10**6]))
+def test_batch_classification_is_classify_event_row_by_row(
+    batches: list[list[dict[str, Any]]], allow_loopback: bool, kept: int
+) -> None:
+    """The column-wise classifier remembers targets across batches (and forgets them when
+    `kept` is reached); every row still gets exactly what `classify_event` says of it."""
+    ctx = dataclasses.replace(CONTEXT, allow_loopback=allow_loopback)
+    classify = BatchClassifier(ctx, future_events=False)
+    classify.TARGETS_KEPT = kept
+    schema = arrow_schema_of(EVENT_SCHEMA)
+    for rows in batches:
+        batch = rows_batch([tuple(row[name] for name in EVENT_FIELDS) for row in rows], schema)
+        got = classify(batch).to_pylist()
+        for row, out in zip(rows, got, strict=True):
+            expected = classify_event(row, ctx)
+            assert {name: out[name] for name in CLASSIFIED_NAMES} == expected, row
+            assert {name: out[name] for name in EVENT_FIELDS} == row
+            assert out["position_time"] is None

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from publisher.model.arrow import arrow_schema_of
-from publisher.model.catalog import Catalog, ColumnInfo
+from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
 from publisher.model.events import EVENT_FIELDS, EVENT_SCHEMA, LOGGED_VALUES, PER_FIELD, UNREADABLE, EventType
 from publisher.model.keys import canonical_key
 from publisher.model.values import BadValueError, encode_logged, shown, xml_problem
@@ -97,6 +97,12 @@ class EventTarget:
 def event_target(row: Mapping[str, Any], ctx: ClassifyContext) -> EventTarget:
     """The checked type, object and column of an event; _Rejected says why there is none."""
     event_type = _event_type(row.get("event_type"))
+    table, key = event_object(row, ctx)
+    return event_column(event_type, table, key, row)
+
+
+def event_object(row: Mapping[str, Any], ctx: ClassifyContext) -> tuple[TableInfo, str]:
+    """The published table an event names and the object's canonical key."""
     table_name = _text(row, "table_name")
     if table_name is None or not table_name.strip():
         raise _Rejected("table_name is empty")
@@ -113,6 +119,11 @@ def event_target(row: Mapping[str, Any], ctx: ClassifyContext) -> EventTarget:
     problem = xml_problem(table_key) or xml_problem(key)
     if problem is not None:
         raise _Rejected(f"table_key {shown(table_key)} {problem}")
+    return table, key
+
+
+def event_column(event_type: EventType, table: TableInfo, key: str, row: Mapping[str, Any]) -> EventTarget:
+    """The target of an event of `event_type` on the object: with its column when per field."""
     if event_type not in PER_FIELD:
         return EventTarget(event_type, table.name, key)
     column_name = _text(row, "column_name")
@@ -224,6 +235,7 @@ class BatchClassifier:
         self.future_events = future_events
         self.schema = arrow_schema_of(CLASSIFIED_SCHEMA)
         self._targets: dict[tuple[Any, ...], EventTarget | str] = {}
+        self._objects: dict[tuple[Any, ...], tuple[TableInfo, str] | str] = {}
         self._loopback: dict[Any, bool] = {}
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -253,13 +265,25 @@ class BatchClassifier:
         return known
 
     def _target(self, *named: Any) -> EventTarget | str:
+        """`event_target`, remembered per (type, table, key, column), its object part per
+        (table, key), so a key is parsed once per object and cycle."""
         known = self._targets.get(named)
         if known is None:
             if len(self._targets) >= self.TARGETS_KEPT:
                 self._targets.clear()
+                self._objects.clear()
             row = dict(zip(("event_type", "table_name", "table_key", "column_name"), named, strict=True))
             try:
-                known = event_target(row, self.ctx)
+                event_type = _event_type(row["event_type"])
+                obj = self._objects.get(named[1:3])
+                if obj is None:
+                    try:
+                        obj = self._objects[named[1:3]] = event_object(row, self.ctx)
+                    except _Rejected as exc:
+                        obj = self._objects[named[1:3]] = str(exc)
+                if isinstance(obj, str):
+                    raise _Rejected(obj)
+                known = event_column(event_type, *obj, row)
             except _Rejected as exc:
                 known = str(exc)
             self._targets[named] = known
