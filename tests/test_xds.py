@@ -1,13 +1,19 @@
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from lxml import etree
 from xml_compare import assert_same_xml
 
+import publisher
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType
+from publisher.outputs import xds
 from publisher.outputs.xds import build_document, build_heartbeat, build_operation
 
 CASES = Path(__file__).parent / "cases"
@@ -242,3 +248,172 @@ class TestComparer:
     def test_changed_tag_fails(self) -> None:
         with pytest.raises(AssertionError, match="^/modify: tag 'add' != 'modify'"):
             assert_same_xml(b"<add/>", self.EXPECTED)
+
+
+def lxml_operation(op: Operation) -> bytes:
+    """The operation serialised through an lxml tree: the oracle the templates must match."""
+    sub = etree.SubElement
+
+    def value(parent: etree._Element, v: Value) -> None:
+        sub(parent, "value", {"type": v.type.value}).text = v.text
+
+    root = etree.Element(op.kind.value, {"class-name": op.class_name, "event-id": str(op.event_id)})
+    sub(root, "association").text = op.association
+    if op.kind is OperationKind.ADD:
+        for attr in op.attrs:
+            if attr.remove_all or attr.remove is not None:
+                raise ValueError(f"an add operation cannot remove values (attribute {attr.name!r})")
+            if attr.add is not None:
+                value(sub(root, "add-attr", {"attr-name": attr.name}), attr.add)
+    elif op.kind is OperationKind.MODIFY:
+        for attr in op.attrs:
+            if attr.is_empty:
+                continue
+            modify_attr = sub(root, "modify-attr", {"attr-name": attr.name})
+            if attr.remove_all:
+                sub(modify_attr, "remove-all-values")
+            if attr.remove is not None:
+                value(sub(modify_attr, "remove-value"), attr.remove)
+            if attr.add is not None:
+                value(sub(modify_attr, "add-value"), attr.add)
+    elif op.attrs:
+        raise ValueError("a delete operation carries no attributes")
+    return etree.tostring(root, encoding="UTF-8")
+
+
+def lxml_document_head(version: str) -> bytes:
+    nds = etree.Element("nds", {"dtdversion": "4.0"})
+    source = etree.SubElement(nds, "source")
+    etree.SubElement(source, "product", {"version": version}).text = xds.PRODUCT_NAME
+    etree.SubElement(source, "contact").text = xds.CONTACT
+    etree.SubElement(nds, "input")
+    skeleton = etree.tostring(nds, encoding="UTF-8")
+    assert skeleton.endswith(b"<input/></nds>")
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + skeleton[: -len(b"<input/></nds>")] + b"<input>"
+
+
+def outcome(build: Callable[[Operation], bytes], op: Operation) -> bytes | ValueError:
+    try:
+        return build(op)
+    except ValueError as error:
+        return error
+
+
+def xml_char(c: str) -> bool:
+    """The XML 1.0 Char production."""
+    cp = ord(c)
+    return c in "\t\n\r" or 0x20 <= cp <= 0xD7FF or 0xE000 <= cp <= 0xFFFD or cp >= 0x10000
+
+
+SPECIAL = st.sampled_from(list("&<>\"'\t\n\r ;#]") + ["]]>", "&amp;", "&#13;", "\r\n", "é", "\u20ac", "\U0001f600"])
+XML_TEXT = st.one_of(
+    st.text().map(lambda s: "".join(c for c in s if xml_char(c))),
+    st.lists(SPECIAL | st.characters().filter(xml_char)).map("".join),
+)
+REFUSED_CHAR = st.one_of(
+    st.characters(max_codepoint=0x1F, exclude_characters="\t\n\r"),
+    st.characters(categories=["Cs"]),
+    st.sampled_from("\ufffe\uffff"),
+)
+VALUE = st.builds(Value, st.sampled_from(ValueType), XML_TEXT | st.none())
+CHANGE = st.builds(AttrChange, XML_TEXT, st.booleans(), st.none() | VALUE, st.none() | VALUE)
+ADD_CHANGE = st.builds(AttrChange, XML_TEXT, add=st.none() | VALUE)
+
+
+def operations(
+    kinds: list[OperationKind], changes: st.SearchStrategy[AttrChange] | None
+) -> st.SearchStrategy[Operation]:
+    attrs = st.just(()) if changes is None else st.lists(changes, max_size=6).map(tuple)
+    return st.builds(Operation, st.sampled_from(kinds), XML_TEXT, XML_TEXT, st.integers(), attrs)
+
+
+VALID_OPERATION = st.one_of(
+    operations([OperationKind.ADD], ADD_CHANGE),
+    operations([OperationKind.MODIFY], CHANGE),
+    operations([OperationKind.DELETE], None),
+)
+ANY_OPERATION = VALID_OPERATION | operations(list(OperationKind), CHANGE)
+
+
+@given(ANY_OPERATION)
+@example(Operation(OperationKind.MODIFY, "", "", 0, (AttrChange("", add=Value(ValueType.STRING, "")),)))
+def test_templates_match_lxml_byte_for_byte(op: Operation) -> None:
+    expected = outcome(lxml_operation, op)
+    built = outcome(build_operation, op)
+    if isinstance(expected, ValueError):
+        assert isinstance(built, ValueError)
+        assert str(built) == str(expected)
+    else:
+        assert built == expected
+
+
+def serialised_texts(op: Operation) -> list[Callable[[str], Operation]]:
+    """For each text lxml would serialise, a way to replace it in the operation."""
+    def attr_at(i: int, **parts: object) -> Operation:
+        attrs = list(op.attrs)
+        attrs[i] = dataclasses.replace(attrs[i], **parts)
+        return dataclasses.replace(op, attrs=tuple(attrs))
+
+    setters: list[Callable[[str], Operation]] = [
+        lambda t: dataclasses.replace(op, class_name=t),
+        lambda t: dataclasses.replace(op, association=t),
+    ]
+    for i, attr in enumerate(op.attrs):
+        if op.kind is OperationKind.ADD and attr.add is None or attr.is_empty:
+            continue
+        setters.append(lambda t, i=i: attr_at(i, name=t))
+        for part in ("remove", "add"):
+            value = getattr(attr, part)
+            if value is not None:
+                setters.append(lambda t, i=i, part=part, value=value: attr_at(i, **{part: Value(value.type, t)}))
+    return setters
+
+
+@given(VALID_OPERATION, st.data())
+def test_text_lxml_refuses_is_refused(op: Operation, data: st.DataObject) -> None:
+    setter = data.draw(st.sampled_from(serialised_texts(op)))
+    text = data.draw(XML_TEXT)
+    at = data.draw(st.integers(0, len(text)))
+    hostile = setter(text[:at] + data.draw(REFUSED_CHAR) + text[at:])
+    with pytest.raises(ValueError):
+        lxml_operation(hostile)
+    with pytest.raises(ValueError):
+        build_operation(hostile)
+
+
+@pytest.mark.parametrize("bad", ["\x00", "\x08", "\x0b", "\x1f", "\ud800", "\udfff", "\ufffe", "\uffff"])
+def test_each_kind_of_refused_character_is_refused(bad: str) -> None:
+    op = Operation(OperationKind.MODIFY, "usr", ASSOCIATION, 2, (AttrChange("a", add=string(f"x{bad}y")),))
+    with pytest.raises(ValueError, match="added value of attribute 'a'"):
+        build_operation(op)
+
+
+def test_escapes_are_the_ones_lxml_writes() -> None:
+    nasty = "&<>\"' \t\n\r]]>é\U0001f600\x7f\x85\u2028"
+    op = Operation(OperationKind.MODIFY, nasty, nasty, -1, (AttrChange(nasty, add=string(nasty)),))
+    built = build_operation(op)
+    assert built == lxml_operation(op)
+    text = "&amp;&lt;&gt;\"' \t\n&#13;]]&gt;é\U0001f600\x7f\x85\u2028".encode()
+    attr = "&amp;&lt;&gt;&quot;' &#9;&#10;&#13;]]&gt;é\U0001f600\x7f\x85\u2028".encode()
+    assert built.startswith(b'<modify class-name="' + attr + b'" event-id="-1"><association>' + text)
+    assert b'<add-value><value type="string">' + text + b"</value></add-value>" in built
+
+
+def test_empty_text_and_no_text_differ_as_in_lxml() -> None:
+    for text, element in (("", b'<value type="int"></value>'), (None, b'<value type="int"/>')):
+        op = Operation(OperationKind.ADD, "", "", 1, (AttrChange("", add=Value(ValueType.INT, text)),))  # type: ignore[arg-type]
+        assert element in build_operation(op)
+        assert build_operation(op) == lxml_operation(op)
+
+
+@pytest.mark.parametrize("version", ["1.2.3", "0+unknown", "&<>\"'\t\n\ré\U0001f600"])
+def test_document_head_and_heartbeat_match_lxml(version: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(publisher, "__version__", version, raising=False)
+    xds._document_head.cache_clear()
+    try:
+        head = lxml_document_head(version)
+        assert build_document([]) == head + b"</input></nds>"
+        status = etree.tostring(etree.Element("status", {"level": "success", "type": "heartbeat"}), encoding="UTF-8")
+        assert build_heartbeat() == head + status + b"</input></nds>"
+    finally:
+        xds._document_head.cache_clear()
