@@ -116,6 +116,8 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
         plan = _plan(config, engine)
         if plan is None:
             return CycleResult(seconds=watch.seconds)
+    with watch.stage("write"):
+        _keep_window(plan)
     path = _path(spark, plan, config)
     with watch.stage("read_and_classify"):
         classified = path.read_and_classify()
@@ -163,15 +165,11 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
 
 def _plan(config: Config, engine: Engine) -> CyclePlan | None:
     """The cycle's window and everything it needs from the configuration and the database,
-    resolved once; None when there is nothing to do. A new window is kept in the output
-    directory before anything is written."""
+    resolved once; None when there is nothing to do."""
     output = Path(config.output.directory).resolve()
-    kept = pinned_window(output)
-    window = _window(config, engine, output, kept)
+    window = _window(config, engine, output, pinned_window(output))
     if window is None:
         return None
-    if window_pin(window) != kept:
-        pin_window(output, window_pin(window))
     schema = table_schema(config, engine)
     catalog = reflect_catalog(engine, schema, published_tables(config, engine))
     operations = OperationContext(
@@ -189,6 +187,13 @@ def _plan(config: Config, engine: Engine) -> CyclePlan | None:
         batch_size=config.publisher.batch_size,
         formats=config.output if config.output.publishes_changes else None,
     )
+
+
+def _keep_window(plan: CyclePlan) -> None:
+    """A new window is kept in the output directory before anything else is written there."""
+    pin = window_pin(plan.window)
+    if pinned_window(plan.output) != pin:
+        pin_window(plan.output, pin)
 
 
 def _path(spark: SparkProvider, plan: CyclePlan, config: Config) -> CyclePath[Any, Any]:
