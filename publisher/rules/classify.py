@@ -5,7 +5,7 @@ them to Arrow batches where the event log is read (an executor, or the driver al
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,32 +140,41 @@ def event_column(event_type: EventType, table: TableInfo, key: str, row: Mapping
 
 def classify_values(target: EventTarget, old_value: Any, new_value: Any) -> dict[str, Any]:
     """A publishable event's classification from its target and the values it logged."""
-    out: dict[str, Any] = {
+    code, old_text, new_text = int(target.event_type), None, None
+    if target.logs_values:
+        assert target.column is not None
+        try:
+            code, old_text, new_text = logged_texts(target.event_type, target.column, target.class_name, old_value,
+                                                    new_value)
+        except _Rejected as exc:
+            return _error(str(exc))
+    return {
         "disposition": Disposition.PUBLISH,
         "reason": None,
-        "event_type_code": int(target.event_type),
+        "event_type_code": code,
         "class_name": target.class_name,
         "canonical_key": target.canonical_key,
         "attr_name": target.attr_name,
         "value_type": target.value_type,
-        "old_text": None,
-        "new_text": None,
+        "old_text": old_text,
+        "new_text": new_text,
     }
-    if not target.logs_values:
-        return out
-    assert target.column is not None
+
+
+def logged_texts(
+    event_type: EventType, column: ColumnInfo, table: str, old_value: Any, new_value: Any
+) -> tuple[int, str | None, str | None]:
+    """(event type code, old text, new text) of an event that logs values; _Rejected when the
+    new value cannot be published."""
+    new_text = _logged(new_value, "new_value", table, column)
+    if event_type is EventType.INSERT_FIELD:
+        return int(event_type), None, new_text
     try:
-        out["new_text"] = _logged(new_value, "new_value", target.class_name, target.column)
-    except _Rejected as exc:
-        return _error(str(exc))
-    if target.event_type is not EventType.INSERT_FIELD:
-        try:
-            out["old_text"] = _logged(old_value, "old_value", target.class_name, target.column)
-        except _Rejected:
-            # The consumer cannot hold a value that cannot be published, so the update
-            # removes all values instead of naming one: the new value is never lost for it.
-            out["event_type_code"] = int(EventType.UPDATE_FIELD_REMOVE_ALL)
-    return out
+        return int(event_type), _logged(old_value, "old_value", table, column), new_text
+    except _Rejected:
+        # The consumer cannot hold a value that cannot be published, so the update removes
+        # all values instead of naming one: the new value is never lost for it.
+        return int(EventType.UPDATE_FIELD_REMOVE_ALL), None, new_text
 
 
 def _error(reason: str) -> dict[str, Any]:
@@ -228,34 +237,50 @@ class BatchClassifier:
     """
 
     TARGETS_KEPT = 200_000
-    """Distinct targets remembered; past that the memory starts again, so it stays bounded."""
+    """Distinct objects remembered; past that the memory starts again, so it stays bounded."""
 
     def __init__(self, ctx: ClassifyContext, future_events: bool) -> None:
         self.ctx = ctx
         self.future_events = future_events
         self.schema = arrow_schema_of(CLASSIFIED_SCHEMA)
-        self._targets: dict[tuple[Any, ...], EventTarget | str] = {}
-        self._objects: dict[tuple[Any, ...], tuple[TableInfo, str] | str] = {}
+        self._types: dict[Any, EventType | str] = {}
+        self._objects: dict[tuple[Any, Any], tuple[TableInfo, str] | str] = {}
+        self._columns: dict[tuple[EventType, str, Any], EventTarget | str] = {}
         self._loopback: dict[Any, bool] = {}
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        columns = {name: batch.column(name).to_pylist() for name in _CLASSIFY_INPUT}
-        out: dict[str, list[Any]] = {name: [] for name in CLASSIFIED_NAMES}
-        appends = [out[name].append for name in CLASSIFIED_NAMES]
-        rows = zip(*(columns[name] for name in _CLASSIFY_INPUT), strict=True)
+        out: list[list[Any]] = [[] for _ in CLASSIFIED_NAMES]
+        adds = [column.append for column in out]
+
+        def add(*values: Any) -> None:
+            for append, value in zip(adds, values, strict=True):
+                append(value)
+
+        loopback = None if self.ctx.allow_loopback else self._is_loopback
+        rows = zip(*(batch.column(name).to_pylist() for name in _CLASSIFY_INPUT), strict=True)
         for perpetrator, unreadable, event_type, table_name, table_key, column_name, old, new in rows:
-            if not self.ctx.allow_loopback and self._is_loopback(perpetrator):
-                classified = _LOOPBACK
-            elif unreadable:
-                classified = _error(str(unreadable))
-            else:
-                target = self._target(event_type, table_name, table_key, column_name)
-                classified = _error(target) if isinstance(target, str) else classify_values(target, old, new)
-            for append, name in zip(appends, CLASSIFIED_NAMES, strict=True):
-                append(classified[name])
+            if loopback is not None and loopback(perpetrator):
+                add(*_LOOPBACK)
+                continue
+            found = str(unreadable) if unreadable else self._target(event_type, table_name, table_key, column_name)
+            if isinstance(found, str):
+                add(Disposition.ERROR, found, *_NOTHING)
+                continue
+            target, key = found
+            code, old_text, new_text = int(target.event_type), None, None
+            if target.column is not None and target.logs_values:
+                try:
+                    code, old_text, new_text = logged_texts(target.event_type, target.column, target.class_name,
+                                                            old, new)
+                except _Rejected as exc:
+                    add(Disposition.ERROR, str(exc), *_NOTHING)
+                    continue
+            add(Disposition.PUBLISH, None, code, target.class_name, key, target.attr_name, target.value_type,
+                old_text, new_text)
         position = batch.column("event_time") if self.future_events else pa.nulls(batch.num_rows, _TIMESTAMP)
         passed = [batch.column(name) for name in EVENT_FIELDS]
-        made = [pa.array(out[name], type=self.schema.field(name).type) for name in CLASSIFIED_NAMES]
+        types = (self.schema.field(name).type for name in CLASSIFIED_NAMES)
+        made = [pa.array(values, type=kind) for values, kind in zip(out, types, strict=True)]
         return pa.RecordBatch.from_arrays([*passed, position, *made], schema=self.schema)
 
     def _is_loopback(self, perpetrator: Any) -> bool:
@@ -264,34 +289,48 @@ class BatchClassifier:
             known = self._loopback[perpetrator] = self.ctx.is_loopback(perpetrator)
         return known
 
-    def _target(self, *named: Any) -> EventTarget | str:
-        """`event_target`, remembered per (type, table, key, column), its object part per
-        (table, key), so a key is parsed once per object and cycle."""
-        known = self._targets.get(named)
-        if known is None:
-            if len(self._targets) >= self.TARGETS_KEPT:
-                self._targets.clear()
+    def _target(
+        self, event_type: Any, table_name: Any, table_key: Any, column_name: Any
+    ) -> tuple[EventTarget, str] | str:
+        """`event_target` as (target without its key, canonical key), or why there is none, from
+        three remembered parts checked in its order: the type once per text, the object once
+        per (table, key), so a key is parsed once per object and cycle, and the column once per
+        (type, table, column)."""
+        kind = self._types.get(event_type)
+        if kind is None:
+            kind = self._types[event_type] = _rejection(_event_type, event_type)
+        if isinstance(kind, str):
+            return kind
+        obj = self._objects.get((table_name, table_key))
+        if obj is None:
+            if len(self._objects) >= self.TARGETS_KEPT:
                 self._objects.clear()
-            row = dict(zip(("event_type", "table_name", "table_key", "column_name"), named, strict=True))
-            try:
-                event_type = _event_type(row["event_type"])
-                obj = self._objects.get(named[1:3])
-                if obj is None:
-                    try:
-                        obj = self._objects[named[1:3]] = event_object(row, self.ctx)
-                    except _Rejected as exc:
-                        obj = self._objects[named[1:3]] = str(exc)
-                if isinstance(obj, str):
-                    raise _Rejected(obj)
-                known = event_column(event_type, *obj, row)
-            except _Rejected as exc:
-                known = str(exc)
-            self._targets[named] = known
-        return known
+                self._columns.clear()
+            row = {"table_name": table_name, "table_key": table_key}
+            obj = self._objects[table_name, table_key] = _rejection(event_object, row, self.ctx)
+        if isinstance(obj, str):
+            return obj
+        table, key = obj
+        field = self._columns.get((kind, table.name, column_name))
+        if field is None:
+            field = _rejection(event_column, kind, table, "", {"column_name": column_name})
+            self._columns[kind, table.name, column_name] = field
+        if isinstance(field, str):
+            return field
+        return field, key
+
+
+def _rejection(check: Callable[..., Any], *args: Any) -> Any:
+    """What `check` answers, or the reason it rejects with."""
+    try:
+        return check(*args)
+    except _Rejected as exc:
+        return str(exc)
 
 
 _CLASSIFY_INPUT = (
     "perpetrator", UNREADABLE, "event_type", "table_name", "table_key", "column_name", "old_value", "new_value"
 )
-_LOOPBACK = {**dict.fromkeys(CLASSIFIED_NAMES), "disposition": Disposition.LOOPBACK}
+_LOOPBACK = (Disposition.LOOPBACK, *(None for _ in CLASSIFIED_NAMES[1:]))
+_NOTHING = tuple(None for _ in CLASSIFIED_NAMES[2:])
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
