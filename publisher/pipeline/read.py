@@ -87,7 +87,15 @@ READ_BATCH_ROWS = 10_000
 
 
 def read_batches(window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
-    """The window's events within record_ids lo..hi, in record_id order, as EVENT_SCHEMA batches."""
+    """The window's events within record_ids lo..hi, in record_id order, as EVENT_SCHEMA batches:
+    through COPY where the database offers it (`copy_read`), else row by row."""
+    from publisher.pipeline.copy_read import can_copy, copy_batches
+    from publisher.pipeline.workers import engine_for
+
+    with engine_for(window.url).connect() as conn:
+        if can_copy(conn):
+            yield from copy_batches(conn, window, lo, hi)
+            return
     schema = arrow_schema_of(EVENT_SCHEMA)
     rows: list[tuple[Any, ...]] = []
     for row in read_rows(window, lo, hi):
