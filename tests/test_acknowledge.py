@@ -34,9 +34,12 @@ def test_id_runs_cover_exactly_the_ids_in_maximal_runs(ids: set[int]) -> None:
 
 @pytest.fixture
 def small_statements(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Statements carry at most 3 ids or 2 ranges, so a few rows show the chunking."""
-    monkeypatch.setattr(ack, "IDS_PER_STATEMENT", 3)
-    monkeypatch.setattr(ack, "RANGES_PER_STATEMENT", 2)
+    """Statements carry at most 3 ids or 2 ranges, so a few rows show the chunking (listed, or
+    as arrays on PostgreSQL)."""
+    for name in ("IDS_PER_STATEMENT", "ARRAY_IDS_PER_STATEMENT"):
+        monkeypatch.setattr(ack, name, 3)
+    for name in ("RANGES_PER_STATEMENT", "ARRAY_RANGES_PER_STATEMENT"):
+        monkeypatch.setattr(ack, name, 2)
 
 
 def log_events(h: Harness, count: int) -> list[int]:

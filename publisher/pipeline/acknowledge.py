@@ -1,7 +1,7 @@
 """Stage 7: write the outcome of every event back to the event log, in one transaction.
 
 Set-based: W and E rows by chunks of ids, S rows by chunks of record_id ranges, never one
-statement per row.
+statement per row (on PostgreSQL the chunks go as arrays, so a cycle takes a statement or two).
 Only exactly the rows the cycle read are touched, and only while they are still `N`.
 
 The outcome comes as runs of consecutive record_ids with one status each, in record_id order,
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Column, Connection, Engine, delete, or_, update
+from sqlalchemy import ARRAY, BigInteger, Column, Connection, Engine, bindparam, cast, delete, func, or_, update
 
 from publisher.config import Config
 from publisher.database import table_schema
@@ -25,9 +25,13 @@ from publisher.pipeline.failpoints import reached
 from publisher.pipeline.window import event_log_table
 
 RANGES_PER_STATEMENT = 500
+IDS_PER_STATEMENT = 1000
+ARRAY_IDS_PER_STATEMENT = ARRAY_RANGES_PER_STATEMENT = 50_000
+"""On PostgreSQL ranges and ids go as two arrays joined in the statement (two parameters
+however many), which the planner reads as one index probe per range: the fastest exact way
+measured, near the time of one UPDATE of every row."""
 ANALYZE_AFTER = 10_000
 """Acknowledged rows from which a cycle refreshes the event log's planner statistics."""
-IDS_PER_STATEMENT = 1000
 
 
 class AcknowledgeError(TransientError):
@@ -118,10 +122,14 @@ def acknowledge_runs(
     record_id = table.c[names.record_id]
     status = table.c[names.status]
     written: dict[Status, int] = {}
+    arrays = engine.dialect.name == "postgresql"
+    within = _within_arrays if arrays else _within
+    ids_per_statement = ARRAY_IDS_PER_STATEMENT if arrays else IDS_PER_STATEMENT
+    ranges_per_statement = ARRAY_RANGES_PER_STATEMENT if arrays else RANGES_PER_STATEMENT
 
     def apply(conn: Connection, outcome: Status, ranges: Sequence[IdRun], expected: int) -> None:
         removable = config.publisher.delete_processed_rows and outcome is not Status.ERROR
-        still_new = (status == Status.NEW.value, _within(record_id, ranges))
+        still_new = (status == Status.NEW.value, within(record_id, ranges))
         statement = (
             delete(table).where(*still_new)
             if removable
@@ -144,13 +152,13 @@ def acknowledge_runs(
                 continue
             rest: IdRun | None = run
             while rest is not None:
-                room = IDS_PER_STATEMENT - counts[outcome]
+                room = ids_per_statement - counts[outcome]
                 piece, rest = (rest, None) if rest.count <= room else (
                     IdRun(rest.first, rest.first + room - 1), IdRun(rest.first + room, rest.last)
                 )
                 exceptional[outcome].append(piece)
                 counts[outcome] += piece.count
-                if counts[outcome] == IDS_PER_STATEMENT:
+                if counts[outcome] == ids_per_statement:
                     apply(conn, outcome, exceptional[outcome], counts[outcome])
                     exceptional[outcome], counts[outcome] = [], 0
         for outcome, pieces in exceptional.items():
@@ -164,7 +172,7 @@ def acknowledge_runs(
                 continue
             chunk.append(read)
             expected += read.count - noted
-            if len(chunk) == RANGES_PER_STATEMENT:
+            if len(chunk) == ranges_per_statement:
                 apply(conn, Status.SUCCESS, chunk, expected)
                 chunk, expected = [], 0
         if chunk:
@@ -207,6 +215,15 @@ def _within(record_id: Column[Any], ranges: Sequence[IdRun]) -> Any:
     singles = [r.first for r in ranges if r.first == r.last]
     spans = [record_id.between(r.first, r.last) for r in ranges if r.first != r.last]
     return or_(*([record_id.in_(singles)] if singles else []), *spans)
+
+
+def _within_arrays(record_id: Column[Any], ranges: Sequence[IdRun]) -> Any:
+    """record_id within one of the ranges, as a join with the ranges unnested from two arrays."""
+    spans = func.unnest(
+        cast(bindparam("first", [r.first for r in ranges]), ARRAY(BigInteger)),
+        cast(bindparam("last", [r.last for r in ranges]), ARRAY(BigInteger)),
+    ).table_valued("first", "last").render_derived(name="spans")
+    return record_id.between(spans.c["first"], spans.c["last"])
 
 
 def refresh_statistics(engine: Engine, config: Config) -> None:
