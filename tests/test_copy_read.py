@@ -76,3 +76,16 @@ def test_copy_reads_what_the_rows_read(spark, postgresql_database, tmp_path, zon
             assert by_copy.to_pylist() == by_rows.to_pylist()
 
     check()
+
+
+def test_a_range_without_new_rows_reads_nothing(spark, postgresql_database, tmp_path):
+    """A partition of a window can hold no `N` row (all taken, or all committed late)."""
+    h = Harness(spark, postgresql_database, tmp_path)
+    h.create_event_log()
+    ids = h.log((2, "usr", "idu=1", "fname", "a", "b"), (2, "usr", "idu=2", "fname", "c", "d"))
+    window = plan_window(h.config, h.engine)
+    assert window is not None
+    h.db.execute(f"UPDATE {h.table(h.config.event_log.table)} SET status = 'S' WHERE record_id = {ids[0]}")
+    with h.engine.connect() as conn:
+        assert list(copy_batches(conn, window, ids[0], ids[0])) == []
+        assert [b.num_rows for b in copy_batches(conn, window, ids[0], ids[1])] == [1]

@@ -6,6 +6,7 @@ parses them into Arrow batches, so no Python runs per row. It reads the same row
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -44,8 +45,12 @@ def copy_batches(conn: Connection, window: CycleWindow, lo: int, hi: int) -> Ite
     schema = arrow_schema_of(EVENT_SCHEMA)
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     with cursor.copy(sql, compiled.params) as copy:
+        chunks = iter(copy)
+        first = next(chunks, None)
+        if first is None:
+            return  # pyarrow refuses an empty CSV stream; a range may hold no new row
         reader = pacsv.open_csv(
-            io.BufferedReader(_Chunks(copy), buffer_size=1 << 20),
+            io.BufferedReader(_Chunks(itertools.chain([first], chunks)), buffer_size=1 << 20),
             read_options=pacsv.ReadOptions(column_names=list(_NAMES), block_size=BLOCK_BYTES),
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
