@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from publisher.model.arrow import arrow_schema_of, rows_batch
@@ -84,7 +84,7 @@ class Distributed(CyclePath[DataFrame, DataFrame]):
         steps = self.steps.setdefault("changes", {})
         started = time.perf_counter()
         formats = self.plan.cycle_formats(cycle_number)
-        placed = _placed(resolved.where(F.col("xml").isNotNull()), self.partitions)
+        placed = placed_changes(resolved.where(F.col("xml").isNotNull()), self.partitions)
         steps["place"] = (placed_at := time.perf_counter()) - started
         starts = self._reserve(placed)
         steps["number"] = (numbered_at := time.perf_counter()) - placed_at
@@ -122,7 +122,7 @@ class Distributed(CyclePath[DataFrame, DataFrame]):
     def _reserve(self, placed: DataFrame) -> dict[int, tuple[int, str]]:
         """Count each partition's changes, reserve the cycle's numbers once: where each starts."""
         stats = placed.groupBy("part").agg(
-            F.count(F.lit(1)).alias("changes"), F.max(F.date_format("change_time", "yyyyMMddHHmmssSS")).alias("latest")
+            F.count(F.lit(1)).alias("changes"), F.max(time_prefix_of("change_time")).alias("latest")
         ).collect()
         parts = sorted((r["part"], r["changes"], r["latest"] or NO_TIME) for r in stats)
         latest = max((p[2] for p in parts), default=NO_TIME)
@@ -140,8 +140,14 @@ class Distributed(CyclePath[DataFrame, DataFrame]):
         return Outcomes(staged.events, staged.statuses, staged.append_rejects, staged.remove)
 
 
-def _placed(operations: DataFrame, partitions: int) -> DataFrame:
-    """Each change with its place in its transaction, in publication order cut into ranges."""
+def time_prefix_of(column: str) -> Column:
+    """`changes.time_prefix` in Spark SQL (UTC session): YYYYMMDDHHmmSShh, NULL for no time."""
+    return F.date_format(column, "yyyyMMddHHmmssSS")
+
+
+def placed_changes(operations: DataFrame, partitions: int) -> DataFrame:
+    """Each change with its place in its transaction (`changes.transaction_places` in Spark
+    SQL), in publication order (the driver path's `_publication_order`) cut into ranges."""
     order = [F.col("op_time").asc_nulls_first(), F.col("event_id")]
     transaction = F.coalesce(F.col("transaction_id"), F.concat(F.lit("#"), F.col("event_id").cast("string")))
     earlier = Window.partitionBy("transaction").orderBy(*order)

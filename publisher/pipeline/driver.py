@@ -40,11 +40,11 @@ class InDriver(CyclePath[pa.Table, pa.Table]):
         return pa.Table.from_batches(list(resolved), schema=arrow_schema_of(RESOLVED_SCHEMA))
 
     def write_documents(self, resolved: pa.Table, cycle_number: int) -> list[DocumentWritten]:
-        xml = [op["xml"] for op in _publication_order(resolved)]
+        xml = [op["xml"] for op in _operations(resolved)]
         return write_documents(xml, self.plan.output, cycle_number, self.plan.batch_size)
 
     def write_formats(self, resolved: pa.Table, cycle_number: int) -> FormatsWritten:
-        changes = [Change.from_bytes(op["change"]) for op in _publication_order(resolved) if op["change"]]
+        changes = [Change.from_bytes(op["change"]) for op in _operations(resolved) if op["change"]]
         formats = self.plan.cycle_formats(cycle_number)
         latest = max((time_prefix(c.event_time) for c in changes), default=NO_TIME)
         numbers = reserve_change_numbers(self.plan.output, len(changes), latest)
@@ -70,10 +70,16 @@ class InDriver(CyclePath[pa.Table, pa.Table]):
         )
 
 
-def _publication_order(resolved: pa.Table) -> list[dict[str, Any]]:
-    """The cycle's operations in publication order: by their first event's place in processing."""
+def _operations(resolved: pa.Table) -> list[dict[str, Any]]:
+    """The cycle's operations in publication order."""
     operations = resolved.filter(pc.is_valid(resolved["xml"])).select(["op_time", "event_id", "xml", "change"])
-    return sorted(_rows(operations), key=_order)
+    return publication_order(_rows(operations))
+
+
+def publication_order(operations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Operations by their first event's place in processing (`distributed.placed_changes`
+    orders them in Spark SQL; a test holds the two equal)."""
+    return sorted(operations, key=_order)
 
 
 def _order(op: dict[str, Any]) -> tuple[int, Any, int]:
