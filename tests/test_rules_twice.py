@@ -37,7 +37,7 @@ def _operation(event_id: int, op_time: Any, change_time: Any, transaction: str |
             "change_time": change_time, "records": change.records}
 
 
-@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(operations(), st.integers(1, 3))
 def test_spark_places_and_orders_changes_as_the_driver_does(spark, ops: list[dict[str, Any]], partitions: int):
     ordered = [Change.from_bytes(op["change"]) for op in publication_order(ops)]
