@@ -3,6 +3,7 @@ a job's fixed cost would dominate a cycle of a few events. Each stage's result i
 table in the driver's memory."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +23,16 @@ from publisher.rules.classify import BatchClassifier, Disposition
 from publisher.rules.precedence import position
 
 
-class InDriver(CyclePath[pa.Table, pa.Table]):
+@dataclass(frozen=True)
+class Resolved:
+    """What resolving gave: a row per event that is not S, and the operations in publication
+    order (ordered once, for the documents and the formats alike)."""
+
+    decided: pa.Table
+    operations: list[dict[str, Any]]
+
+
+class InDriver(CyclePath[pa.Table, Resolved]):
     def read_and_classify(self) -> pa.Table:
         window = self.plan.window
         classify = BatchClassifier(self.plan.classify, self.plan.future_events)
@@ -30,50 +40,48 @@ class InDriver(CyclePath[pa.Table, pa.Table]):
         failpoints.reached("after_read")
         return pa.Table.from_batches(batches, schema=classify.schema)
 
-    def resolve(self, classified: pa.Table) -> pa.Table:
+    def resolve(self, classified: pa.Table) -> Resolved:
         publishable = classified.filter(pc.equal(classified["disposition"], Disposition.PUBLISH))
         by_object = publishable.select(list(publishable_fields(self.plan.formats is not None))).sort_by(
             [("class_name", "ascending"), ("canonical_key", "ascending")]
         )
         spent = self.steps.setdefault("resolve", {})
-        resolved = resolve_batches(by_object.to_batches(), self.plan.objects, spent)
-        return pa.Table.from_batches(list(resolved), schema=arrow_schema_of(RESOLVED_SCHEMA))
+        batches = resolve_batches(by_object.to_batches(), self.plan.objects, spent)
+        resolved = pa.Table.from_batches(list(batches), schema=arrow_schema_of(RESOLVED_SCHEMA))
+        is_operation = pc.is_valid(resolved["xml"])
+        operations = resolved.filter(is_operation).select(["op_time", "event_id", "xml", "change"])
+        decided = resolved.filter(pc.invert(is_operation)).select(["record_id", "status", "reason"])
+        return Resolved(decided, publication_order(operations.to_pylist()))
 
-    def write_documents(self, resolved: pa.Table, cycle_number: int) -> list[DocumentWritten]:
-        xml = [op["xml"] for op in _operations(resolved)]
+    def write_documents(self, resolved: Resolved, cycle_number: int) -> list[DocumentWritten]:
+        xml = [op["xml"] for op in resolved.operations]
         return write_documents(xml, self.plan.output, cycle_number, self.plan.batch_size)
 
-    def write_formats(self, resolved: pa.Table, cycle_number: int) -> FormatsWritten:
-        changes = [Change.from_bytes(op["change"]) for op in _operations(resolved) if op["change"]]
+    def write_formats(self, resolved: Resolved, cycle_number: int) -> FormatsWritten:
+        changes = [Change.from_bytes(op["change"]) for op in resolved.operations if op["change"]]
         formats = self.plan.cycle_formats(cycle_number)
         latest = max((time_prefix(c.event_time) for c in changes), default=NO_TIME)
         numbers = reserve_change_numbers(self.plan.output, len(changes), latest)
         stamped = stamp(changes, transaction_places(changes), numbers.first, numbers.after_time)
         return formats.finish([write_part(stamped, formats.ctx, 0)])
 
-    def outcomes(self, classified: pa.Table, resolved: pa.Table, cycle_number: int) -> Outcomes:
+    def outcomes(self, classified: pa.Table, resolved: Resolved, cycle_number: int) -> Outcomes:
         errors = classified.filter(pc.equal(classified["disposition"], Disposition.ERROR))
         exceptions = dict.fromkeys(errors["record_id"].to_pylist(), Status.ERROR)
-        rejects = {row["record_id"]: _reject(row, row["reason"]) for row in _rows(errors)}
-        decided = resolved.filter(pc.is_valid(resolved["record_id"]))
-        noted = {row["record_id"]: row for row in _rows(decided.select(["record_id", "status", "reason"]))}
+        rejects = {row["record_id"]: _reject(row, row["reason"]) for row in errors.to_pylist()}
+        noted = {row["record_id"]: row for row in resolved.decided.to_pylist()}
         exceptions.update((rid, Status(note["status"])) for rid, note in noted.items())
         rejected_later = [rid for rid, note in noted.items() if note["status"] == Status.ERROR.value]
         if rejected_later:
             values = classified.filter(pc.is_in(classified["record_id"], pa.array(rejected_later, pa.int64())))
-            rejects.update((row["record_id"], _reject(row, noted[row["record_id"]]["reason"])) for row in _rows(values))
+            for row in values.to_pylist():
+                rejects[row["record_id"]] = _reject(row, noted[row["record_id"]]["reason"])
         output = self.plan.output
         return Outcomes(
             events=classified.num_rows,
             statuses=status_runs(id_runs(classified["record_id"].to_pylist()), exceptions),
             append_rejects=lambda: append_rejects(output, (rejects[rid] for rid in sorted(rejects))),
         )
-
-
-def _operations(resolved: pa.Table) -> list[dict[str, Any]]:
-    """The cycle's operations in publication order."""
-    operations = resolved.filter(pc.is_valid(resolved["xml"])).select(["op_time", "event_id", "xml", "change"])
-    return publication_order(_rows(operations))
 
 
 def publication_order(operations: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -84,10 +92,6 @@ def publication_order(operations: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _order(op: dict[str, Any]) -> tuple[int, Any, int]:
     return position({"position_time": op["op_time"], "record_id": op["event_id"]})
-
-
-def _rows(table: pa.Table) -> list[dict[str, Any]]:
-    return table.to_pylist()
 
 
 def _reject(row: dict[str, Any], reason: str | None) -> dict[str, Any]:

@@ -224,7 +224,6 @@ CLASSIFIED_SCHEMA = EVENT_SCHEMA + ", position_time timestamp, " + ", ".join(
     f"{name} {kind}" for name, kind in CLASSIFIED_FIELDS
 )
 """An event as read, its processing-order time, and its classification."""
-CLASSIFIED_FIELD_NAMES = (*EVENT_FIELDS, "position_time", *(name for name, _ in CLASSIFIED_FIELDS))
 
 
 class BatchClassifier:

@@ -15,7 +15,7 @@ from publisher.model.operation import AttrChange, Operation, OperationKind, Valu
 from publisher.model.values import ValueType
 from publisher.outputs.xds import build_operation
 from publisher.rules.changes import Change, change_of
-from publisher.rules.precedence import PUBLISHED, CurrentRow, Decision, position
+from publisher.rules.precedence import PUBLISHED, CurrentRow, Decision
 
 
 @dataclass(frozen=True)
@@ -110,10 +110,6 @@ class PublishedOperation:
     kind: str
     xml: bytes
     change: Change | None = None
-
-    @property
-    def order(self) -> tuple[int, dt.datetime, int]:
-        return position({"position_time": self.op_time, "record_id": self.event_id})
 
 
 def object_operations(
