@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from publisher.model.events import Status
-from publisher.pipeline.queryback import QueryBackContext, current_rows
+from publisher.pipeline.queryback import CurrentRows, QueryBackContext
 from publisher.rules.operations import OperationContext, PublishedOperation, object_operations
 from publisher.rules.precedence import decide, needs_query_back, position
 
@@ -68,14 +68,15 @@ def publish_objects(
     spent = seconds if seconds is not None else {}
     pending: list[list[Mapping[str, Any]]] = []
     pending_events = 0
-    for group in _by_object(events):
-        pending.append(group)
-        pending_events += len(group)
-        if pending_events >= SLICE_EVENTS:
-            yield from _publish_slice(pending, ctx, spent)
-            pending, pending_events = [], 0
-    if pending:
-        yield from _publish_slice(pending, ctx, spent)
+    with CurrentRows(ctx.query_back) as reader:
+        for group in _by_object(events):
+            pending.append(group)
+            pending_events += len(group)
+            if pending_events >= SLICE_EVENTS:
+                yield from _publish_slice(pending, reader, ctx, spent)
+                pending, pending_events = [], 0
+        if pending:
+            yield from _publish_slice(pending, reader, ctx, spent)
 
 
 def _by_object(events: Iterable[Mapping[str, Any]]) -> Iterator[list[Mapping[str, Any]]]:
@@ -93,14 +94,14 @@ def _by_object(events: Iterable[Mapping[str, Any]]) -> Iterator[list[Mapping[str
 
 
 def _publish_slice(
-    groups: list[list[Mapping[str, Any]]], ctx: ObjectsContext, spent: dict[str, float]
+    groups: list[list[Mapping[str, Any]]], reader: CurrentRows, ctx: ObjectsContext, spent: dict[str, float]
 ) -> Iterator[StatusNote | PublishedOperation]:
     started = time.perf_counter()
     wanted: dict[str, list[str]] = defaultdict(list)
     for group in groups:
         if needs_query_back(group):
             wanted[group[0]["class_name"]].append(group[0]["canonical_key"])
-    current = current_rows(ctx.query_back, wanted) if wanted else {}
+    current = reader.read(wanted) if wanted else {}
     decided = time.perf_counter()
     _add(spent, "query_back", decided - started)
     out: list[StatusNote | PublishedOperation] = []

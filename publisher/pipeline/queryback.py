@@ -9,7 +9,7 @@ as its trigger spells it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,38 +52,69 @@ class QueryBackContext:
     """By table name (the class name)."""
 
 
+class CurrentRows:
+    """Reads current rows for a stream of slices over one connection, opened at the first read
+    and closed with the stream; each slice's reads end their transaction, so no lock or
+    snapshot is held between slices."""
+
+    def __init__(self, ctx: QueryBackContext) -> None:
+        self.ctx = ctx
+        self._stack = ExitStack()
+        self._conn: Connection | None = None
+        self._readings: dict[str, _Reading] = {}
+
+    def __enter__(self) -> CurrentRows:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def read(self, wanted: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], CurrentRow]:
+        """The current row of each wanted object (class name → canonical keys) that still exists."""
+        if self._conn is None:
+            self._conn = self._stack.enter_context(_session(self.ctx))
+        found: dict[tuple[str, str], CurrentRow] = {}
+        try:
+            for class_name, keys in wanted.items():
+                table = self.ctx.tables[class_name]
+                reading = self._readings.get(class_name)
+                if reading is None:
+                    reading = self._readings[class_name] = _Reading(table, self.ctx.schema, self._conn.dialect)
+                for name, key, row, problems in _read_keys(self._conn, reading, keys):
+                    found[(name, key)] = CurrentRow(row, problems)
+        finally:
+            self._conn.rollback()
+        return found
+
+
 def current_rows(ctx: QueryBackContext, wanted: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], CurrentRow]:
     """The current row of each wanted object (class name → canonical keys) that still exists."""
-    found: dict[tuple[str, str], CurrentRow] = {}
-    for class_name, keys in wanted.items():
-        for name, key, row, problems in read_current(ctx, ctx.tables[class_name], keys):
-            found[(name, key)] = CurrentRow(row, problems)
-    return found
+    with CurrentRows(ctx) as reader:
+        return reader.read(wanted)
 
 
-def read_current(
-    ctx: QueryBackContext, table: TableInfo, keys: Sequence[str]
+def _read_keys(
+    conn: Connection, reading: _Reading, keys: Sequence[str]
 ) -> Iterable[tuple[str, str, dict[str, str | None], dict[str, str]]]:
     """(class_name, canonical_key, row, problems) for the keys that exist, CHUNK keys per SELECT.
 
     A key the database refuses to compare (a value its key column's type cannot take, such as
     `id=x` for a uuid) comes back with every column as a problem, so its events get `E`.
     """
-    with _session(ctx) as conn:
-        reading = _Reading(table, ctx.schema, conn.dialect)
+    table = reading.table
 
-        def query(chunk: Sequence[str]) -> Select[Any]:
-            return reading.select().where(reading.key_in([key_values(k, table.key_columns) for k in chunk]))
+    def query(chunk: Sequence[str]) -> Select[Any]:
+        return reading.select().where(reading.key_in([key_values(k, table.key_columns) for k in chunk]))
 
-        for start in range(0, len(keys), CHUNK):
-            records, refused = _select(conn, query, keys[start : start + CHUNK])
-            reached("query_back")
-            for key, reason in refused.items():
-                problem = f"{table.name}: the database refuses table_key {shown(key)}: {reason}"
-                yield table.name, key, {}, {c.name: problem for c in table.columns}
-            for record in records:
-                key, row, problems = reading.published(record)
-                yield table.name, key, row, problems
+    for start in range(0, len(keys), CHUNK):
+        records, refused = _select(conn, query, keys[start : start + CHUNK])
+        reached("query_back")
+        for key, reason in refused.items():
+            problem = f"{table.name}: the database refuses table_key {shown(key)}: {reason}"
+            yield table.name, key, {}, {c.name: problem for c in table.columns}
+        for record in records:
+            key, row, problems = reading.published(record)
+            yield table.name, key, row, problems
 
 
 def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[Published]:
