@@ -12,8 +12,11 @@ refused with ``ValueError`` as lxml refuses it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value
 from publisher.model.values import ValueType, xml_problem
@@ -193,3 +196,74 @@ _HEARTBEAT_STATUS = b'<status level="success" type="heartbeat"/>'
 def build_heartbeat() -> bytes:
     """A document that says only that the publisher is alive."""
     return build_document((_HEARTBEAT_STATUS,))
+
+
+# The same shapes over Arrow columns, for many operations at once (`rules.columnar`); a property
+# in the tests holds them equal to `build_operation`. Names (class, attribute, value type) come
+# from the catalog and repeat, so they are escaped once per distinct name.
+
+
+def _column_text(texts: pa.Array) -> pa.Array:
+    """`_text` over a string column."""
+    for old, new in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("\r", "&#13;")):
+        texts = pc.replace_substring(texts, old, new)
+    return texts
+
+
+def _column_names(names: pa.Array | pa.ChunkedArray, escape: Callable[[str], str]) -> pa.Array:
+    if isinstance(names, pa.ChunkedArray):
+        names = names.combine_chunks()
+    encoded = names.dictionary_encode()
+    escaped = pa.array([escape(name) for name in encoded.dictionary.to_pylist()], pa.string())
+    return pc.take(escaped, encoded.indices)
+
+
+def _column_value(value_opens: pa.Array, texts: pa.Array) -> pa.Array:
+    """`_value` where `texts` is not null, else null."""
+    return pc.binary_join_element_wise(value_opens, ">", _column_text(texts), "</value>", "")
+
+
+def column_attr_changes(
+    kinds: pa.Array, names: pa.Array, value_types: pa.Array, remove_all: pa.Array, removes: pa.Array, adds: pa.Array
+) -> pa.Array:
+    """Each row's attribute change as its operation's body holds it: `add` rows as `_add_body`,
+    others as `_modify_body` writes one AttrChange ("" for an empty one, or for an add with no
+    value). `kinds` holds OperationKind values; `removes` and `adds` texts or null."""
+    name = _column_names(names, _attr)
+    opens = _column_names(value_types, lambda t: _VALUE_OPEN[ValueType(t)])
+    add_value = _column_value(opens, adds)
+    remove_value = _column_value(opens, removes)
+    added = pc.binary_join_element_wise('<add-attr attr-name="', name, '">', add_value, "</add-attr>", "")
+    modified = pc.binary_join_element_wise(
+        '<modify-attr attr-name="', name, '">',
+        pc.if_else(remove_all, "<remove-all-values/>", ""),
+        pc.binary_join_element_wise("<remove-value>", remove_value, "</remove-value>", ""),
+        pc.binary_join_element_wise("<add-value>", add_value, "</add-value>", ""),
+        "</modify-attr>", "",
+        null_handling="replace", null_replacement="",
+    )
+    empty_modify = pc.and_(pc.invert(remove_all), pc.and_(pc.is_null(removes), pc.is_null(adds)))
+    is_add = pc.equal(kinds, OperationKind.ADD.value)
+    fragment = pc.if_else(is_add, pc.fill_null(added, ""), pc.if_else(empty_modify, "", modified))
+    return pc.if_else(pc.equal(kinds, OperationKind.DELETE.value), "", fragment)
+
+
+def column_operations(
+    kinds: pa.Array, class_names: pa.Array, event_ids: pa.Array, associations: pa.Array, bodies: pa.Array
+) -> pa.Array:
+    """`build_operation` per row, as a string column; each body is its operation's attribute
+    changes joined. Whether the result is text XML can carry is `column_refused`'s to say."""
+    return pc.binary_join_element_wise(
+        "<", kinds, ' class-name="', _column_names(class_names, _name), '" event-id="',
+        pc.cast(event_ids, pa.string()), '"><association>', _column_text(associations), "</association>",
+        bodies, "</", kinds, ">", "",
+    )
+
+
+_REFUSED = "[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]"
+
+
+def column_refused(xml: pa.Array) -> pa.Array:
+    """True where a column_operations text holds a character XML 1.0 cannot carry (a string
+    column holds no lone surrogate), as `_xml_utf8` refuses it."""
+    return pc.match_substring_regex(xml, _REFUSED)
