@@ -10,9 +10,10 @@ import string
 from collections.abc import Callable
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from publisher.model import keys as keys_module
 from publisher.model.keys import (
     KeyColumnError,
     KeyKind,
@@ -418,3 +419,61 @@ def test_the_canonical_spelling_is_a_fixed_point_and_survives_a_table_key(case: 
     if kind is not KeyKind.TEXT or "\x00" not in once:
         key = format_key([KeyPart("k", once)])
         assert canonical_key(key, [("k", kind)]) == key
+
+
+_FAST_VALUES = st.from_regex(r"\A(?:0|-?[1-9][0-9]{0,17}|[A-Za-z0-9_.@-]{1,8})\Z") | st.sampled_from(
+    ["00", "-0", "+1", " 1", "1 ", "9223372036854775808", "1e3", "a b", 'a"b', "", "x=y", "é"]
+)
+_FAST_COLUMNS = st.lists(
+    st.tuples(st.sampled_from(["id", "Id", "k_2", "a b"]),
+              st.sampled_from([KeyKind.INTEGER, KeyKind.TEXT, KeyKind.UUID])),
+    min_size=1, max_size=3, unique_by=lambda c: c[0].casefold(),
+)
+
+
+def _fast_parts(columns: list[tuple[str, KeyKind]]) -> st.SearchStrategy[list[tuple[str, str]]]:
+    """Mostly each key column in order with a value of any kind; else any names in any order."""
+    in_order = st.tuples(*(_FAST_VALUES for _ in columns)).map(
+        lambda values: [(name, value) for (name, _), value in zip(columns, values, strict=True)]
+    )
+    names = st.sampled_from([c[0] for c in columns] + ["ID", "other"])
+    return in_order | st.lists(st.tuples(names, _FAST_VALUES), min_size=1, max_size=3)
+
+
+@settings(max_examples=300)
+@given(_FAST_COLUMNS.flatmap(lambda cols: st.tuples(st.just(cols), _fast_parts(cols))))
+def test_a_key_taken_as_already_canonical_is_what_parsing_it_gives(
+    case: tuple[list[tuple[str, KeyKind]], list[tuple[str, str]]],
+) -> None:
+    """canonical_key gives a key back unparsed when it looks canonical; parsing it (the cached
+    core, which never takes that shortcut) must give exactly the same text, or the same error."""
+    columns, parts = case
+    text = "+".join(f"{name}={value}" for name, value in parts)
+    try:
+        expected: object = keys_module._canonical(text, tuple(columns))
+    except ValueError as exc:
+        expected = type(exc)
+    try:
+        got: object = canonical_key(text, columns)
+    except ValueError as exc:
+        got = type(exc)
+    assert got == expected
+
+
+_NEAR_CANONICAL = ["0", "7", "-12", "00", "-0", "+1", " 1", "1 ", "9223372036854775808", "1e3", "abc", "a.b@c-d",
+                   "a b", 'a"b', "<x>", "a\\b", "", "é", "x=y", "a,b", "a;b", "a+b"]
+
+
+@pytest.mark.parametrize("kind", [KeyKind.INTEGER, KeyKind.TEXT, KeyKind.UUID])
+@pytest.mark.parametrize("value", _NEAR_CANONICAL)
+def test_near_canonical_keys_are_spelled_as_parsing_spells_them(kind: KeyKind, value: str) -> None:
+    text = f"id={value}"
+    try:
+        expected: object = keys_module._canonical(text, (("id", kind),))
+    except ValueError as exc:
+        expected = type(exc)
+    try:
+        got: object = canonical_key(text, [("id", kind)])
+    except ValueError as exc:
+        got = type(exc)
+    assert got == expected

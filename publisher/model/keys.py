@@ -447,7 +447,33 @@ def canonical_key(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> str:
     """
     if not isinstance(text, str):
         raise KeySyntaxError(text, 0, f"expected a str, got {type(text).__name__}")
-    return _canonical(text, tuple(key_columns))
+    columns = tuple(key_columns)
+    if _spelled_canonically(columns).fullmatch(text):
+        return text
+    return _canonical(text, columns)
+
+
+_CANONICAL_VALUE = {KeyKind.INTEGER: "(?:0|-?[1-9][0-9]{0,17})", KeyKind.TEXT: "[A-Za-z0-9_.@-]+"}
+"""Values of a kind that are spelled canonically (a subset: 18 digits at most always fit in
+64 bits, and such text needs no quoting and holds no space)."""
+
+
+@functools.lru_cache(maxsize=256)
+def _spelled_canonically(key_columns: tuple[tuple[str, KeyKind], ...]) -> re.Pattern[str]:
+    """What matches a table_key that canonical_key would give back unchanged: each key column in
+    order, spelled as the catalog spells it, with a value `_CANONICAL_VALUE` accepts. Most keys
+    a trigger logs look like this, and need no parse; a key column of another kind, or one whose
+    name a table_key cannot carry, matches nothing."""
+    parts = []
+    for name, kind in key_columns:
+        value = _CANONICAL_VALUE.get(kind)
+        if value is None or not writable_key_column(name):
+            return _NOTHING
+        parts.append(re.escape(name) + "=" + value)
+    return re.compile(r"\+".join(parts)) if parts else _NOTHING
+
+
+_NOTHING = re.compile(r"(?!)")
 
 
 @functools.lru_cache(maxsize=CANONICAL_CACHE)
