@@ -7,9 +7,10 @@ import uuid
 from collections.abc import Iterator
 from decimal import Decimal
 
+import pyarrow as pa
 import pytest
 import sqlalchemy as sa
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from publisher.model.values import (
@@ -17,6 +18,7 @@ from publisher.model.values import (
     ValueType,
     encode_current,
     encode_logged,
+    logged_unchanged,
     value_type_of,
 )
 
@@ -483,3 +485,42 @@ def test_query_back_values_from_postgres(postgres_schema: tuple[sa.Engine, str])
         "c_time": None,
         "c_uuid": None,
     }
+
+
+_LOGGED_SAMPLE_TEXTS = (
+    "0", "7", "-12", "00", "-0", "+1", " 1", "1 ", "123456789012345678", "1234567890123456789", "1e3",
+    "true", "false", "yes", "True", "t", "1", "aGk=", "QR==", "aGk", "aG k=", "aGk=\n", "====", "",
+    "1990-05-17 08:30:00", "plain", "a\x01b", "tab\there", "\ufffe", "é",
+)
+_LOGGED_SAMPLES = st.sampled_from(_LOGGED_SAMPLE_TEXTS)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(list(ValueType)), st.none() | _LOGGED_SAMPLES | st.text(max_size=6)),
+                max_size=20))
+def test_logged_values_vouched_for_as_columns_are_what_encoding_them_gives(
+    values: list[tuple[ValueType, str | None]],
+) -> None:
+    """Where the column check says a logged text publishes unchanged, encoding it one by one
+    gives exactly that text."""
+    types = pa.array([t.value for t, _ in values], pa.string())
+    texts = pa.array([text for _, text in values], pa.string())
+    for (value_type, text), unchanged in zip(values, logged_unchanged(types, texts).to_pylist(), strict=True):
+        if unchanged:
+            assert encode_logged(value_type, text) == text
+
+
+@pytest.mark.parametrize("value_type", list(ValueType))
+def test_near_canonical_logged_values_vouched_for_are_what_encoding_gives(value_type: ValueType) -> None:
+    samples = list(_LOGGED_SAMPLE_TEXTS)
+    vouched = logged_unchanged(pa.array([value_type.value] * len(samples)), pa.array(samples, pa.string()))
+    for text, unchanged in zip(samples, vouched.to_pylist(), strict=True):
+        if unchanged:
+            assert encode_logged(value_type, text) == text, text
+
+
+def test_plain_canonical_logged_values_are_vouched_for_as_columns() -> None:
+    cases = [(ValueType.INT, "-12"), (ValueType.TIME, "7"), (ValueType.STATE, "false"), (ValueType.OCTET, "aGk="),
+             (ValueType.STRING, "plain é"), (ValueType.STRING, None)]
+    types = pa.array([t.value for t, _ in cases], pa.string())
+    assert logged_unchanged(types, pa.array([text for _, text in cases], pa.string())).to_pylist() == [True] * 6

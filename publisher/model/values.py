@@ -19,6 +19,8 @@ from decimal import Decimal
 from numbers import Integral
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from sqlalchemy import types as sqltypes
 
 
@@ -175,6 +177,34 @@ def encode_logged(value_type: ValueType, text: str | None) -> str | None:
     if text is None:
         return None
     return _LOGGED[value_type](text)
+
+
+_DECIMAL_AS_PUBLISHED = r"\A(?:0|-?[1-9][0-9]{0,17})\z"
+_UNCHANGED_LOGGED = {
+    ValueType.INT: (_DECIMAL_AS_PUBLISHED, True),
+    ValueType.TIME: (_DECIMAL_AS_PUBLISHED, True),
+    ValueType.STATE: (r"\A(?:true|false)\z", True),
+    ValueType.OCTET: (r"\A(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?\z", True),
+    ValueType.STRING: (r"[^\t\n\r\x{20}-\x{D7FF}\x{E000}-\x{FFFD}\x{10000}-\x{10FFFF}]", False),
+}
+"""Per type, a pattern (RE2) and whether a match means `encode_logged` gives the text back
+unchanged (else a match means it may not): plain decimals of at most 18 digits, canonical
+states, unwrapped padded base64, text XML can carry. A subset: what it does not vouch for is
+encoded one value at a time."""
+
+
+def logged_unchanged(value_types: pa.Array, texts: pa.Array) -> pa.Array:
+    """For each logged text (NULL included), whether `encode_logged` of its value type gives
+    it back as it is: the many values a batch logs checked as columns, not one by one."""
+    unchanged = pc.is_null(texts)
+    for value_type in pc.unique(value_types).to_pylist():
+        if value_type is None:
+            continue
+        pattern, vouches = _UNCHANGED_LOGGED[ValueType(value_type)]
+        matched = pc.match_substring_regex(texts, pattern)
+        accepted = matched if vouches else pc.invert(matched)
+        unchanged = pc.or_(unchanged, pc.fill_null(pc.and_(pc.equal(value_types, value_type), accepted), False))
+    return unchanged
 
 
 def _current_octet(value: object) -> str:

@@ -9,13 +9,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from publisher.model.arrow import arrow_schema_of
+from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
 from publisher.model.events import EVENT_FIELDS, EVENT_SCHEMA, LOGGED_VALUES, PER_FIELD, UNREADABLE, EventType
 from publisher.model.keys import canonical_key
-from publisher.model.values import BadValueError, encode_logged, shown, xml_problem
+from publisher.model.values import BadValueError, encode_logged, logged_unchanged, shown, xml_problem
 
 
 class Disposition:
@@ -242,45 +244,68 @@ class BatchClassifier:
         self.ctx = ctx
         self.future_events = future_events
         self.schema = arrow_schema_of(CLASSIFIED_SCHEMA)
+        self._made = pa.schema([self.schema.field(name) for name in CLASSIFIED_NAMES])
         self._types: dict[Any, EventType | str] = {}
         self._objects: dict[tuple[Any, Any], tuple[TableInfo, str] | str] = {}
         self._columns: dict[tuple[EventType, str, Any], EventTarget | str] = {}
         self._loopback: dict[Any, bool] = {}
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        out: list[list[Any]] = [[] for _ in CLASSIFIED_NAMES]
-        adds = [column.append for column in out]
-
-        def add(*values: Any) -> None:
-            for append, value in zip(adds, values, strict=True):
-                append(value)
-
+        out: list[tuple[Any, ...]] = []
+        add = out.append
+        logging: list[tuple[int, EventTarget]] = []
         loopback = None if self.ctx.allow_loopback else self._is_loopback
-        rows = zip(*(batch.column(name).to_pylist() for name in _CLASSIFY_INPUT), strict=True)
-        for perpetrator, unreadable, event_type, table_name, table_key, column_name, old, new in rows:
+        rows = zip(*(batch.column(name).to_pylist() for name in _CLASSIFY_INPUT[:-2]), strict=True)
+        for index, (perpetrator, unreadable, event_type, table_name, table_key, column_name) in enumerate(rows):
             if loopback is not None and loopback(perpetrator):
-                add(*_LOOPBACK)
+                add(_LOOPBACK)
                 continue
             found = str(unreadable) if unreadable else self._target(event_type, table_name, table_key, column_name)
             if isinstance(found, str):
-                add(Disposition.ERROR, found, *_NOTHING)
+                add((Disposition.ERROR, found, *_NOTHING))
                 continue
             target, key = found
-            code, old_text, new_text = int(target.event_type), None, None
             if target.column is not None and target.logs_values:
-                try:
-                    code, old_text, new_text = logged_texts(target.event_type, target.column, target.class_name,
-                                                            old, new)
-                except _Rejected as exc:
-                    add(Disposition.ERROR, str(exc), *_NOTHING)
-                    continue
-            add(Disposition.PUBLISH, None, code, target.class_name, key, target.attr_name, target.value_type,
-                old_text, new_text)
+                logging.append((index, target))
+            add((Disposition.PUBLISH, None, int(target.event_type), target.class_name, key, target.attr_name,
+                 target.value_type, None, None))
+        texts = self._logged_texts(batch, logging, out)
         position = batch.column("event_time") if self.future_events else pa.nulls(batch.num_rows, _TIMESTAMP)
         passed = [batch.column(name) for name in EVENT_FIELDS]
-        types = (self.schema.field(name).type for name in CLASSIFIED_NAMES)
-        made = [pa.array(values, type=kind) for values, kind in zip(out, types, strict=True)]
+        made = rows_batch(out, self._made).columns
+        if texts is not None:
+            made[-2:] = [pc.replace_with_mask(column, texts.rows, values) for column, values in
+                         ((made[-2], texts.old), (made[-1], texts.new))]
         return pa.RecordBatch.from_arrays([*passed, position, *made], schema=self.schema)
+
+    def _logged_texts(
+        self, batch: pa.RecordBatch, logging: list[tuple[int, EventTarget]], out: list[tuple[Any, ...]]
+    ) -> _Texts | None:
+        """The published texts of the rows that log values: checked as columns where
+        `logged_unchanged` vouches for them, else one by one by `logged_texts`, whose outcome
+        (another type, or a rejection) replaces the row's in `out`."""
+        if not logging:
+            return None
+        rows = pa.array([index for index, _ in logging], pa.int64())
+        olds = batch.column("old_value").take(rows)
+        news = batch.column("new_value").take(rows)
+        value_types = pa.array([target.value_type for _, target in logging], pa.string())
+        inserts = pa.array([target.event_type is EventType.INSERT_FIELD for _, target in logging])
+        fast_rows = pc.and_(logged_unchanged(value_types, news), pc.or_(inserts, logged_unchanged(value_types, olds)))
+        slow = pa.array(np.flatnonzero(~fast_rows.to_numpy(zero_copy_only=False)), pa.int64())
+        for k, old, new in zip(slow.to_pylist(), olds.take(slow).to_pylist(), news.take(slow).to_pylist(), strict=True):
+            index, target = logging[k]
+            assert target.column is not None
+            try:
+                code, old_text, new_text = logged_texts(target.event_type, target.column, target.class_name, old, new)
+            except _Rejected as exc:
+                out[index] = (Disposition.ERROR, str(exc), *_NOTHING)
+                continue
+            out[index] = (*out[index][:2], code, *out[index][3:7], old_text, new_text)
+        mask = pc.replace_with_mask(pa.array(np.zeros(batch.num_rows, dtype=bool)), _scattered(rows, batch.num_rows),
+                                    fast_rows)
+        old_texts = pc.if_else(inserts, pa.nulls(len(olds), pa.string()), olds).filter(fast_rows)
+        return _Texts(mask, old_texts, news.filter(fast_rows))
 
     def _is_loopback(self, perpetrator: Any) -> bool:
         known = self._loopback.get(perpetrator)
@@ -317,6 +342,22 @@ class BatchClassifier:
         if isinstance(field, str):
             return field
         return field, key
+
+
+@dataclass(frozen=True)
+class _Texts:
+    """Logged texts to set: where (a mask over the batch), and the old and new texts in order."""
+
+    rows: pa.Array
+    old: pa.Array
+    new: pa.Array
+
+
+def _scattered(rows: pa.Array, count: int) -> pa.Array:
+    """A mask over `count` rows, true at the given row numbers."""
+    mask = np.zeros(count, dtype=bool)
+    mask[rows.to_numpy()] = True
+    return pa.array(mask)
 
 
 def _rejection(check: Callable[..., Any], *args: Any) -> Any:
