@@ -22,6 +22,7 @@ from publisher.model.keys import (
     _parse,
     _parse_with_grammar,
     canonical_key,
+    canonical_key_of,
     canonical_value,
     format_key,
     key_values,
@@ -449,15 +450,33 @@ def test_a_key_taken_as_already_canonical_is_what_parsing_it_gives(
     core, which never takes that shortcut) must give exactly the same text, or the same error."""
     columns, parts = case
     text = "+".join(f"{name}={value}" for name, value in parts)
+    _assert_shortcuts_agree_with_parsing(text, columns)
+    if [name for name, _ in parts] == [name for name, _ in columns]:
+        _assert_row_key_agrees_with_parsing([value for _, value in parts], columns)
+
+
+def _outcome(function: Callable[[], object]) -> object:
     try:
-        expected: object = keys_module._canonical(text, tuple(columns))
+        return function()
     except ValueError as exc:
-        expected = type(exc)
-    try:
-        got: object = canonical_key(text, columns)
-    except ValueError as exc:
-        got = type(exc)
-    assert got == expected
+        return type(exc)
+
+
+def _assert_shortcuts_agree_with_parsing(text: str, columns: list[tuple[str, KeyKind]]) -> None:
+    """canonical_key and key_values take a shortcut for a key that looks canonical; the cached
+    cores, which never do, are the oracle."""
+    cores = tuple(columns)
+    assert _outcome(lambda: canonical_key(text, columns)) == _outcome(lambda: keys_module._canonical(text, cores))
+    assert _outcome(lambda: key_values(text, columns)) == _outcome(lambda: keys_module._typed(text, cores))
+
+
+def _assert_row_key_agrees_with_parsing(values: list[str], columns: list[tuple[str, KeyKind]]) -> None:
+    """A row's key from its key columns' texts: as formatting their canonical values spells it."""
+    def parsed() -> str:
+        return format_key(KeyPart(name, str(canonical_value(kind, value)))
+                          for (name, kind), value in zip(columns, values, strict=True))
+
+    assert _outcome(lambda: canonical_key_of(values, columns)) == _outcome(parsed)
 
 
 _NEAR_CANONICAL = ["0", "7", "-12", "00", "-0", "+1", " 1", "1 ", "9223372036854775808", "1e3", "abc", "a.b@c-d",
@@ -467,13 +486,5 @@ _NEAR_CANONICAL = ["0", "7", "-12", "00", "-0", "+1", " 1", "1 ", "9223372036854
 @pytest.mark.parametrize("kind", [KeyKind.INTEGER, KeyKind.TEXT, KeyKind.UUID])
 @pytest.mark.parametrize("value", _NEAR_CANONICAL)
 def test_near_canonical_keys_are_spelled_as_parsing_spells_them(kind: KeyKind, value: str) -> None:
-    text = f"id={value}"
-    try:
-        expected: object = keys_module._canonical(text, (("id", kind),))
-    except ValueError as exc:
-        expected = type(exc)
-    try:
-        got: object = canonical_key(text, [("id", kind)])
-    except ValueError as exc:
-        got = type(exc)
-    assert got == expected
+    _assert_shortcuts_agree_with_parsing(f"id={value}", [("id", kind)])
+    _assert_row_key_agrees_with_parsing([value], [("id", kind)])

@@ -38,6 +38,7 @@ __all__ = [
     "KeySyntaxError",
     "bound_value",
     "canonical_key",
+    "canonical_key_of",
     "canonical_value",
     "format_key",
     "key_values",
@@ -490,7 +491,24 @@ def key_values(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> tuple[i
     """Return the key's canonical values in ``key_columns`` order (ints for INTEGER columns)."""
     if not isinstance(text, str):
         raise KeySyntaxError(text, 0, f"expected a str, got {type(text).__name__}")
-    return _typed(text, tuple(key_columns))
+    columns = tuple(key_columns)
+    if _spelled_canonically(columns).fullmatch(text):
+        return tuple(int(value) if kind is KeyKind.INTEGER else value
+                     for (_, kind), (_, value) in zip(columns, (p.split("=", 1) for p in text.split("+")), strict=True))
+    return _typed(text, columns)
+
+
+def canonical_key_of(values: Sequence[str], key_columns: Sequence[tuple[str, KeyKind]]) -> str:
+    """The canonical key of a row from its key columns' values as text (in `key_columns` order),
+    as `canonical_key` spells the key its trigger logs. Raises ValueError as `canonical_value`
+    and `format_key` do."""
+    columns = tuple(key_columns)
+    written = "+".join(f"{name}={value}" for (name, _), value in zip(columns, values, strict=True))
+    if _spelled_canonically(columns).fullmatch(written):
+        return written
+    return format_key(
+        KeyPart(name, str(canonical_value(kind, value))) for (name, kind), value in zip(columns, values, strict=True)
+    )
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -32,7 +32,7 @@ from sqlalchemy.types import NullType
 
 from publisher.errors import root_cause
 from publisher.model.catalog import TableInfo
-from publisher.model.keys import KeyPart, bound_value, canonical_value, format_key, key_values
+from publisher.model.keys import KeyPart, bound_value, canonical_key_of, format_key, key_values
 from publisher.model.values import BadValueError, shown
 from publisher.model.valuetext import encode_read, settings_sql, value_text_sql
 from publisher.pipeline.failpoints import reached
@@ -188,9 +188,7 @@ class _Reading:
 
 def row_key(table: TableInfo, texts: Mapping[str, Any]) -> str:
     """The canonical key of a row from its key columns' texts, as its trigger names the row."""
-    return format_key(
-        KeyPart(name, str(canonical_value(kind, str(texts[name])))) for name, kind in table.key_columns
-    )
+    return canonical_key_of([str(texts[name]) for name, _ in table.key_columns], table.key_columns)
 
 
 def _select(
