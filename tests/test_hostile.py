@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from harness import TEST_TABLES, Harness
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 from sqlalchemy import text
@@ -500,9 +500,20 @@ def read_rows_of(texts: st.SearchStrategy[str | None]) -> st.SearchStrategy[dict
     })
 
 
+def _update(record_id: int, column: str, old: str | None, new: str | None, **other: Any) -> dict[str, Any]:
+    return {"record_id": record_id, "status": "N", "event_type": "2", "event_time": None, "perpetrator": "ann",
+            "table_name": "usr", "table_key": "idu=1", "column_name": column, "old_value": old, "new_value": new,
+            "transaction_id": None, UNREADABLE: None, **other}
+
+
 @settings(max_examples=150, deadline=None, database=None)
 @given(st.lists(st.lists(read_rows_of(TEXT_OR_NONE), min_size=1, max_size=30), min_size=1, max_size=3),
        st.booleans(), st.sampled_from([2, 10**6]))
+@example(  # an old value that cannot be published turns an update into type 3; a bad new value rejects it
+    [[_update(1, "age", "yes", "8"), _update(2, "age", "7", "8"), _update(3, "age", "7", "no"),
+      _update(4, "age", "yes", "9", perpetrator="pub"), _update(5, "age", "x", "1", unreadable="not UTF-8")]],
+    False, 10**6,
+)
 def test_batch_classification_is_classify_event_row_by_row(
     batches: list[list[dict[str, Any]]], allow_loopback: bool, kept: int
 ) -> None:

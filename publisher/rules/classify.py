@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from publisher.model.arrow import arrow_schema_of, rows_batch
+from publisher.model.arrow import arrow_schema_of
 from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
 from publisher.model.events import EVENT_FIELDS, EVENT_SCHEMA, LOGGED_VALUES, PER_FIELD, UNREADABLE, EventType
 from publisher.model.keys import canonical_key
@@ -251,61 +251,89 @@ class BatchClassifier:
         self._loopback: dict[Any, bool] = {}
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        out: list[tuple[Any, ...]] = []
-        add = out.append
-        logging: list[tuple[int, EventTarget]] = []
-        loopback = None if self.ctx.allow_loopback else self._is_loopback
-        rows = zip(*(batch.column(name).to_pylist() for name in _CLASSIFY_INPUT[:-2]), strict=True)
-        for index, (perpetrator, unreadable, event_type, table_name, table_key, column_name) in enumerate(rows):
-            if loopback is not None and loopback(perpetrator):
-                add(_LOOPBACK)
-                continue
-            found = str(unreadable) if unreadable else self._target(event_type, table_name, table_key, column_name)
-            if isinstance(found, str):
-                add((Disposition.ERROR, found, *_NOTHING))
-                continue
-            target, key = found
-            if target.column is not None and target.logs_values:
-                logging.append((index, target))
-            add((Disposition.PUBLISH, None, int(target.event_type), target.class_name, key, target.attr_name,
-                 target.value_type, None, None))
-        texts = self._logged_texts(batch, logging, out)
-        position = batch.column("event_time") if self.future_events else pa.nulls(batch.num_rows, _TIMESTAMP)
+        count = batch.num_rows
+        loopback = np.zeros(count, dtype=bool)
+        if not self.ctx.allow_loopback:
+            loopback = _per_distinct(batch.column("perpetrator"), self._is_loopback, pa.bool_())
+            loopback = loopback.to_numpy(zero_copy_only=False)
+        targets = _Targets.of(batch, self)
+        unreadable = batch.column(UNREADABLE)
+        reason = pc.coalesce(pc.if_else(pc.equal(unreadable, ""), None, unreadable), targets.reason)
+        error = ~loopback & reason.is_valid().to_numpy(zero_copy_only=False)
+        publish = ~loopback & ~error
+        code = targets.code
+        old_text = new_text = pa.nulls(count, pa.string())
+        logging = np.flatnonzero(publish & targets.logs)
+        if len(logging):
+            texts = self._logged_texts(batch, logging, targets)
+            code = pc.replace_with_mask(code, _scattered(texts.changed, count), texts.codes)
+            rejected = _scattered(texts.rejected, count)
+            reason = pc.replace_with_mask(reason, rejected, texts.reasons)
+            error |= rejected.to_numpy(zero_copy_only=False)
+            publish &= ~error
+            logged = _scattered(texts.rows, count)
+            old_text = pc.replace_with_mask(old_text, logged, texts.old)
+            new_text = pc.replace_with_mask(new_text, logged, texts.new)
+        shown_if = pa.array(publish)
+        made = [
+            pc.if_else(pa.array(loopback), Disposition.LOOPBACK,
+                       pc.if_else(pa.array(error), Disposition.ERROR, Disposition.PUBLISH)),
+            pc.if_else(pa.array(error), reason, None),
+            *(pc.if_else(shown_if, column, None).cast(field.type) for column, field in zip(
+                (code, targets.class_name, targets.key, targets.attr_name, targets.value_type, old_text, new_text),
+                list(self._made)[2:], strict=True)),
+        ]
+        position = batch.column("event_time") if self.future_events else pa.nulls(count, _TIMESTAMP)
         passed = [batch.column(name) for name in EVENT_FIELDS]
-        made = rows_batch(out, self._made).columns
-        if texts is not None:
-            made[-2:] = [pc.replace_with_mask(column, texts.rows, values) for column, values in
-                         ((made[-2], texts.old), (made[-1], texts.new))]
         return pa.RecordBatch.from_arrays([*passed, position, *made], schema=self.schema)
 
-    def _logged_texts(
-        self, batch: pa.RecordBatch, logging: list[tuple[int, EventTarget]], out: list[tuple[Any, ...]]
-    ) -> _Texts | None:
+    def _logged_texts(self, batch: pa.RecordBatch, logging: np.ndarray, targets: _Targets) -> _Texts:
         """The published texts of the rows that log values: checked as columns where
         `logged_unchanged` vouches for them, else one by one by `logged_texts`, whose outcome
-        (another type, or a rejection) replaces the row's in `out`."""
-        if not logging:
-            return None
-        rows = pa.array([index for index, _ in logging], pa.int64())
+        may be another type or a rejection."""
+        rows = pa.array(logging, pa.int64())
         olds = batch.column("old_value").take(rows)
         news = batch.column("new_value").take(rows)
-        value_types = pa.array([target.value_type for _, target in logging], pa.string())
-        inserts = pa.array([target.event_type is EventType.INSERT_FIELD for _, target in logging])
+        value_types = targets.value_type.take(rows)
+        inserts = pc.equal(targets.code.take(rows), int(EventType.INSERT_FIELD))
         fast_rows = pc.and_(logged_unchanged(value_types, news), pc.or_(inserts, logged_unchanged(value_types, olds)))
-        slow = pa.array(np.flatnonzero(~fast_rows.to_numpy(zero_copy_only=False)), pa.int64())
-        for k, old, new in zip(slow.to_pylist(), olds.take(slow).to_pylist(), news.take(slow).to_pylist(), strict=True):
-            index, target = logging[k]
+        fast = fast_rows.to_numpy(zero_copy_only=False)
+        slow = np.flatnonzero(~fast)
+        changed: list[int] = []
+        codes: list[int] = []
+        rejected: list[int] = []
+        reasons: list[str] = []
+        slow_old: list[str | None] = []
+        slow_new: list[str | None] = []
+        kept: list[int] = []
+        for k, old, new in zip(slow.tolist(), olds.take(slow).to_pylist(), news.take(slow).to_pylist(), strict=True):
+            index = int(logging[k])
+            target = targets.target_of(index)
             assert target.column is not None
             try:
                 code, old_text, new_text = logged_texts(target.event_type, target.column, target.class_name, old, new)
             except _Rejected as exc:
-                out[index] = (Disposition.ERROR, str(exc), *_NOTHING)
+                rejected.append(index)
+                reasons.append(str(exc))
                 continue
-            out[index] = (*out[index][:2], code, *out[index][3:7], old_text, new_text)
-        mask = pc.replace_with_mask(pa.array(np.zeros(batch.num_rows, dtype=bool)), _scattered(rows, batch.num_rows),
-                                    fast_rows)
-        old_texts = pc.if_else(inserts, pa.nulls(len(olds), pa.string()), olds).filter(fast_rows)
-        return _Texts(mask, old_texts, news.filter(fast_rows))
+            if code != int(target.event_type):
+                changed.append(index)
+                codes.append(code)
+            kept.append(k)
+            slow_old.append(old_text)
+            slow_new.append(new_text)
+        old_texts = pc.if_else(inserts, pa.nulls(len(olds), pa.string()), olds)
+        order = np.concatenate([np.flatnonzero(fast), np.array(kept, dtype=np.int64)])
+        sort = np.argsort(order, kind="stable")
+        return _Texts(
+            rows=pa.array(logging[order][sort], pa.int64()),
+            old=pa.concat_arrays([old_texts.filter(fast_rows), pa.array(slow_old, pa.string())]).take(sort),
+            new=pa.concat_arrays([news.filter(fast_rows), pa.array(slow_new, pa.string())]).take(sort),
+            changed=pa.array(changed, pa.int64()),
+            codes=pa.array(codes, pa.int32()),
+            rejected=pa.array(rejected, pa.int64()),
+            reasons=pa.array(reasons, pa.string()),
+        )
 
     def _is_loopback(self, perpetrator: Any) -> bool:
         known = self._loopback.get(perpetrator)
@@ -313,18 +341,16 @@ class BatchClassifier:
             known = self._loopback[perpetrator] = self.ctx.is_loopback(perpetrator)
         return known
 
-    def _target(
-        self, event_type: Any, table_name: Any, table_key: Any, column_name: Any
-    ) -> tuple[EventTarget, str] | str:
-        """`event_target` as (target without its key, canonical key), or why there is none, from
-        three remembered parts checked in its order: the type once per text, the object once
-        per (table, key), so a key is parsed once per object and cycle, and the column once per
-        (type, table, column)."""
+    def _kind(self, event_type: Any) -> EventType | str:
+        """The event type, or why it is none; once per text and cycle."""
         kind = self._types.get(event_type)
         if kind is None:
             kind = self._types[event_type] = _rejection(_event_type, event_type)
-        if isinstance(kind, str):
-            return kind
+        return kind
+
+    def _object(self, table_name: Any, table_key: Any) -> tuple[TableInfo, str] | str:
+        """The table and canonical key, or why there are none; once per object and cycle, so a
+        key is parsed once (the memory starts again past TARGETS_KEPT objects)."""
         obj = self._objects.get((table_name, table_key))
         if obj is None:
             if len(self._objects) >= self.TARGETS_KEPT:
@@ -332,31 +358,129 @@ class BatchClassifier:
                 self._columns.clear()
             row = {"table_name": table_name, "table_key": table_key}
             obj = self._objects[table_name, table_key] = _rejection(event_object, row, self.ctx)
-        if isinstance(obj, str):
-            return obj
-        table, key = obj
+        return obj
+
+    def _column(self, kind: EventType | str, table_name: Any, column_name: Any) -> EventTarget | str | None:
+        """The target (without its key) of an event of the type on the table's column, or why
+        there is none; None where the type or the table already fails, which comes first."""
+        table = self.ctx.catalog.lookup(table_name) if isinstance(table_name, str) and table_name.strip() else None
+        if isinstance(kind, str) or table is None:
+            return None
         field = self._columns.get((kind, table.name, column_name))
         if field is None:
-            field = _rejection(event_column, kind, table, "", {"column_name": column_name})
-            self._columns[kind, table.name, column_name] = field
-        if isinstance(field, str):
-            return field
-        return field, key
+            field = self._columns[kind, table.name, column_name] = _rejection(
+                event_column, kind, table, "", {"column_name": column_name}
+            )
+        return field
+
+
+@dataclass(frozen=True)
+class _Targets:
+    """Each row's target as columns, worked out per distinct type, object and column of the
+    batch, so no Python runs per row."""
+
+    found: list[EventTarget | None]
+    """The distinct (type, table, column) targets, without their keys (None: none)."""
+    index: np.ndarray
+    """Each row's place in `found`."""
+    reason: pa.Array
+    code: pa.Array
+    class_name: pa.Array
+    key: pa.Array
+    attr_name: pa.Array
+    value_type: pa.Array
+    logs: np.ndarray
+    """Whether the row's target logs values."""
+
+    @classmethod
+    def of(cls, batch: pa.RecordBatch, classifier: BatchClassifier) -> _Targets:
+        """Checked in `event_target`'s order: the type, then the object, then the column; each
+        part once per distinct value in the batch, so the Python work follows the objects."""
+        types, type_rows = _distinct(batch, ("event_type",))
+        objects, object_rows = _distinct(batch, ("table_name", "table_key"))
+        columns, column_rows = _distinct(batch, ("event_type", "table_name", "column_name"))
+        kinds = [classifier._kind(value) for (value,) in types]
+        kind_of = {value: kind for (value,), kind in zip(types, kinds, strict=True)}
+        found_objects = [classifier._object(*values) for values in objects]
+        found = [classifier._column(kind_of[event_type], table_name, column_name)
+                 for event_type, table_name, column_name in columns]
+        targets = [f if isinstance(f, EventTarget) else None for f in found]
+
+        def per_row(values: list[Any], kind: pa.DataType, rows: np.ndarray) -> pa.Array:
+            return pa.array(values, kind).take(pa.array(rows, pa.int64()))
+
+        reason = pc.coalesce(
+            per_row([k if isinstance(k, str) else None for k in kinds], pa.string(), type_rows),
+            per_row([o if isinstance(o, str) else None for o in found_objects], pa.string(), object_rows),
+            per_row([f if isinstance(f, str) else None for f in found], pa.string(), column_rows),
+        )
+        return cls(
+            found=targets,
+            index=column_rows,
+            reason=reason,
+            code=per_row([None if isinstance(k, str) else int(k) for k in kinds], pa.int32(), type_rows),
+            class_name=per_row([None if isinstance(o, str) else o[0].name for o in found_objects], pa.string(),
+                               object_rows),
+            key=per_row([None if isinstance(o, str) else o[1] for o in found_objects], pa.string(), object_rows),
+            attr_name=per_row([None if t is None else t.attr_name for t in targets], pa.string(), column_rows),
+            value_type=per_row([None if t is None else t.value_type for t in targets], pa.string(), column_rows),
+            logs=np.array([t is not None and t.logs_values for t in targets], dtype=bool)[column_rows],
+        )
+
+    def target_of(self, row: int) -> EventTarget:
+        found = self.found[self.index[row]]
+        assert found is not None
+        return found
+
+
+def _distinct(batch: pa.RecordBatch, names: tuple[str, ...]) -> tuple[list[tuple[Any, ...]], np.ndarray]:
+    """The distinct combinations of the columns' values (as Python values), and each row's place
+    among them."""
+    index, firsts = _distinct_rows([batch.column(name) for name in names])
+    taken = pa.array(firsts, pa.int64())
+    values = zip(*(batch.column(name).take(taken).to_pylist() for name in names), strict=True)
+    return list(values), index
+
+
+def _distinct_rows(columns: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's distinct combination, the first row of each combination) of the columns'
+    values, nulls included, compared as values."""
+    combined = np.zeros(len(columns[0]), dtype=np.int64)
+    first = np.zeros(0, dtype=np.int64)
+    for column in columns:
+        encoded = pc.dictionary_encode(column, null_encoding="encode")
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        # renumbered after each column, so the combined number stays below rows × values
+        _, first, combined = np.unique(combined * len(encoded.dictionary) + codes, return_index=True,
+                                       return_inverse=True)
+        combined = combined.reshape(-1)
+    return combined, first
+
+
+def _per_distinct(column: pa.Array, answer: Callable[[Any], Any], kind: pa.DataType) -> pa.Array:
+    """`answer` of each row's value, asked once per distinct value."""
+    encoded = pc.dictionary_encode(column, null_encoding="encode")
+    return pa.array([answer(value) for value in encoded.dictionary.to_pylist()], kind).take(encoded.indices)
 
 
 @dataclass(frozen=True)
 class _Texts:
-    """Logged texts to set: where (a mask over the batch), and the old and new texts in order."""
+    """The logged rows' outcome: their texts (rows in order, old and new texts), the rows whose
+    type changed (to type 3) and the rows rejected, with why."""
 
     rows: pa.Array
     old: pa.Array
     new: pa.Array
+    changed: pa.Array
+    codes: pa.Array
+    rejected: pa.Array
+    reasons: pa.Array
 
 
 def _scattered(rows: pa.Array, count: int) -> pa.Array:
     """A mask over `count` rows, true at the given row numbers."""
     mask = np.zeros(count, dtype=bool)
-    mask[rows.to_numpy()] = True
+    mask[rows.to_numpy(zero_copy_only=False)] = True
     return pa.array(mask)
 
 
@@ -368,9 +492,4 @@ def _rejection(check: Callable[..., Any], *args: Any) -> Any:
         return str(exc)
 
 
-_CLASSIFY_INPUT = (
-    "perpetrator", UNREADABLE, "event_type", "table_name", "table_key", "column_name", "old_value", "new_value"
-)
-_LOOPBACK = (Disposition.LOOPBACK, *(None for _ in CLASSIFIED_NAMES[1:]))
-_NOTHING = tuple(None for _ in CLASSIFIED_NAMES[2:])
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
