@@ -253,9 +253,9 @@ def append_rejects(directory: Path, rejects: Iterable[dict[str, Any]]) -> int:
 OUTCOME_SCHEMA = "part int, first long, last long, rows long, rejects long"
 """What a partition's outcome writer reports: its record_ids, rows and rejected rows."""
 READ, DECIDED, REJECTED = "read", "decided", "rejected"
-"""The kinds of staged outcome: every read row's status as classified (and its line in
-rejects.jsonl when that is E); the statuses the per-object stages decided for some rows; and
-the lines of those decided E."""
+"""The kinds of staged outcome: every read row's status as classified; the statuses the
+per-object stages decided for some rows; and the lines in rejects.jsonl of every row either
+made E."""
 
 
 def outcome_name(cycle: int, part: int, kind: str, what: str) -> str:
@@ -270,6 +270,7 @@ class StagedPart:
     last: int
     rows: int
     rejects: int
+    """Rows with status E (READ, DECIDED), or rejected rows' lines (REJECTED)."""
 
 
 @dataclass(frozen=True)
@@ -296,12 +297,10 @@ class StagedOutcome:
     def append_rejects(self) -> int:
         """Append the staged rejects to rejects.jsonl in record_id order, a line at a time, and
         flush it to disk; the staged pieces are then removed."""
-        streams = [_reject_lines(self._paths(READ, "rejects"))]
-        streams += [_reject_lines([path]) for path in self._paths(REJECTED, "rejects")]
+        streams = [_reject_lines([path]) for path in self._paths(REJECTED, "rejects")]
         count = append_lines(self.directory, (line for _, line in heapq.merge(*streams)))
-        for kind in (READ, REJECTED):
-            for path in self._paths(kind, "rejects"):
-                path.unlink(missing_ok=True)
+        for path in self._paths(REJECTED, "rejects"):
+            path.unlink(missing_ok=True)
         return count
 
     def remove(self) -> None:
@@ -389,7 +388,8 @@ def _overridden(runs: Iterator[StatusRun], decided: Iterator[StatusRun]) -> Iter
 def write_outcomes_distributed(
     read: DataFrame,
     decided: DataFrame,
-    rejected: DataFrame | None,
+    rejected: DataFrame,
+    rejected_later: DataFrame,
     directory: Path,
     cycle: int,
     fields: tuple[str, ...],
@@ -398,15 +398,17 @@ def write_outcomes_distributed(
     executors; nothing is sorted across partitions, and no row passes through the driver,
     whose memory stays the same whatever the cycle's size and its rows' statuses.
 
-    `read` holds (record_id, status, reason, *fields[1:]) for every read row, partitioned as
-    it was read: partition i's record_ids, in order, before partition i+1's. `decided` holds
-    (record_id, status) for the rows whose status the per-object stages decided, and
-    `rejected` the rows of `read`'s shape that they decided are E (None: there are none).
+    `read` holds (record_id, status) for every read row, partitioned as it was read:
+    partition i's record_ids, in order, before partition i+1's. `decided` holds (record_id,
+    status) for the rows whose status the per-object stages decided. `rejected` and
+    `rejected_later` hold (record_id, reason, *fields[1:]) of the rows `read` and `decided`
+    say are E; each is staged only when there is such a row, so a cycle pays for the values of
+    the rows it rejects only.
     """
     from pyspark.sql import functions as F
 
-    columns = ["record_id", "status", "reason", *fields[1:]]
-    parts = {READ: _stage(read.select(F.spark_partition_id().alias("part"), *columns), directory, cycle, READ, fields)}
+    parts = {READ: _stage(read.select(F.spark_partition_id().alias("part"), "record_id", "status"), directory, cycle,
+                          READ, fields)}
     for earlier, later in itertools.pairwise(parts[READ]):
         if later.first <= earlier.last:
             raise OutputStateError(f"read partitions {earlier.part} and {later.part} are not in record_id order")
@@ -414,8 +416,12 @@ def write_outcomes_distributed(
         F.spark_partition_id().alias("part"), "record_id", "status"
     )
     parts[DECIDED] = _stage(sorted_decided, directory, cycle, DECIDED, fields)
-    parts[REJECTED] = () if rejected is None else _stage(
-        rejected.sortWithinPartitions("record_id").select(F.spark_partition_id().alias("part"), *columns),
+    sources = [rows for kind, rows in ((READ, rejected), (DECIDED, rejected_later))
+               if any(p.rejects for p in parts[kind])]
+    parts[REJECTED] = () if not sources else _stage(
+        functools.reduce(lambda one, other: one.unionByName(other), sources).sortWithinPartitions("record_id").select(
+            F.spark_partition_id().alias("part"), "record_id", "reason", *fields[1:]
+        ),
         directory, cycle, REJECTED, fields,
     )
     return StagedOutcome(directory, cycle, parts)
@@ -454,9 +460,9 @@ STATUS_CODES = (Status.SUCCESS.value, Status.WARNING.value, Status.ERROR.value)
 
 
 class _OutcomeWriter:
-    """One partition's outcome rows, in record_id order, to its staged status runs (except for
-    REJECTED) and rejects (except for DECIDED), a batch at a time: columns are compared with
-    Arrow and numpy, so that only a run of statuses or a rejected row costs Python work."""
+    """One partition's outcome rows, in record_id order, to its staged status runs (READ,
+    DECIDED) or rejects (REJECTED), a batch at a time: columns are compared with Arrow and
+    numpy, so that only a run of statuses or a rejected row costs Python work."""
 
     def __init__(self, directory: Path, cycle: int, kind: str, fields: tuple[str, ...]) -> None:
         self.directory = directory
@@ -494,16 +500,17 @@ class _OutcomeWriter:
         if self.kind != REJECTED:
             if self.statuses is None:
                 self.statuses = self._open("statuses", "ascii")
-            codes = pc.index_in(batch.column("status"), value_set=pa.array(STATUS_CODES))
-            self._runs(rid, codes.to_numpy(zero_copy_only=False))
-        if self.kind != DECIDED:
-            rejected = batch.filter(pc.equal(batch.column("status"), Status.ERROR.value))
-            if rejected.num_rows:
-                if self.rejects is None:
-                    self.rejects = self._open("rejects", "utf-8")
-                for row in rejected.select([*self.fields, "reason"]).to_pylist():
-                    self.rejects.write(f"{row['record_id']}\t{reject_line(row)}")
-                self.rejected += rejected.num_rows
+            codes = pc.index_in(batch.column("status"), value_set=pa.array(STATUS_CODES)).to_numpy(
+                zero_copy_only=False
+            )
+            self._runs(rid, codes)
+            self.rejected += int(np.count_nonzero(codes == STATUS_CODES.index(Status.ERROR.value)))
+        else:
+            if self.rejects is None:
+                self.rejects = self._open("rejects", "utf-8")
+            for row in batch.select([*self.fields, "reason"]).to_pylist():
+                self.rejects.write(f"{row['record_id']}\t{reject_line(row)}")
+            self.rejected += batch.num_rows
 
     def _runs(self, rid: Any, code: Any) -> None:
         import numpy as np

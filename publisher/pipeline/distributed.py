@@ -172,25 +172,21 @@ def placed_changes(operations: DataFrame, partitions: int) -> DataFrame:
     )
 
 
-def _outcomes(classified: DataFrame, resolved: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame | None]:
-    """Every read row's status as classified (S, or E with its reason and values), partitioned
-    and ordered as read; the statuses resolving decided (W, E); and the rows it decided are E,
-    with their reason and values as read (None when there are none)."""
+def _outcomes(classified: DataFrame, resolved: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
+    """Every read row's status as classified (S, or E), partitioned and ordered as read; the
+    statuses resolving decided (W, E); and the rows classification made E and those resolving
+    made E, each with its reason and its values as read."""
     is_error = F.col("disposition") == Disposition.ERROR
     as_read = classified.select(
-        "record_id",
-        F.when(is_error, F.lit(Status.ERROR.value)).otherwise(F.lit(Status.SUCCESS.value)).alias("status"),
-        F.when(is_error, F.col("reason")).alias("reason"),
-        *(F.when(is_error, F.col(c)).alias(c) for c in REJECT_FIELDS[1:]),
+        "record_id", F.when(is_error, F.lit(Status.ERROR.value)).otherwise(F.lit(Status.SUCCESS.value)).alias("status")
     )
     decided = resolved.where(F.col("xml").isNull()).select("record_id", "status", "reason")
+    rejected = classified.where(is_error).select("record_id", "reason", *REJECT_FIELDS[1:])
     errors = decided.where(F.col("status") == Status.ERROR.value)
-    if errors.isEmpty():
-        return as_read, decided, None
-    rejected = errors.join(classified.select(*REJECT_FIELDS), "record_id").select(
-        "record_id", "status", "reason", *REJECT_FIELDS[1:]
+    rejected_later = errors.join(classified.select(*REJECT_FIELDS), "record_id").select(
+        "record_id", "reason", *REJECT_FIELDS[1:]
     )
-    return as_read, decided, rejected
+    return as_read, decided, rejected, rejected_later
 
 
 def _unzip(pairs: Iterator[tuple[Change, Any]]) -> tuple[Iterator[Change], Iterator[Any]]:
