@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import itertools
 import json
 import tracemalloc
 
+import pyarrow as pa
 from harness import Harness
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from publisher.config import SparkConfig
+from publisher.model.events import Status
+from publisher.outputs.files import DECIDED, READ, StatusPieces, _OutcomeWriter, outcome_name
+from publisher.pipeline.stages import REJECT_FIELDS
 
 REASON = "event_type '9' is not one of 1..8"
 
@@ -103,3 +110,62 @@ def test_the_driver_does_not_hold_the_rejected_rows(spark, sqlite_database, tmp_
     large = driver_peak(h, 60_000, 100_000)
     assert large < 1.5 * small, f"driver peak {small / 2**20:.1f} MiB for 20k rows, {large / 2**20:.1f} MiB for 60k"
     assert h.rejects()[-1]["record_id"] == max(h.statuses())
+
+
+def test_a_cycle_whose_every_object_is_gone_marks_every_row_w(harness, cycle_path):
+    """Consecutive W rows that two read partitions hold meet in one resolve partition as one
+    run (one object's, here); acknowledging splits it where the read partitions meet."""
+    h = on_path(harness, cycle_path, 3_000)
+    ids = h.log(*[(5 + n % 2, "usr", "idu=1000000") for n in range(3_000)])
+
+    result = h.poll()
+    assert result.statuses == {"W": 3_000}
+    assert h.statuses() == dict.fromkeys(ids, "W")
+    assert h.poll().idle
+
+
+_STATUS = st.sampled_from([Status.SUCCESS, Status.SUCCESS, Status.ERROR])
+_DECIDED = st.sampled_from([None, Status.WARNING, Status.WARNING, Status.ERROR])
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    st.lists(st.tuples(st.sampled_from([1, 1, 1, 2]), _STATUS, _DECIDED, st.integers(0, 1)), min_size=1,
+             max_size=60),
+    st.integers(1, 4),
+)
+@example([(1, Status.SUCCESS, Status.WARNING, 0)] * 4, 2)  # one decided run across the read partitions
+def test_staged_statuses_read_back_as_every_row_s_own(tmp_path_factory, rows, read_parts):
+    """Read rows (ids with gaps) staged in consecutive read partitions, decided statuses staged
+    in either of two resolve partitions: read back, each id has its decided status, else its
+    status as read, in runs covering exactly the read ids."""
+    directory = tmp_path_factory.mktemp("staged")
+    ids = list(itertools.accumulate(step for step, *_ in rows))
+    as_read = {rid: status for rid, (_, status, _, _) in zip(ids, rows, strict=True)}
+    decided = {rid: (outcome, part) for rid, (_, status, outcome, part) in zip(ids, rows, strict=True)
+               if outcome is not None and status is Status.SUCCESS}
+    cut = -(-len(ids) // read_parts)
+    staged = {READ: [], DECIDED: []}
+    for part, start in enumerate(range(0, len(ids), cut)):
+        chunk = ids[start:start + cut]
+        staged[READ].append(_stage_statuses(directory, READ, part, chunk, [as_read[r].value for r in chunk]))
+    for part in range(2):
+        chunk = sorted(rid for rid, (_, p) in decided.items() if p == part)
+        if chunk:
+            staged[DECIDED].append(_stage_statuses(directory, DECIDED, part, chunk,
+                                                   [decided[r][0].value for r in chunk]))
+    runs = list(StatusPieces(tuple(staged[READ]), tuple(staged[DECIDED])))
+    got = {rid: status for status, run in runs for rid in range(run.first, run.last + 1)}
+    assert got == {rid: decided[rid][0] if rid in decided else as_read[rid] for rid in ids}
+    assert sum(run.count for _, run in runs) == len(ids)
+
+
+def _stage_statuses(directory, kind, part, record_ids, statuses):
+    writer = _OutcomeWriter(directory, 1, kind, REJECT_FIELDS)
+    try:
+        writer.add(pa.RecordBatch.from_pydict({"part": [part] * len(record_ids), "record_id": record_ids,
+                                               "status": statuses}))
+        writer.finish()
+    finally:
+        writer.close()
+    return directory / outcome_name(1, part, kind, "statuses")

@@ -366,19 +366,22 @@ def _staged_runs(paths: Iterable[Path]) -> Iterator[StatusRun]:
 
 
 def _overridden(runs: Iterator[StatusRun], decided: Iterator[StatusRun]) -> Iterator[StatusRun]:
-    """`runs` with the ids in `decided` (read ids, in the same order) given their decided status."""
+    """`runs` with the ids in `decided` (read ids, in the same order) given their decided status.
+    A decided run may cross from one read run into the next (a resolve partition joins
+    consecutive ids that two read partitions hold), and is split where they meet."""
     pending = next(decided, None)
     for status, run in runs:
         at = run.first
         while pending is not None and pending[1].first <= run.last:
             outcome, piece = pending
-            if piece.first < at or piece.last > run.last:
+            if piece.first < at:
                 raise OutputStateError(f"a decided status for record_ids {piece.first}..{piece.last} was not read")
             if piece.first > at:
                 yield status, IdRun(at, piece.first - 1)
-            yield outcome, piece
-            at = piece.last + 1
-            pending = next(decided, None)
+            end = min(piece.last, run.last)
+            yield outcome, IdRun(piece.first, end)
+            at = end + 1
+            pending = (outcome, IdRun(end + 1, piece.last)) if piece.last > end else next(decided, None)
         if at <= run.last:
             yield status, IdRun(at, run.last)
     if pending is not None:
