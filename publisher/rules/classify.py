@@ -232,9 +232,9 @@ class BatchClassifier:
     """Classifies Arrow batches of EVENT_SCHEMA into batches of CLASSIFIED_SCHEMA, where the
     rows are read (a Spark worker or the driver alone).
 
-    Column-wise: the event log's columns pass through untouched; an event's target (type,
-    table, key, column) is worked out once per distinct combination and cycle, the
-    perpetrator once per distinct name, and only the logged values row by row.
+    Column-wise: the event log's columns pass through untouched; an event's type, object and
+    column are each worked out once per distinct value and cycle (`_Targets`), the perpetrator
+    once per distinct name, and only the logged values no column check vouches for row by row.
     """
 
     TARGETS_KEPT = 200_000
