@@ -16,11 +16,12 @@ from publisher.model.arrow import arrow_schema_of
 from publisher.model.catalog import ColumnInfo, TableInfo
 from publisher.model.values import ValueType
 from publisher.pipeline import stages
-from publisher.pipeline.objects import PUBLISHABLE_FIELDS, ObjectsContext, publish_objects
+from publisher.pipeline.objects import PUBLISHABLE_FIELDS, ObjectsContext, StatusNote, publish_objects, publish_read
 from publisher.pipeline.queryback import QueryBackContext
 from publisher.rules.classify import CLASSIFIED_SCHEMA
-from publisher.rules.columnar import simple_operations, split_by_query_back
+from publisher.rules.columnar import query_back_operations, simple_operations, split_by_query_back
 from publisher.rules.operations import OperationContext, PublishedOperation
+from publisher.rules.precedence import VANISHED_REASON, CurrentRow
 
 UTC = dt.UTC
 TABLES = {
@@ -35,8 +36,12 @@ TABLES = {
         ColumnInfo('x"y', ValueType.STRING, False, ordinal=2),
         ColumnInfo("when", ValueType.TIME, False, ordinal=3),
     )),
+    "member": TableInfo("member", (
+        ColumnInfo("grp", ValueType.STRING, True, ordinal=1),
+        ColumnInfo("usr", ValueType.INT, True, ordinal=2),
+    )),
 }
-ATTRS = {"usr": ["idu", "fname", "age", "photo"], "a&b<c>": ["id", 'x"y', "when"]}
+ATTRS = {"usr": ["idu", "fname", "age", "photo"], "a&b<c>": ["id", 'x"y', "when"], "member": ["grp", "usr"]}
 TEXTS = st.none() | st.sampled_from(["", "plain", "a&b", "<x>", "]]>", "tab\there", "cr\r\nlf", "é ü", "'q'"])
 TIMES = st.none() | st.sampled_from([dt.datetime(2026, 11, 23, 7, 0, tzinfo=UTC), dt.datetime(2026, 1, 1, tzinfo=UTC)])
 FIELDS = dict(part.split() for part in CLASSIFIED_SCHEMA.split(", "))
@@ -131,3 +136,56 @@ def test_resolving_in_chunks_keeps_each_object_whole(rows: list[dict[str, Any]],
             schema=arrow_schema_of(stages.RESOLVED_SCHEMA),
         )
     assert sorted(zip(resolved["event_id"].to_pylist(), resolved["xml"].to_pylist(), strict=True)) == expected
+
+
+VALUES = st.none() | st.sampled_from(["", "v", "a&b<c>", "tab\there", "é"])
+
+
+@st.composite
+def current_rows(draw: st.DrawFn, rows: list[dict[str, Any]]) -> dict[tuple[str, str], CurrentRow]:
+    """For each object of `rows`, its current row or none (gone); now and then a value query-back
+    cannot publish."""
+    current = {}
+    for obj in sorted({(r["class_name"], r["canonical_key"]) for r in rows}):
+        if not draw(st.booleans()):
+            continue
+        columns = TABLES[obj[0]].value_columns
+        values = {c.name: draw(VALUES) for c in columns}
+        problems = {}
+        if columns and draw(st.integers(0, 5)) == 0:
+            bad = draw(st.sampled_from(columns)).name
+            problems[bad] = f"{obj[0]}.{bad}: not text"
+            values.pop(bad)
+        current[obj] = CurrentRow(values, problems)
+    return current
+
+
+def _outcomes(items: list[Any]) -> tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]:
+    operations = {(i.event_id, i.op_time, i.xml) for i in items if isinstance(i, PublishedOperation)}
+    notes = {(i.record_id, i.status.value, i.reason) for i in items if isinstance(i, StatusNote)}
+    return operations, notes
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), events(types=(1, 2, 3, 4, 5, 5, 6, 6, 7, 8)), st.sampled_from(["modify", "add"]))
+def test_query_back_objects_as_columns_equal_the_per_object_rules(
+    data: st.DataObject, rows: list[dict[str, Any]], insert_row_operation: str
+):
+    """Row and field query-backs among logged events and deletes, objects that exist, are gone
+    or have a value that cannot be published: the column rules decide and merge as
+    `precedence.decide` and `object_operations` do, and leave exactly the troubled objects to them."""
+    ctx = context(insert_row_operation)
+    table = by_object(rows)
+    current = data.draw(current_rows(rows))
+    expected = _outcomes(publish_read(table.to_pylist(), current, ctx, {}))
+    made = query_back_operations(table, current, ctx.operations)
+    assert made is not None
+    troubled = {obj for obj, row in current.items() if row.problems}
+    assert {(r["class_name"], r["canonical_key"]) for r in made.unresolved.to_pylist()} == {
+        (r["class_name"], r["canonical_key"]) for r in rows if (r["class_name"], r["canonical_key"]) in troubled
+    }
+    left_operations, left_notes = _outcomes(publish_read(made.unresolved.to_pylist(), current, ctx, {}))
+    operations = {(op["event_id"], op["op_time"], op["xml"]) for op in made.operations.to_pylist()}
+    notes = {(record_id, "W", VANISHED_REASON) for record_id in made.vanished.to_pylist()}
+    assert operations | left_operations == expected[0]
+    assert notes | left_notes == expected[1]

@@ -17,7 +17,7 @@ from typing import Any
 from publisher.model.events import Status
 from publisher.pipeline.queryback import CurrentRows, QueryBackContext
 from publisher.rules.operations import OperationContext, PublishedOperation, object_operations
-from publisher.rules.precedence import decide, needs_query_back, position
+from publisher.rules.precedence import CurrentRow, decide, needs_query_back, position
 
 SLICE_EVENTS = 5000
 
@@ -59,24 +59,41 @@ class StatusNote:
 
 
 def publish_objects(
-    events: Iterable[Mapping[str, Any]], ctx: ObjectsContext, seconds: dict[str, float] | None = None
+    events: Iterable[Mapping[str, Any]],
+    ctx: ObjectsContext,
+    seconds: dict[str, float] | None = None,
+    reader: CurrentRows | None = None,
 ) -> Iterator[StatusNote | PublishedOperation]:
     """The operations of the stream's objects, and a note for each event that is not S.
 
     `seconds`, when given, accumulates the time spent per step: query_back, precedence, xml.
+    `reader`, when given, reads the current rows; else a reader of the stream's own does.
     """
     spent = seconds if seconds is not None else {}
+    if reader is None:
+        with CurrentRows(ctx.query_back) as own:
+            yield from publish_objects(events, ctx, spent, own)
+        return
     pending: list[list[Mapping[str, Any]]] = []
     pending_events = 0
-    with CurrentRows(ctx.query_back) as reader:
-        for group in _by_object(events):
-            pending.append(group)
-            pending_events += len(group)
-            if pending_events >= SLICE_EVENTS:
-                yield from _publish_slice(pending, reader, ctx, spent)
-                pending, pending_events = [], 0
-        if pending:
+    for group in _by_object(events):
+        pending.append(group)
+        pending_events += len(group)
+        if pending_events >= SLICE_EVENTS:
             yield from _publish_slice(pending, reader, ctx, spent)
+            pending, pending_events = [], 0
+    if pending:
+        yield from _publish_slice(pending, reader, ctx, spent)
+
+
+def publish_read(
+    events: Iterable[Mapping[str, Any]],
+    current: Mapping[tuple[str, str], CurrentRow],
+    ctx: ObjectsContext,
+    spent: dict[str, float],
+) -> list[StatusNote | PublishedOperation]:
+    """`publish_objects` for events whose objects' current rows are already read."""
+    return _decided(list(_by_object(events)), current, ctx, spent)
 
 
 def _by_object(events: Iterable[Mapping[str, Any]]) -> Iterator[list[Mapping[str, Any]]]:
@@ -95,15 +112,24 @@ def _by_object(events: Iterable[Mapping[str, Any]]) -> Iterator[list[Mapping[str
 
 def _publish_slice(
     groups: list[list[Mapping[str, Any]]], reader: CurrentRows, ctx: ObjectsContext, spent: dict[str, float]
-) -> Iterator[StatusNote | PublishedOperation]:
+) -> list[StatusNote | PublishedOperation]:
     started = time.perf_counter()
     wanted: dict[str, list[str]] = defaultdict(list)
     for group in groups:
         if needs_query_back(group):
             wanted[group[0]["class_name"]].append(group[0]["canonical_key"])
     current = reader.read(wanted) if wanted else {}
+    _add(spent, "query_back", time.perf_counter() - started)
+    return _decided(groups, current, ctx, spent)
+
+
+def _decided(
+    groups: list[list[Mapping[str, Any]]],
+    current: Mapping[tuple[str, str], CurrentRow],
+    ctx: ObjectsContext,
+    spent: dict[str, float],
+) -> list[StatusNote | PublishedOperation]:
     decided = time.perf_counter()
-    _add(spent, "query_back", decided - started)
     out: list[StatusNote | PublishedOperation] = []
     decisions_of = []
     for group in groups:
@@ -119,7 +145,7 @@ def _publish_slice(
     for group, decisions, row in decisions_of:
         out.extend(object_operations(group, decisions, row, ctx.operations))
     _add(spent, "xml", time.perf_counter() - built)
-    yield from out
+    return out
 
 
 def _add(spent: dict[str, float], step: str, seconds: float) -> None:

@@ -1,13 +1,21 @@
-"""Stages 3 and 5 for the objects none of whose events needs query-back, as column operations.
+"""Stages 3 and 5 as column operations over a batch of objects, instead of Python per object.
 
-Most of a backlog's objects are such objects (field inserts, updates, deletes), and precedence
-leaves all their events standing: `precedence.decide` beats events only with a query-back
-event's effect. Their operations are then consecutive same-kind events merged, which Arrow
-does over a whole batch at once (runs found by comparing neighbours, bodies joined per run)
-instead of Python per object. The other objects keep the per-object rules; a property in the
-tests holds both ways equal on generated events.
+Objects none of whose events needs query-back (field inserts, updates, deletes: most of a
+backlog) keep all their events: `precedence.decide` beats events only with a query-back
+event's effect. The objects with query-back events are decided here too, once their current
+rows are read, by the same rules as `precedence.decide` written as group operations over
+(object) and (object, attribute): the first row query-back after the last delete wins and
+beats the object's other events, the first field query-back of an attribute beats that
+attribute's logged values, a query-back of an object that is gone is `W`. Either way an
+object's operations are then runs of consecutive same-kind published events, found by
+comparing neighbours, with bodies joined per run. Objects whose current row has a value that
+cannot be published keep the per-object rules, which say which value and why. Properties in
+the tests hold both ways equal to the per-object rules on generated events.
 """
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -17,9 +25,11 @@ from publisher.model.events import EventType
 from publisher.model.operation import OperationKind
 from publisher.outputs.xds import column_attr_changes, column_operations, column_refused
 from publisher.rules.operations import OperationContext
+from publisher.rules.precedence import CurrentRow
 
 _QUERY_BACK_FROM = int(EventType.INSERT_ROW_QUERY_BACK)
 OPERATION_FIELDS = ("op_time", "event_id", "xml")
+_ADD, _MODIFY, _DELETE = OperationKind.ADD.value, OperationKind.MODIFY.value, OperationKind.DELETE.value
 
 
 def split_by_query_back(events: pa.Table) -> tuple[pa.Table, pa.Table]:
@@ -27,8 +37,7 @@ def split_by_query_back(events: pa.Table) -> tuple[pa.Table, pa.Table]:
     object (class_name, canonical_key); each keeps its rows' order."""
     if events.num_rows == 0:
         return events, events
-    starts = object_starts(events)
-    objects = np.cumsum(starts) - 1
+    objects = object_ids(events)
     query_back = np.asarray(pc.greater_equal(events["event_type_code"], _QUERY_BACK_FROM)).astype(np.int64)
     needs = np.bincount(objects, weights=query_back)[objects] > 0
     return events.filter(pa.array(~needs)), events.filter(pa.array(needs))
@@ -46,42 +55,223 @@ def object_starts(events: pa.Table) -> np.ndarray:
     return starts
 
 
-def simple_operations(events: pa.Table, ctx: OperationContext) -> pa.Table | None:
-    """The operations (op_time, event_id, xml) of objects with no query-back event, in no
-    particular order; None when some text is one XML cannot carry, so that the per-object
-    rules say which."""
-    if events.num_rows == 0:
-        return pa.table({"op_time": events["position_time"], "event_id": events["record_id"],
-                         "xml": pa.array([], pa.binary())})
-    order = pc.sort_indices(events, sort_keys=[
+def object_ids(events: pa.Table) -> np.ndarray:
+    """Each row's object as 0, 1, … in the table's order, of a table sorted by object."""
+    return np.cumsum(object_starts(events)) - 1
+
+
+def wanted_objects(events: pa.Table) -> dict[str, list[str]]:
+    """The distinct objects of a table sorted by object, as class name → canonical keys."""
+    firsts = events.take(pa.array(np.flatnonzero(object_starts(events))))
+    wanted: dict[str, list[str]] = {}
+    for name, key in zip(firsts["class_name"].to_pylist(), firsts["canonical_key"].to_pylist(), strict=True):
+        wanted.setdefault(name, []).append(key)
+    return wanted
+
+
+def in_processing_order(events: pa.Table) -> pa.Table:
+    """Sorted by object, and within an object as `precedence.position` orders its events."""
+    return events.take(pc.sort_indices(events, sort_keys=[
         ("class_name", "ascending", "at_end"),
         ("canonical_key", "ascending", "at_end"),
         ("position_time", "ascending", "at_start"),
         ("record_id", "ascending", "at_end"),
-    ])
-    events = events.take(order)
-    codes = events["event_type_code"]
-    kinds = pc.if_else(
-        pc.equal(codes, int(EventType.INSERT_FIELD)), OperationKind.ADD.value,
-        pc.if_else(pc.equal(codes, int(EventType.DELETE_ROW)), OperationKind.DELETE.value, OperationKind.MODIFY.value),
-    ).combine_chunks()
-    is_update = pc.equal(codes, int(EventType.UPDATE_FIELD))
-    fragments = column_attr_changes(
+    ]))
+
+
+def simple_operations(events: pa.Table, ctx: OperationContext) -> pa.Table | None:
+    """The operations (op_time, event_id, xml) of objects with no query-back event, in no
+    particular order; None when some text is one XML cannot carry, so that the per-object
+    rules say which."""
+    events = in_processing_order(events)
+    codes = np.asarray(events["event_type_code"]).astype(np.int64)
+    kinds = _kinds(codes, ctx)
+    return _merged(events, kinds, _logged_changes(events, codes, kinds), np.zeros(len(codes), bool), ctx)
+
+
+@dataclass(frozen=True)
+class QueryBackResolution:
+    operations: pa.Table
+    """(op_time, event_id, xml) per operation."""
+    vanished: pa.Array
+    """The record_ids of the query-back events whose object is gone: status W."""
+    unresolved: pa.Table
+    """The events of objects whose current row has a value that cannot be published, for the
+    per-object rules."""
+
+
+def query_back_operations(
+    events: pa.Table, current: Mapping[tuple[str, str], CurrentRow], ctx: OperationContext
+) -> QueryBackResolution | None:
+    """`precedence.decide` and the operations of objects with query-back events, given their
+    current rows (absent: the object is gone); None when some text is one XML cannot carry."""
+    events = in_processing_order(events)
+    rows = _current_of(events, current)
+    troubled = np.array([row is not None and bool(row.problems) for row in rows], dtype=bool)
+    if troubled.any():
+        objects = object_ids(events)
+        unresolved = events.filter(pa.array(troubled[objects]))
+        events = events.filter(pa.array(~troubled[objects]))
+        rows = [row for row, bad in zip(rows, troubled, strict=True) if not bad]
+    else:
+        unresolved = events.slice(0, 0)
+    published, effective, row_wins, vanished = _decide(events, np.array([r is not None for r in rows], bool), ctx)
+    kept = events.filter(pa.array(published))
+    codes = effective[published]
+    kinds = _kinds(codes, ctx)
+    changes = _logged_changes(kept, codes, kinds, _field_values(kept, codes, current))
+    winners = row_wins[published]
+    if winners.any():
+        rows_set = _row_changes(kept.filter(pa.array(winners)), current, ctx)
+        changes = pc.replace_with_mask(changes, pa.array(winners), rows_set)
+    operations = _merged(kept, kinds, changes, winners & (codes == int(EventType.INSERT_ROW_QUERY_BACK)), ctx)
+    if operations is None:
+        return None
+    return QueryBackResolution(operations, events["record_id"].filter(pa.array(vanished)).combine_chunks(), unresolved)
+
+
+def _current_of(events: pa.Table, current: Mapping[tuple[str, str], CurrentRow]) -> list[CurrentRow | None]:
+    firsts = events.take(pa.array(np.flatnonzero(object_starts(events))))
+    names, keys = firsts["class_name"].to_pylist(), firsts["canonical_key"].to_pylist()
+    return [current.get(obj) for obj in zip(names, keys, strict=True)]
+
+
+def _decide(
+    events: pa.Table, exists: np.ndarray, ctx: OperationContext
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(published, effective type, row query-back winners, vanished) per event, of objects in
+    processing order whose current rows have no problem: `precedence.decide` over all objects
+    at once."""
+    n = events.num_rows
+    codes = np.asarray(events["event_type_code"]).astype(np.int64)
+    objects = object_ids(events)
+    index = np.arange(n)
+    present = exists[objects] if n else np.zeros(0, bool)
+    is_row = (codes == EventType.INSERT_ROW_QUERY_BACK) | (codes == EventType.UPDATE_ROW_QUERY_BACK)
+    is_field = (codes == EventType.INSERT_FIELD_QUERY_BACK) | (codes == EventType.UPDATE_FIELD_QUERY_BACK)
+    is_delete = codes == EventType.DELETE_ROW
+    rows_after_delete = ctx.insert_row_operation == "add"
+    last_delete = np.full(len(exists), -1)
+    np.maximum.at(last_delete, objects[is_delete], index[is_delete])
+    after_delete = index > last_delete[objects]
+    row_eligible = is_row & present & (after_delete | (not rows_after_delete))
+    first_row = np.full(len(exists), n)
+    np.minimum.at(first_row, objects[row_eligible], index[row_eligible])
+    has_row_winner = (first_row < n)[objects]
+    row_wins = row_eligible & (index == first_row[objects])
+    attribute = _per_attribute(events, objects)
+    field_eligible = is_field & present & after_delete
+    won, first = np.unique(attribute[field_eligible], return_index=True)
+    field_wins = np.zeros(n, bool)
+    field_wins[index[field_eligible][first]] = True
+    field_wins &= ~has_row_winner
+    effective = codes.copy()
+    strong = np.unique(attribute[codes == EventType.UPDATE_FIELD_QUERY_BACK])
+    effective[is_field] = np.where(np.isin(attribute[is_field], strong), int(EventType.UPDATE_FIELD_QUERY_BACK),
+                                   int(EventType.INSERT_FIELD_QUERY_BACK))
+    logged = codes <= EventType.UPDATE_FIELD_REMOVE_ALL
+    beaten = has_row_winner | (logged & np.isin(attribute, won))
+    survives = ~is_row & ~is_field & ((is_delete & rows_after_delete) | ~beaten)
+    return survives | row_wins | field_wins, effective, row_wins, (is_row | is_field) & ~present
+
+
+def _per_attribute(events: pa.Table, objects: np.ndarray) -> np.ndarray:
+    """A number per (object, attribute name) of each event; events naming no attribute share
+    their object's."""
+    names = events["attr_name"].combine_chunks().dictionary_encode()
+    codes = np.asarray(names.indices.fill_null(-1)).astype(np.int64) + 1
+    return objects * (len(names.dictionary) + 1) + codes
+
+
+def _kinds(codes: np.ndarray, ctx: OperationContext) -> pa.Array:
+    """`operations.operation_kind` of each effective event type."""
+    adds = (codes == EventType.INSERT_FIELD) | (
+        (codes == EventType.INSERT_ROW_QUERY_BACK) & (ctx.insert_row_operation == "add")
+    )
+    return pa.array(np.where(adds, _ADD, np.where(codes == EventType.DELETE_ROW, _DELETE, _MODIFY)), pa.string())
+
+
+def _logged_changes(
+    events: pa.Table, codes: np.ndarray, kinds: pa.Array, field_values: pa.Array | None = None
+) -> pa.Array:
+    """Each event's attribute change as `operations.attr_changes` makes it, for all but row
+    query-backs: logged values, and a field query-back's current value (`field_values`)."""
+    codes_array = pa.array(codes)
+    is_update = pc.equal(codes_array, int(EventType.UPDATE_FIELD))
+    remove_all = pc.or_(pc.equal(codes_array, int(EventType.UPDATE_FIELD_REMOVE_ALL)),
+                        pc.equal(codes_array, int(EventType.UPDATE_FIELD_QUERY_BACK)))
+    return column_attr_changes(
         kinds,
         events["attr_name"].combine_chunks(),
         events["value_type"].combine_chunks(),
-        pc.equal(codes, int(EventType.UPDATE_FIELD_REMOVE_ALL)).combine_chunks(),
+        remove_all,
         pc.if_else(is_update, events["old_text"], pa.nulls(events.num_rows, pa.string())).combine_chunks(),
-        events["new_text"].combine_chunks(),
+        events["new_text"].combine_chunks() if field_values is None else field_values,
     )
+
+
+def _field_values(
+    events: pa.Table, codes: np.ndarray, current: Mapping[tuple[str, str], CurrentRow]
+) -> pa.Array:
+    """The logged new value of each event, or for a field query-back its attribute's current value."""
+    new = events["new_text"].combine_chunks()
+    is_field = codes >= EventType.INSERT_FIELD_QUERY_BACK
+    if not is_field.any():
+        return new
+    picked = events.filter(pa.array(is_field))
+    values = [
+        current[(name, key)].values.get(attr)
+        for name, key, attr in zip(picked["class_name"].to_pylist(), picked["canonical_key"].to_pylist(),
+                                   picked["attr_name"].to_pylist(), strict=True)
+    ]
+    return pc.replace_with_mask(new, pa.array(is_field), pa.array(values, pa.string()))
+
+
+def _row_changes(winners: pa.Table, current: Mapping[tuple[str, str], CurrentRow], ctx: OperationContext) -> pa.Array:
+    """Each winning row query-back's attribute changes: every value column of its table set
+    to its current value, as `operations.attr_changes` makes them, joined."""
+    kinds: list[str] = []
+    names: list[str] = []
+    types: list[str] = []
+    adds: list[str | None] = []
+    counts: list[int] = []
+    for name, key, code in zip(winners["class_name"].to_pylist(), winners["canonical_key"].to_pylist(),
+                               winners["event_type_code"].to_pylist(), strict=True):
+        columns = ctx.tables[name].value_columns
+        values = current[(name, key)].values
+        kind = _ADD if code == EventType.INSERT_ROW_QUERY_BACK and ctx.insert_row_operation == "add" else _MODIFY
+        kinds.extend([kind] * len(columns))
+        names.extend(c.name for c in columns)
+        types.extend(c.value_type.value for c in columns)
+        adds.extend(values.get(c.name) for c in columns)
+        counts.append(len(columns))
+    kind_array = pa.array(kinds, pa.string())
+    changes = column_attr_changes(
+        kind_array, pa.array(names, pa.string()), pa.array(types, pa.string()),
+        pc.equal(kind_array, _MODIFY), pa.nulls(len(kinds), pa.string()), pa.array(adds, pa.string()),
+    )
+    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+    return pc.binary_join(pa.ListArray.from_arrays(offsets, changes), "")
+
+
+def _merged(
+    events: pa.Table, kinds: pa.Array, changes: pa.Array, announces: np.ndarray, ctx: OperationContext
+) -> pa.Table | None:
+    """Published events in processing order → one operation per run of an object's consecutive
+    same-kind events, its body their changes joined; a modify with an empty body is dropped
+    unless a unit of it `announces` the object (`operations._announces`)."""
+    if events.num_rows == 0:
+        return pa.table({"op_time": events["position_time"], "event_id": events["record_id"],
+                         "xml": pa.array([], pa.binary())})
     starts = object_starts(events)
     kind_values = np.asarray(kinds.to_numpy(zero_copy_only=False))
     starts[1:] |= kind_values[1:] != kind_values[:-1]
     first = np.flatnonzero(starts)
     offsets = pa.array(np.append(first, events.num_rows).astype(np.int32))
-    bodies = pc.binary_join(pa.ListArray.from_arrays(offsets, fragments), "")
+    bodies = pc.binary_join(pa.ListArray.from_arrays(offsets, changes), "")
     run_kinds = kinds.take(pa.array(first))
-    published = pc.or_(pc.not_equal(run_kinds, OperationKind.MODIFY.value), pc.not_equal(bodies, ""))
+    announced = np.add.reduceat(announces.astype(np.int64), first) > 0
+    published = pc.or_(pc.or_(pc.not_equal(run_kinds, _MODIFY), pc.not_equal(bodies, "")), pa.array(announced))
     firsts = events.take(pa.array(first)).filter(published)
     run_kinds, bodies = run_kinds.filter(published), bodies.filter(published)
     associations = pc.binary_join_element_wise(
