@@ -13,6 +13,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from sqlalchemy import (
     Column,
     ColumnElement,
@@ -33,7 +35,7 @@ from sqlalchemy.types import NullType
 from publisher.errors import root_cause
 from publisher.model.catalog import TableInfo
 from publisher.model.keys import KeyPart, bound_value, canonical_key_of, format_key, key_values
-from publisher.model.values import BadValueError, shown
+from publisher.model.values import BadValueError, ValueType, logged_unchanged, shown
 from publisher.model.valuetext import encode_read, settings_sql, value_text_sql
 from publisher.pipeline.failpoints import reached
 from publisher.rules.precedence import CurrentRow
@@ -112,8 +114,7 @@ def _read_keys(
         for key, reason in refused.items():
             problem = f"{table.name}: the database refuses table_key {shown(key)}: {reason}"
             yield table.name, key, {}, {c.name: problem for c in table.columns}
-        for record in records:
-            key, row, problems = reading.published(record)
+        for key, row, problems in reading.published(records):
             yield table.name, key, row, problems
 
 
@@ -123,8 +124,8 @@ def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[Published]:
     with _session(ctx) as conn:
         reading = _Reading(table, ctx.schema, conn.dialect)
         streamed = conn.execution_options(stream_results=True, yield_per=CHUNK)
-        for record in streamed.execute(reading.select()):
-            yield reading.published(record)
+        for records in streamed.execute(reading.select()).partitions():
+            yield from reading.published(records)
 
 
 @contextmanager
@@ -153,6 +154,9 @@ class _Reading:
             for c in table.columns
         }
         self.keys = [c for c in table.columns if c.is_key]
+        names = [c.name for c in table.columns]
+        self.values = [(names.index(c.name), c) for c in table.value_columns]
+        self.key_indices = [names.index(name) for name, _ in table.key_columns]
 
     def select(self) -> Select[Any]:
         columns = (text.label(f"c{i}") for i, text in enumerate(self.texts.values()))
@@ -167,28 +171,52 @@ class _Reading:
             return compared[0].in_(bindparam("keys", [b[0] for b in bound], expanding=True, type_=NullType()))
         return tuple_(*compared).in_(bindparam("keys", bound, expanding=True, type_=NullType()))
 
-    def published(self, record: Sequence[Any]) -> Published:
-        texts = dict(zip(self.texts, record, strict=True))
+    def published(self, records: Sequence[Sequence[Any]]) -> list[Published]:
+        """Each record as published. A column's values that a column check (`logged_unchanged`)
+        vouches for are taken as read; the others are encoded one by one, and say why when they
+        cannot be."""
+        if not records:
+            return []
         table = self.table
-        try:
-            key = row_key(table, texts)
-        except ValueError as exc:
-            key = format_key(KeyPart(name, str(texts[name])) for name, _ in table.key_columns)
-            problem = f"{table.name}: the row's key cannot be published: {exc}"
-            return key, {}, {c.name: problem for c in table.columns}
-        row: dict[str, str | None] = {}
-        problems: dict[str, str] = {}
-        for column in table.value_columns:
+        columns = list(zip(*records, strict=True))
+        problems: list[dict[str, str]] = [{} for _ in records]
+        texts: list[list[Any]] = []
+        for index, column in self.values:
+            read = list(columns[index])
+            for row in _unvouched(column.value_type, read):
+                try:
+                    read[row] = encode_read(column.value_type, read[row])
+                except BadValueError as exc:
+                    problems[row][column.name] = f"{table.name}.{column.name}: {exc}"
+            texts.append(read)
+        names = [column.name for _, column in self.values]
+        rows = zip(*texts, strict=True) if texts else iter([()] * len(records))
+        out: list[Published] = []
+        for record, values, troubles in zip(records, rows, problems, strict=True):
+            key_texts = [str(record[i]) for i in self.key_indices]
             try:
-                row[column.name] = encode_read(column.value_type, texts[column.name])
-            except BadValueError as exc:
-                problems[column.name] = f"{table.name}.{column.name}: {exc}"
-        return key, row, problems
+                key = canonical_key_of(key_texts, table.key_columns)
+            except ValueError as exc:
+                parts = zip(table.key_columns, key_texts, strict=True)
+                problem = f"{table.name}: the row's key cannot be published: {exc}"
+                out.append((format_key(KeyPart(name, text) for (name, _), text in parts), {},
+                            {c.name: problem for c in table.columns}))
+                continue
+            published: dict[str, str | None] = dict(zip(names, values, strict=True))
+            for name in troubles:
+                del published[name]
+            out.append((key, published, troubles))
+        return out
 
 
-def row_key(table: TableInfo, texts: Mapping[str, Any]) -> str:
-    """The canonical key of a row from its key columns' texts, as its trigger names the row."""
-    return canonical_key_of([str(texts[name]) for name, _ in table.key_columns], table.key_columns)
+def _unvouched(value_type: ValueType, values: list[Any]) -> Iterable[int]:
+    """The rows whose value `logged_unchanged` does not vouch for (all, if not all are text)."""
+    try:
+        texts = pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return range(len(values))
+    types = pa.array([value_type.value] * len(values), pa.string())
+    return np.flatnonzero(~np.asarray(logged_unchanged(types, texts))).tolist()
 
 
 def _select(
