@@ -1,0 +1,57 @@
+"""Query-back finds each object by its key, whatever the key's text or size: on PostgreSQL a
+one-column key goes as one array parameter, whose literal must carry any text as itself."""
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from publisher.model.catalog import PublishedTables, reflect_catalog
+from publisher.model.keys import KeyKind, canonical_key_of
+from publisher.pipeline.queryback import CurrentRows, QueryBackContext
+
+KEY_TEXTS = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
+
+
+def _reader(database, table: str) -> CurrentRows:
+    catalog = reflect_catalog(database.engine, database.schema, PublishedTables((table,), True))
+    return CurrentRows(QueryBackContext(database.url, database.schema, catalog.tables))
+
+
+def test_text_keys_with_array_syntax_are_found_as_themselves(database):
+    keys = ['a"b', "a\\b", "a,b", "{x}", "NULL", "", " sp ", "é", "\\\"", "}"]
+    database.execute(f"CREATE TABLE {database.qualified('t')} (k varchar(20) PRIMARY KEY, v varchar(20))")
+    with database.engine.begin() as conn:
+        for i, key in enumerate(keys):
+            conn.execute(text(f"INSERT INTO {database.qualified('t')} VALUES (:k, :v)"), {"k": key, "v": f"v{i}"})
+    canonical = [canonical_key_of([key], [("k", KeyKind.TEXT)]) for key in keys]
+    absent = canonical_key_of(["nope"], [("k", KeyKind.TEXT)])
+    with _reader(database, "t") as reader:
+        found = reader.read({"t": [*canonical, absent]})
+    assert {key: row.values["v"] for (_, key), row in found.items()} == {c: f"v{i}" for i, c in enumerate(canonical)}
+    assert all(not row.problems for row in found.values())
+
+
+def test_integer_keys_beyond_the_column_are_simply_not_found(database):
+    """A key no row can have is an object that is gone (W), not a key the database refuses (E)."""
+    database.execute(f"CREATE TABLE {database.qualified('n')} (k integer PRIMARY KEY, v integer)",
+                     f"INSERT INTO {database.qualified('n')} VALUES (1, 10), (2, 20)")
+    wanted = ["k=1", "k=2", "k=3000000000", "k=-9223372036854775808", "k=9223372036854775807", "k=7"]
+    with _reader(database, "n") as reader:
+        found = reader.read({"n": wanted})
+    assert {key: row.values["v"] for (_, key), row in found.items()} == {"k=1": "10", "k=2": "20"}
+    assert all(not row.problems for row in found.values())
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(KEY_TEXTS, min_size=1, max_size=20, unique=True))
+def test_any_text_key_is_found_by_query_back(postgresql_database, keys: list[str]):
+    database = postgresql_database
+    table = database.qualified("h")
+    database.execute(f"DROP TABLE IF EXISTS {table}", f"CREATE TABLE {table} (k text PRIMARY KEY, v int)")
+    with database.engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO {table} VALUES (:k, :v)"), [{"k": k, "v": i} for i, k in enumerate(keys)])
+    canonical = [canonical_key_of([key], [("k", KeyKind.TEXT)]) for key in keys]
+    with _reader(database, "h") as reader:
+        found = reader.read({"h": canonical})
+    assert {key: row.values["v"] for (_, key), row in found.items()} == {c: str(i) for i, c in enumerate(canonical)}
