@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from publisher.errors import OutputStateError
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import Status
+from publisher.outputs.reject_lines import column_reject_lines
 from publisher.outputs.xds import build_document
 from publisher.pipeline.acknowledge import IdRun, StatusRun, joined_runs
 from publisher.pipeline.failpoints import reached
@@ -511,8 +512,11 @@ class _OutcomeWriter:
         else:
             if self.rejects is None:
                 self.rejects = self._open("rejects", "utf-8")
-            for row in batch.select([*self.fields, "reason"]).to_pylist():
-                self.rejects.write(f"{row['record_id']}\t{reject_line(row)}")
+            rows = batch.select([*self.fields, "reason"])
+            lines = column_reject_lines(rows, rows.schema.names)
+            if lines is None:
+                lines = "".join(f"{row['record_id']}\t{reject_line(row)}" for row in rows.to_pylist())
+            self.rejects.write(lines)
             self.rejected += batch.num_rows
 
     def _runs(self, rid: Any, code: Any) -> None:
