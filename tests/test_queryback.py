@@ -2,6 +2,8 @@
 one-column key goes as one array parameter, whose literal must carry any text as itself."""
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
@@ -55,3 +57,20 @@ def test_any_text_key_is_found_by_query_back(postgresql_database, keys: list[str
     with _reader(database, "h") as reader:
         found = reader.read({"h": canonical})
     assert {key: row.values["v"] for (_, key), row in found.items()} == {c: str(i) for i, c in enumerate(canonical)}
+
+
+def test_every_slice_reads_on_the_capture_text_settings(postgresql_database):
+    """Each slice's reads end their transaction; the session's text settings must outlive it,
+    or a server whose defaults differ (here day-first dates, Tokyo time) would give the second
+    slice's date-times another text than the first's."""
+    database = postgresql_database
+    table = database.qualified("d")
+    database.execute(f"CREATE TABLE {table} (k int PRIMARY KEY, at timestamptz, on_day date)",
+                     f"INSERT INTO {table} VALUES (1, '2026-11-23 07:00:00+00', '2026-02-01')")
+    catalog = reflect_catalog(database.engine, database.schema, PublishedTables(("d",), True))
+    url = database.url + "?options=" + quote("-c datestyle=SQL,DMY -c timezone=Asia/Tokyo")
+    with CurrentRows(QueryBackContext(url, database.schema, catalog.tables)) as reader:
+        first = reader.read({"d": ["k=1"]})
+        second = reader.read({"d": ["k=1"]})
+    assert first[("d", "k=1")].problems == {} and second[("d", "k=1")].problems == {}
+    assert second[("d", "k=1")].values == first[("d", "k=1")].values
