@@ -188,6 +188,10 @@ def _add_bench(commands: Any) -> None:
     bench.add_argument("--formats", action="store_true",
                        help="also write change tables and messages (output.change_tables, output.messages, with "
                        "trail headers); the stage table shows their cost as `changes`")
+    bench.add_argument("--backlog", choices=("mix", "rejected", "gone"), default="mix",
+                       help="mix: the events as the triggers logged them (default); rejected: each row then "
+                       "rewritten to name a table that is not published, so every row is E; gone: each row "
+                       "a row query-back of a key no row has, so every row is W")
     bench.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
@@ -403,7 +407,7 @@ def _count(number: int, noun: str) -> str:
 
 def _bench(args: argparse.Namespace) -> int:
     from publisher.bench.run import BenchOptions, format_report, run_benchmark
-    from publisher.bench.workload import Dialect, WorkloadError
+    from publisher.bench.workload import Backlog, Dialect, WorkloadError
 
     database: Dialect = "postgresql"
     if args.database == "sqlite" or (args.database is None and (args.url or "").startswith("sqlite")):
@@ -411,7 +415,7 @@ def _bench(args: argparse.Namespace) -> int:
     options = BenchOptions(
         database=database, url=args.url, rows=args.rows, events=args.events, query_limit=args.query_limit,
         latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
-        cluster=args.cluster, formats=args.formats,
+        cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog),
     )
     try:
         report = run_benchmark(options)

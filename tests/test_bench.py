@@ -4,10 +4,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
 from lxml import etree
 from sqlalchemy import create_engine, text
 
 from publisher.bench.run import BenchOptions, format_report, run_benchmark
+from publisher.bench.workload import Backlog
 
 ROWS, EVENTS, LATENCY_CYCLES, SAMPLE = 200, 2_000, 3, 200
 
@@ -50,3 +52,19 @@ def test_bench_drains_the_backlog_and_its_report_adds_up(spark, tmp_path: Path) 
 
     table = format_report(report)
     assert "publisher time / floor time" in table and "commit -> documents on disk" in table
+
+
+@pytest.mark.parametrize(("backlog", "status"), [(Backlog.REJECTED, "E"), (Backlog.GONE, "W")])
+def test_a_rewritten_backlog_drains_with_every_row_rejected_or_gone(spark, tmp_path: Path, backlog, status) -> None:
+    """The all-E and all-W cycles the goals name are bench runs too: every row of the drain
+    gets that status and nothing is published."""
+    options = BenchOptions(
+        database="sqlite", rows=ROWS, events=EVENTS, latency_cycles=1, reference_sample=SAMPLE,
+        master="local[2]", warm_up=False, workdir=tmp_path, backlog=backlog,
+    )
+    report = run_benchmark(options, spark)
+    assert report.workload.backlog is backlog and report.workload.events == EVENTS
+    assert report.drain.statuses == {status: EVENTS}
+    assert report.drain.documents == 0
+    assert report.drain.rejected == (EVENTS if status == "E" else 0)
+    assert f"backlog                            {backlog.value}" in format_report(report)

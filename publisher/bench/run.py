@@ -32,6 +32,7 @@ from publisher.bench.workload import (
     DEFAULT_SCHEMA,
     MIN_EVENTS,
     MIN_ROWS,
+    Backlog,
     Dialect,
     Workload,
     change_rows,
@@ -75,6 +76,8 @@ class BenchOptions:
     """Start a standalone master and worker on loopback and drain on them instead of `master`."""
     formats: bool = False
     """Write change tables and messages (with trail headers) beside the XDS documents."""
+    backlog: Backlog = Backlog.MIX
+    """The generated backlog as the triggers logged it, or rewritten so every row is E or W."""
 
 
 def with_formats(config: Config) -> Config:
@@ -360,7 +363,8 @@ def _run(
         DEFAULT_POSTGRES_URL if options.database == "postgresql" else f"sqlite:///{workdir / 'bench.db'}"
     )
     log.info("generating %d events on %d rows (%s)", options.events, options.rows, options.database)
-    workload = generate(options.database, url, options.rows, options.events, options.schema)
+    workload = generate(options.database, url, options.rows, options.events, options.schema,
+                        backlog=options.backlog)
     log.info("generated %d events in %.1f s", workload.events, workload.generate_seconds)
     config = workload.config(workdir / "out", options.query_limit, options.batch_size, options.master)
     if options.formats:
@@ -503,6 +507,7 @@ def format_report(report: BenchReport) -> str:
     row("generated", f"{_count(w.events)} events in {_seconds(w.generate_seconds)} "
         f"({_count(w.events / w.generate_seconds if w.generate_seconds else 0)} events/s)")
     row("tables loaded", f"{_count(w.rows)} rows in {_seconds(w.load_seconds)}")
+    row("backlog", w.backlog.value)
     row("by event type", "  ".join(f"{t}: {_count(n)}" for t, n in w.by_type.items()))
     row("loopback / malformed", f"{_count(w.loopback)} / {_count(w.plan.malformed)}")
     section(f"floor ({o.database} itself)")

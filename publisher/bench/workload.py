@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import datetime as dt
+import enum
 import hashlib
 import re
 import sqlite3
@@ -29,6 +30,7 @@ from sqlalchemy.exc import ArgumentError
 from publisher.capture.install import install_capture
 from publisher.config import Config, DatabaseConfig, OutputConfig, PublisherSettings, SparkConfig
 from publisher.database import connect
+from publisher.model.events import EventType
 
 Dialect = Literal["postgresql", "sqlite"]
 DIALECTS: tuple[Dialect, ...] = ("postgresql", "sqlite")
@@ -68,6 +70,29 @@ class Mix:
     field_query_backs: float = 0.05
     loopback: float = 0.05
     malformed: float = 0.001
+
+
+class Backlog(str, enum.Enum):
+    """What the generated backlog is made to hold before the drain."""
+
+    MIX = "mix"
+    """The events as the triggers logged them (the mix above)."""
+    REJECTED = "rejected"
+    """Every row names a table that is not published: every row E."""
+    GONE = "gone"
+    """Every row a row query-back (type 6) of a grp key no row has: every row W."""
+
+
+_GONE_KEYS = 1_000_000_000
+"""Added to a row's record_id to make a grp key that no row has."""
+_REWRITES = {
+    Backlog.REJECTED: "table_name = 'not_published', perpetrator = NULL",
+    Backlog.GONE: (
+        f"event_type = {int(EventType.UPDATE_ROW_QUERY_BACK)}, table_name = 'grp', "
+        f"table_key = 'gid=' || (record_id + {_GONE_KEYS}), column_name = NULL, old_value = NULL, "
+        "new_value = NULL, perpetrator = NULL"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -139,6 +164,7 @@ class Workload:
     """Creating and filling the tables, before the triggers exist."""
     generate_seconds: float
     """Making the events through the triggers."""
+    backlog: Backlog = Backlog.MIX
 
     def config(self, output: Path, query_limit: int, batch_size: int = 128, master: str = "local[*]") -> Config:
         """The publisher's configuration for this backlog."""
@@ -154,6 +180,7 @@ class Workload:
             "plan": dataclasses.asdict(self.plan),
             "load_seconds": round(self.load_seconds, 3),
             "generate_seconds": round(self.generate_seconds, 3),
+            "backlog": self.backlog.value,
             "events_per_second": round(self.events / self.generate_seconds, 1) if self.generate_seconds else None,
         }
 
@@ -171,9 +198,11 @@ def bench_config(
 
 
 def generate(
-    dialect: Dialect, url: str, rows: int, events: int, schema: str = DEFAULT_SCHEMA, mix: Mix = Mix()
+    dialect: Dialect, url: str, rows: int, events: int, schema: str = DEFAULT_SCHEMA, mix: Mix = Mix(),
+    backlog: Backlog = Backlog.MIX,
 ) -> Workload:
-    """Make the tables afresh (PostgreSQL: drop and recreate `schema`), then `events` events."""
+    """Make the tables afresh (PostgreSQL: drop and recreate `schema`), then `events` events,
+    rewritten in place as `backlog` says."""
     plan = plan_events(events, rows, mix)
     _check_url(dialect, url)
     if dialect == "postgresql" and not _IDENTIFIER.fullmatch(schema):
@@ -196,6 +225,8 @@ def generate(
         _make_events(engine, writer, plan, rows)
         generate_seconds = time.perf_counter() - started
         with engine.begin() as conn:
+            if backlog is not Backlog.MIX:
+                conn.execute(text(f"UPDATE {writer.table(_EVENT_LOG)} SET {_REWRITES[backlog]} WHERE status = 'N'"))
             writer.analyze(conn)
             by_type = {
                 str(t): int(n)
@@ -221,6 +252,7 @@ def generate(
         loopback=int(loopback),
         load_seconds=load_seconds,
         generate_seconds=generate_seconds,
+        backlog=backlog,
     )
 
 
