@@ -247,10 +247,16 @@ def _array_element(text: str) -> str:
 
 
 def _unvouched(value_type: ValueType, values: list[Any]) -> Iterable[int]:
-    """The rows whose value `logged_unchanged` does not vouch for (all, if not all are text)."""
+    """The rows whose value `logged_unchanged` does not vouch for: all of them unless every
+    value is text or NULL (SQLite gives a BLOB as bytes and an INTEGER as int, which are
+    encoded from what they are)."""
     try:
-        texts = pa.array(values, pa.string())
+        texts = pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return range(len(values))
+    if pa.types.is_null(texts.type):
+        return []
+    if not pa.types.is_string(texts.type):
         return range(len(values))
     types = pa.array([value_type.value] * len(values), pa.string())
     return np.flatnonzero(~np.asarray(logged_unchanged(types, texts))).tolist()
