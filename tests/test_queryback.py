@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
@@ -74,3 +75,22 @@ def test_every_slice_reads_on_the_capture_text_settings(postgresql_database):
         second = reader.read({"d": ["k=1"]})
     assert first[("d", "k=1")].problems == {} and second[("d", "k=1")].problems == {}
     assert second[("d", "k=1")].values == first[("d", "k=1")].values
+
+
+@pytest.mark.parametrize(("ddl", "rows", "wanted", "found"), [
+    ("CREATE TABLE {t} (k integer[] PRIMARY KEY, v int)", "('{{}}', 1), ('{{1,2}}', 2)",
+     ["k={}", 'k="{1,2}"', "k={3}"], {"k={}": "1", 'k="{1,2}"': "2"}),
+    ("CREATE DOMAIN {t}_d AS int[]; CREATE TABLE {t} (k {t}_d PRIMARY KEY, v int)", "('{{1}}', 1)",
+     ["k={1}", "k={2}"], {"k={1}": "1"}),
+    ("CREATE TYPE {t}_c AS (a int, b text); CREATE TABLE {t} (k {t}_c PRIMARY KEY, v int)", "('(1,a)', 1)",
+     ['k="(1,a)"', 'k="(2,b)"'], {'k="(1,a)"': "1"}),
+], ids=["array", "domain-over-array", "composite"])
+def test_keys_of_types_without_an_array_of_their_own_are_found(postgresql_database, ddl, rows, wanted, found):
+    """A key column whose type PostgreSQL cannot put in an array parameter (an array, a domain
+    over one, a composite type) has its keys bound one parameter each."""
+    database = postgresql_database
+    table = database.qualified("a")
+    database.execute(*ddl.format(t=table).split("; "), f"INSERT INTO {table} VALUES {rows.format()}")
+    with _reader(database, "a") as reader:
+        read = reader.read({"a": wanted})
+    assert {key: row.values["v"] for (_, key), row in read.items()} == found

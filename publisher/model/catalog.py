@@ -37,6 +37,10 @@ class ColumnInfo:
     matched_as_text: bool = False
     """Query-back finds a row by the column's text, not its value: SQLite's text of a REAL is
     not exact, so the value a trigger logged may not compare equal to the stored one."""
+    in_arrays: bool = False
+    """A plain type (integer, text, numeric, date-time, date, uuid, boolean) whose values an
+    array literal or list of PostgreSQL carries as they are: query-back binds a chunk of such
+    keys as one array. Others (arrays, domains, composite types) go one parameter each."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,7 @@ def _reflect_table(inspector, dialect: str, schema: str | None, name: str, is_vi
             key_position=key_rank[c["name"]] + 1 if c["name"] in keys else 0,
             key_kind=key_kind_of(c["type"], dialect),
             matched_as_text=dialect == "sqlite" and isinstance(c["type"], (sqltypes.Numeric, sqltypes.Float)),
+            in_arrays=isinstance(c["type"], _IN_ARRAYS),
         )
         for ordinal, c in enumerate(columns, start=1)
     ]
@@ -240,6 +245,10 @@ _KEY_KINDS: tuple[tuple[type | tuple[type, ...], KeyKind], ...] = (
     ((sqltypes.CHAR, sqltypes.NCHAR), KeyKind.FIXED_CHAR),
 )
 """First match wins."""
+
+
+_IN_ARRAYS = (sqltypes.Integer, sqltypes.String, sqltypes.Numeric, sqltypes.DateTime, sqltypes.Date, sqltypes.Uuid,
+              sqltypes.Boolean)
 
 
 def _type_name(sql_type: object) -> str:

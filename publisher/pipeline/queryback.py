@@ -165,7 +165,7 @@ class _Reading:
             for c in table.columns
         }
         self.keys = [c for c in table.columns if c.is_key]
-        self.arrays = dialect.name == "postgresql"
+        self.arrays = dialect.name == "postgresql" and all(c.in_arrays for c in self.keys)
         names = [c.name for c in table.columns]
         self.values = [(names.index(c.name), c) for c in table.value_columns]
         self.key_indices = [names.index(name) for name, _ in table.key_columns]
