@@ -182,25 +182,22 @@ class _Reading:
         compared = [self.texts[c.name] if c.matched_as_text else self.sql_table.c[c.name] for c in self.keys]
         bound = [tuple(bound_value(c.key_kind, v) for c, v in zip(self.keys, key, strict=True)) for key in keys]
         if len(compared) == 1:
-            array = self._array([b[0] for b in bound]) if self.arrays else None
-            if array is not None:
-                return compared[0] == any_(bindparam("keys", array, type_=NullType()))
+            if self.arrays:
+                return compared[0] == any_(bindparam("keys", self._array([b[0] for b in bound]), type_=NullType()))
             return compared[0].in_(bindparam("keys", [b[0] for b in bound], expanding=True, type_=NullType()))
         return tuple_(*compared).in_(bindparam("keys", bound, expanding=True, type_=NullType()))
 
-    def _array(self, values: list[int | str | bytes]) -> list[int] | str | None:
+    def _array(self, values: list[int | str | bytes]) -> list[int] | str:
         """One key column's values as one PostgreSQL array parameter: integers as a list (the
         driver picks an integer array type that holds them all, which any integer column
         compares with by its index), others as an array literal of unknown type, which the
-        database reads as the column's own array type, as it reads each untyped value; None
-        for bytes. (An integer key is 64-bit: a longer one is rejected when it is classified.)"""
+        database reads as the column's own array type, as it reads each untyped value. (Only
+        plain types come here, `in_arrays`: their keys are integers or text. An integer key is
+        64-bit: a longer one is rejected when it is classified.)"""
         integers = [v for v in values if type(v) is int]
         if len(integers) == len(values):
             return integers
-        texts = [v for v in values if type(v) is str]
-        if len(texts) == len(values):
-            return "{" + ",".join(_array_element(v) for v in texts) + "}"
-        return None
+        return "{" + ",".join(_array_element(str(v)) for v in values) + "}"
 
     def published(self, records: Sequence[Sequence[Any]]) -> list[Published]:
         """Each record as published. A column's values that a column check (`logged_unchanged`)
