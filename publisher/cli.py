@@ -95,10 +95,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     install.add_argument("--dry-run", action="store_true", help="print the SQL instead of running it")
 
-    with_config(commands.add_parser(
-        "poll", help="run one polling cycle and print a JSON summary",
-        description="Runs one polling cycle and prints one JSON line: events, operations, documents, statuses.",
+    poll = with_config(commands.add_parser(
+        "poll", help="run one polling cycle (or one subscriber's check-out) and print a JSON summary",
+        description="Runs one polling cycle and prints one JSON line: events, operations, documents, statuses. "
+        "With --subscriber, one check-out instead: every event of the subscriber's subscription committed since its "
+        "previous check-out, published to its own output; the status column is not touched.",
     ))
+    poll.add_argument("--subscriber", metavar="NAME",
+                      help="check out for this [subscribers.NAME] instead of running the status mode's cycle")
+    checkin = with_config(commands.add_parser(
+        "checkin", help="run a subscriber's own changes, which are then never delivered back to it",
+        description="Runs SQL in one transaction and records it as checked in by the subscriber (seed 002's "
+        "check-in): the events it logs are delivered to every other subscriber, never to this one. Nothing is "
+        "recorded if a statement fails.",
+    ))
+    checkin.add_argument("--subscriber", metavar="NAME", required=True, help="the [subscribers.NAME] checking in")
+    sql = checkin.add_mutually_exclusive_group(required=True)
+    sql.add_argument("-e", "--execute", action="append", metavar="SQL", help="a statement (repeatable, run in order)")
+    sql.add_argument("-f", "--file", metavar="FILE", help="a file of statements separated by ;")
     with_config(commands.add_parser(
         "run", help="poll continuously until SIGINT/SIGTERM",
         description="Polls at the polling interval (or the times of day) with one warm SparkSession, "
@@ -117,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     ))
     verify.add_argument("--documents", metavar="DIR",
                         help="the directory of the documents to replay (default: output.directory)")
+    verify.add_argument("--subscriber", metavar="NAME",
+                        help="verify this subscriber's documents (default: its output) against the tables and "
+                        "columns its subscription tracks")
 
     parse_key_cmd = commands.add_parser(
         "parse-key", help="parse a table_key and print it as JSON",
@@ -234,13 +251,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "install":
         return _guard(lambda: _install(config, args), config)
     if args.command == "poll":
-        return _guard(lambda: _poll(config), config)
+        return _guard(lambda: _poll(config, args.subscriber), config)
+    if args.command == "checkin":
+        return _guard(lambda: _checkin(config, args), config)
     if args.command == "run":
         return _guard(lambda: _run(config), config)
     if args.command == "stats":
         return _guard(lambda: _stats(config, args.json), config)
     if args.command == "verify":
-        return _guard(lambda: _verify(config, args.documents), config)
+        return _guard(lambda: _verify(config, args.documents, args.subscriber), config)
     raise UsageError(f"unknown command {args.command}")  # pragma: no cover
 
 
@@ -308,7 +327,7 @@ def _install(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def _poll(config: Config) -> int:
+def _poll(config: Config, subscriber: str | None) -> int:
     from publisher.database import connect
     from publisher.pipeline.cycle import run_cycle
     from publisher.pipeline.spark import get_spark
@@ -316,10 +335,39 @@ def _poll(config: Config) -> int:
 
     engine = connect(config)
     _check_reachable(engine)
-    with PublisherLock(config) as lock:
-        result = run_cycle(lambda: get_spark(config.spark), engine, config)
-    print(json.dumps(result.summary()))
+    if subscriber is None:
+        with PublisherLock(config) as lock:
+            result = run_cycle(lambda: get_spark(config.spark), engine, config)
+        print(json.dumps(result.summary()))
+        _check_not_lost(lock)
+        return 0
+    from publisher.service.checkouts import check_out
+
+    with PublisherLock(config, subscriber=subscriber) as lock:
+        results = check_out(lambda: get_spark(config.spark), engine, config, subscriber)
+    print(json.dumps(results))
     _check_not_lost(lock)
+    return 0
+
+
+def _checkin(config: Config, args: argparse.Namespace) -> int:
+    from publisher.database import connect
+    from publisher.service.checkouts import check_in, statements_of
+
+    config.subscriber(args.subscriber)
+    engine = connect(config)
+    if args.file is not None:
+        try:
+            text = Path(args.file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"-f {args.file}: {exc.strerror or exc}") from None
+        statements = statements_of(text, engine.dialect.name)
+    else:
+        statements = list(args.execute)
+    with check_in(engine, config, args.subscriber) as conn:
+        for statement in statements:
+            conn.exec_driver_sql(statement)
+    print(f"checked in {len(statements)} statement(s) for subscriber {args.subscriber}", file=sys.stderr)
     return 0
 
 
@@ -379,15 +427,16 @@ def _stats(config: Config, as_json: bool) -> int:
     return 0
 
 
-def _verify(config: Config, documents: str | None) -> int:
+def _verify(config: Config, documents: str | None, subscriber: str | None) -> int:
     from publisher.database import connect
     from publisher.service.mirror import check
 
     engine = connect(config)
-    directory = Path(documents or config.output.directory)
+    default = config.output.directory if subscriber is None else config.subscriber(subscriber).output
+    directory = Path(documents or default)
     if not directory.is_dir():
         raise UnavailableError(f"no documents to replay: the directory {directory} does not exist")
-    result = check(config, engine, directory)
+    result = check(config, engine, directory, subscriber)
     for difference in result.differences:
         print(difference)
     counted = f"{_count(result.objects, 'object')} in {_count(result.tables, 'table')}"
@@ -397,7 +446,8 @@ def _verify(config: Config, documents: str | None) -> int:
         print(f"mirror equals source: {counted}, {_count(result.documents, 'document')} replayed")
     if result.pending:
         are = "is" if result.pending == 1 else "are"
-        print(f"note: {_count(result.pending, 'event')} {are} still new; poll until drained before verifying")
+        waiting = "still new" if subscriber is None else "not checked out yet"
+        print(f"note: {_count(result.pending, 'event')} {are} {waiting}; poll until drained before verifying")
     return 1 if result.differences else 0
 
 

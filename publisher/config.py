@@ -198,6 +198,39 @@ class SparkConfig:
     """Extra Spark settings, e.g. {"spark.driver.memory" = "4g"}."""
 
 
+OPERATIONS = ("insert", "update", "delete", "change")
+"""What a subscription may track (seed 002's RDB$INSERT, RDB$UPDATE, RDB$DELETE, RDB$CHANGE)."""
+
+
+@dataclass(frozen=True)
+class SubscriptionConfig:
+    """What a subscription tracks: which tables, which of their columns, which kinds of change."""
+
+    tables: tuple[str, ...] = ()
+    columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per table, the columns tracked (the key columns always are); a table not named: all."""
+    operations: tuple[str, ...] = ("change",)
+    """insert, update, delete, or change (any of them)."""
+
+
+@dataclass(frozen=True)
+class SubscriberFormats:
+    change_tables: ChangeTablesConfig = field(default_factory=ChangeTablesConfig)
+    messages: MessagesConfig = field(default_factory=MessagesConfig)
+
+
+@dataclass(frozen=True)
+class SubscriberConfig:
+    """Who reads a subscription, and where its documents, rejects and formats go."""
+
+    subscription: str = ""
+    output: str = ""
+    formats: SubscriberFormats = field(default_factory=SubscriberFormats)
+
+    def output_config(self) -> OutputConfig:
+        return OutputConfig(self.output, self.formats.change_tables, self.formats.messages)
+
+
 @dataclass(frozen=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
@@ -205,6 +238,16 @@ class Config:
     publisher: PublisherSettings = field(default_factory=PublisherSettings)
     output: OutputConfig = field(default_factory=OutputConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
+    subscriptions: Mapping[str, SubscriptionConfig] = field(default_factory=dict)
+    subscribers: Mapping[str, SubscriberConfig] = field(default_factory=dict)
+
+    def subscriber(self, name: str) -> SubscriberConfig:
+        """The [subscribers.NAME] a command names."""
+        found = self.subscribers.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.subscribers)) or "none is configured"
+            raise ConfigError(f"--subscriber {name}: no [subscribers.{name}] in the configuration ({known})")
+        return found
 
 
 def load_config(
@@ -247,7 +290,7 @@ def _leaf_paths(cls: type, prefix: str = "") -> set[str]:
         hint = hints[f.name]
         if dataclasses.is_dataclass(hint):
             paths |= _leaf_paths(hint, f"{prefix}{f.name}.")  # type: ignore[arg-type]
-        else:
+        elif _entries_of(hint) is None:
             paths.add(prefix + f.name)
     return paths
 
@@ -290,11 +333,25 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
     for name, value in raw.items():
         hint = hints[name]
         key = prefix + name
+        entries = _entries_of(hint)
         if dataclasses.is_dataclass(hint):
             values[name] = _build(hint, value, key + ".")  # type: ignore[arg-type]
+        elif entries is not None:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{key}: expected a table of named entries ([{key}.NAME]), got {_show(value)}")
+            values[name] = {entry: _build(entries, body, f"{key}.{entry}.") for entry, body in value.items()}
         else:
             values[name] = _coerce(hint, value, key)
     return cls(**values)
+
+
+def _entries_of(hint: Any) -> type | None:
+    """The entry type of a `Mapping[str, <dataclass>]` setting (named tables such as
+    [subscribers.NAME]), else None."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is Mapping and len(args) == 2 and isinstance(args[1], type):
+        return args[1] if dataclasses.is_dataclass(args[1]) else None
+    return None
 
 
 def _coerce(hint: Any, value: Any, key: str) -> Any:
@@ -313,6 +370,10 @@ def _coerce(hint: Any, value: Any, key: str) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{key}: expected a list of strings, got {_show(value)}")
         return tuple(value)
+    if origin is Mapping and args and args[1] is not str:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a table, got {_show(value)}")
+        return {str(k): _coerce(args[1], v, f"{key}.{k}") for k, v in value.items()}
     if origin is Mapping or hint is Mapping:
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a table of settings, got {_show(value)}")
@@ -424,6 +485,57 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
         )
     if not config.spark.master.strip():
         raise ConfigError("spark.master: expected a Spark master URL such as local[*]")
+    _check_subscriptions(config)
+
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _check_subscriptions(config: Config) -> None:
+    """Subscriptions name tables, columns and kinds of change; subscribers name a subscription
+    and an output directory of their own."""
+    for name, subscription in config.subscriptions.items():
+        key = f"subscriptions.{name}"
+        if not _NAME.fullmatch(name):
+            raise ConfigError(f"{key}: a subscription's name is letters, digits, _, . and -")
+        if not subscription.tables:
+            raise ConfigError(f"{key}.tables: expected the tables it tracks, e.g. tables = [\"usr\"]")
+        lowered = [t.lower() for t in subscription.tables]
+        for table in subscription.tables:
+            if not table.strip() or lowered.count(table.lower()) > 1:
+                raise ConfigError(f"{key}.tables: {table!r} is {'empty' if not table.strip() else 'named twice'}")
+        for table, columns in subscription.columns.items():
+            if table.lower() not in lowered:
+                raise ConfigError(
+                    f"{key}.columns.{table}: not one of the subscription's tables ({', '.join(subscription.tables)})"
+                )
+            if not columns or any(not c.strip() for c in columns):
+                raise ConfigError(f"{key}.columns.{table}: expected column names, got {list(columns)!r}")
+        unknown = [op for op in subscription.operations if op not in OPERATIONS]
+        if not subscription.operations or unknown:
+            raise ConfigError(
+                f"{key}.operations: expected some of {', '.join(map(repr, OPERATIONS))}, "
+                f"got {list(subscription.operations)!r}"
+            )
+    outputs = {str(Path(config.output.directory).resolve()): "output.directory"}
+    for name, subscriber in config.subscribers.items():
+        key = f"subscribers.{name}"
+        if not _NAME.fullmatch(name):
+            raise ConfigError(f"{key}: a subscriber's name is letters, digits, _, . and -")
+        if subscriber.subscription not in config.subscriptions:
+            known = ", ".join(sorted(config.subscriptions)) or "none is configured"
+            raise ConfigError(
+                f"{key}.subscription: expected a [subscriptions.NAME] ({known}), got {subscriber.subscription!r}"
+            )
+        if not subscriber.output.strip():
+            raise ConfigError(f"{key}.output: expected the subscriber's own output directory")
+        where = str(Path(subscriber.output).resolve())
+        if where in outputs:
+            raise ConfigError(f"{key}.output: {subscriber.output!r} is also {outputs[where]}; every subscriber writes "
+                              "to a directory of its own")
+        outputs[where] = f"{key}.output"
+        if subscriber.formats.messages.broker and not subscriber.formats.messages.enabled:
+            raise ConfigError(f"{key}.formats.messages.broker: needs {key}.formats.messages.enabled = true")
 
 
 def parse_time_of_day(text: str, key: str = "time_of_day") -> dt.time:

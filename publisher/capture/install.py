@@ -169,6 +169,30 @@ def event_log_ddl(config: Config, engine: Engine) -> list[str]:
     return _dialect(config, engine).event_log_ddl()
 
 
+def subscription_ddl(config: Config, engine: Engine) -> list[str]:
+    """The subscribers' state tables (see `pipeline.checkout`), and on PostgreSQL the index that
+    finds a check-out's events by their transaction."""
+    from sqlalchemy import MetaData, Table, column
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
+    from publisher.pipeline.checkout import checkin_table, subscriber_table, transaction_of
+
+    schema = table_schema(config, engine)
+    metadata = MetaData()
+    log = config.event_log.table
+    tables = [subscriber_table(log, schema, metadata), checkin_table(log, schema, metadata)]
+    statements = [str(CreateTable(t, if_not_exists=True).compile(engine)) for t in tables]
+    statements += [str(CreateIndex(i, if_not_exists=True).compile(engine)) for t in tables for i in t.indexes]
+    if engine.dialect.name == "postgresql":
+        preparer = engine.dialect.identifier_preparer
+        expression = transaction_of(column(config.event_log.columns.transaction_id))
+        found_by = expression.compile(engine, compile_kwargs={"literal_binds": True})
+        name = preparer.quote(f"{log}_transaction_idx")
+        target = preparer.format_table(Table(log, MetaData(), schema=schema))
+        statements.append(f"CREATE INDEX IF NOT EXISTS {name} ON {target} (({found_by}))")
+    return statements
+
+
 def trigger_sql(config: Config, engine: Engine, table: str, style: Style) -> list[str]:
     """Statements that (re)install the capture triggers of one table, replacing any earlier ones."""
     _check_style(style, table)
@@ -192,6 +216,8 @@ def install_capture(
     """
     _check_style(style)
     statements = event_log_ddl(config, engine)
+    if config.subscriptions or config.subscribers:
+        statements += subscription_ddl(config, engine)
     for table in tables:
         statements += trigger_sql(config, engine, table, style)
     if not dry_run:

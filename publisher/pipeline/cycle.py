@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,19 +27,22 @@ from publisher.config import Config
 from publisher.database import association_schema, publisher_user, table_schema
 from publisher.errors import OutputStateError, StageFailedError, root_cause
 from publisher.model.catalog import reflect_catalog
+from publisher.model.events import Status
 from publisher.outputs.files import WINDOW_FILE, next_cycle_number, pin_window, pinned_window, unpin_window
 from publisher.outputs.formats import FormatsWritten
 from publisher.pipeline import failpoints
-from publisher.pipeline.acknowledge import ANALYZE_AFTER, acknowledge_runs, refresh_statistics
+from publisher.pipeline.acknowledge import ANALYZE_AFTER, StatusRun, acknowledge_runs, refresh_statistics
 from publisher.pipeline.distributed import Distributed
 from publisher.pipeline.driver import InDriver
 from publisher.pipeline.objects import ObjectsContext
 from publisher.pipeline.queryback import QueryBackContext
 from publisher.pipeline.spark import is_connect
-from publisher.pipeline.stages import CyclePath, CyclePlan
+from publisher.pipeline.stages import Acknowledgement, CyclePath, CyclePlan
+from publisher.pipeline.subscribers import CheckOutAcknowledgement, check_out_window, subscriber_config, tracked
 from publisher.pipeline.window import CycleWindow, plan_window, resume_window, window_pin
 from publisher.rules.classify import ClassifyContext
 from publisher.rules.operations import OperationContext
+from publisher.rules.subscription import tracked_tables
 
 SparkProvider = SparkSession | Callable[[], SparkSession]
 """A session, or a function that builds one: a run of small cycles never starts Spark."""
@@ -109,15 +112,16 @@ class _Stopwatch:
             self.seconds[key] = self.seconds.get(key, 0.0) + spent
 
 
-def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResult:
-    """Publish what the event log holds now, once; return what was done."""
+def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: str | None = None) -> CycleResult:
+    """Publish what the event log holds now, once (for `subscriber`: a window of its check-out);
+    return what was done."""
     watch = _Stopwatch()
     with watch.stage("plan"):
-        plan = _plan(config, engine)
+        plan = _plan(config, engine, subscriber)
         if plan is None:
             return CycleResult(seconds=watch.seconds)
     with watch.stage("write"):
-        _keep_window(plan)
+        plan.acknowledgement.keep()
     path = _path(spark, plan, config)
     with watch.stage("read_and_classify"):
         classified = path.read_and_classify()
@@ -137,11 +141,11 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
             rejected = outcomes.append_rejects()
         failpoints.reached("before_acknowledge")
         with watch.stage("acknowledge"):
-            statuses = acknowledge_runs(engine, config, outcomes.statuses, run_post_polling=bool(documents))
+            statuses = plan.acknowledgement.acknowledge(outcomes.statuses, published=bool(documents))
     finally:
         outcomes.discard()
-    unpin_window(plan.output)
-    if sum(statuses.values()) >= ANALYZE_AFTER:
+    plan.acknowledgement.release()
+    if plan.acknowledgement.writes_statuses and sum(statuses.values()) >= ANALYZE_AFTER:
         with watch.stage("analyze"):
             refresh_statistics(engine, config)
     for stage, steps in path.steps.items():
@@ -163,17 +167,27 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config) -> CycleResu
     )
 
 
-def _plan(config: Config, engine: Engine) -> CyclePlan | None:
+def _plan(config: Config, engine: Engine, subscriber: str | None) -> CyclePlan | None:
     """The cycle's window and everything it needs from the configuration and the database,
     resolved once; None when there is nothing to do."""
-    output = Path(config.output.directory).resolve()
-    window = _window(config, engine, output, pinned_window(output))
-    if window is None:
+    acknowledgement: Acknowledgement | None
+    if subscriber is None:
+        output = Path(config.output.directory).resolve()
+        window = _window(config, engine, output, pinned_window(output))
+        acknowledgement = StatusAcknowledgement(engine, config, output, window)
+    else:
+        config = subscriber_config(config, subscriber)
+        output = Path(config.output.directory).resolve()
+        state, window = check_out_window(config, engine, subscriber)
+        acknowledgement = CheckOutAcknowledgement(engine, state, window) if window is not None else None
+    if window is None or acknowledgement is None:
         return None
     schema = table_schema(config, engine)
     catalog = reflect_catalog(engine, schema, published_tables(config, engine))
+    subscription = None if subscriber is None else tracked(config, subscriber, catalog)
+    tables = catalog.tables if subscription is None else tracked_tables(catalog, subscription)
     operations = OperationContext(
-        catalog.tables,
+        tables,
         association_schema(config, engine),
         config.publisher.insert_row_operation,
         changes=config.output.publishes_changes,
@@ -181,19 +195,39 @@ def _plan(config: Config, engine: Engine) -> CyclePlan | None:
     return CyclePlan(
         window=window,
         output=output,
-        classify=ClassifyContext(catalog, publisher_user(config, engine), config.publisher.allow_loopback),
-        objects=ObjectsContext(QueryBackContext(config.database.sqlalchemy_url(), schema, catalog.tables), operations),
+        classify=ClassifyContext(catalog, publisher_user(config, engine), config.publisher.allow_loopback,
+                                 subscription),
+        objects=ObjectsContext(QueryBackContext(config.database.sqlalchemy_url(), schema, tables), operations),
         future_events=config.publisher.future_events,
         batch_size=config.publisher.batch_size,
         formats=config.output if config.output.publishes_changes else None,
+        acknowledgement=acknowledgement,
     )
 
 
-def _keep_window(plan: CyclePlan) -> None:
-    """A new window is kept in the output directory before anything else is written there."""
-    pin = window_pin(plan.window)
-    if pinned_window(plan.output) != pin:
-        pin_window(plan.output, pin)
+@dataclass
+class StatusAcknowledgement:
+    """The status mode's: every read row's status written to the event log; the window kept in
+    the output directory meanwhile."""
+
+    engine: Engine
+    config: Config
+    output: Path
+    window: CycleWindow | None
+    writes_statuses: bool = True
+
+    def keep(self) -> None:
+        """A new window is kept in the output directory before anything else is written there."""
+        assert self.window is not None
+        pin = window_pin(self.window)
+        if pinned_window(self.output) != pin:
+            pin_window(self.output, pin)
+
+    def acknowledge(self, runs: Iterable[StatusRun], published: bool) -> Mapping[Status, int]:
+        return acknowledge_runs(self.engine, self.config, runs, run_post_polling=published)
+
+    def release(self) -> None:
+        unpin_window(self.output)
 
 
 def _path(spark: SparkProvider, plan: CyclePlan, config: Config) -> CyclePath[Any, Any]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +52,24 @@ RESOLVE_CHUNK_ROWS = 50_000
 """Rows resolved at once: a partition is taken in tables of about this many events."""
 
 
+class Acknowledgement(Protocol):
+    """How a cycle's outcome goes back once its output is durable: statuses in the event log
+    (the status mode), or a subscriber's check-out advanced."""
+
+    @property
+    def writes_statuses(self) -> bool:
+        """True: the event log's rows got their statuses (its statistics may need refreshing)."""
+
+    def keep(self) -> None:
+        """Keep what identifies the cycle's rows until they are acknowledged."""
+
+    def acknowledge(self, runs: Iterable[StatusRun], published: bool) -> Mapping[Status, int]:
+        """All or nothing; `published`: the cycle wrote documents."""
+
+    def release(self) -> None:
+        """What `keep` kept is no longer needed."""
+
+
 @dataclass(frozen=True)
 class CyclePlan:
     """What one cycle needs, resolved once from the configuration and the database."""
@@ -64,6 +82,7 @@ class CyclePlan:
     batch_size: int
     formats: OutputConfig | None
     """The output settings when change tables or messages are on, else None."""
+    acknowledgement: Acknowledgement
 
     def cycle_formats(self, cycle_number: int) -> CycleFormats:
         assert self.formats is not None

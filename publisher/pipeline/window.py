@@ -34,6 +34,7 @@ from publisher.config import Config
 from publisher.database import table_schema
 from publisher.errors import OutputStateError
 from publisher.model.events import EVENT_LOG_COLUMNS, Status
+from publisher.pipeline.checkout import CheckOutWindow, check_out_predicate
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class CycleWindow:
     """The event log's optional transaction_id column, when it has one."""
     partitions: int = 1
     """How many record_id ranges Spark reads in parallel; set for the cycle's path."""
+    check_out: CheckOutWindow | None = None
+    """A subscriber's check-out: its events instead of the `N` rows."""
 
     @property
     def future(self) -> bool:
@@ -66,6 +69,8 @@ class CycleWindow:
     def from_json(cls, text: str) -> CycleWindow:
         data = json.loads(text)
         data["columns"] = tuple(data["columns"])
+        if data.get("check_out") is not None:
+            data["check_out"] = CheckOutWindow.from_dict(data["check_out"])
         return cls(**data)
 
 
@@ -131,14 +136,17 @@ class _Order:
     """The order a cycle takes `N` rows in: record_id, or in future mode (event time, record_id)
     among the rows whose time has come."""
 
-    def __init__(self, table: Table, columns: tuple[str, ...], dialect: str, future: bool) -> None:
+    def __init__(
+        self, table: Table, columns: tuple[str, ...], dialect: str, future: bool,
+        eligible: ColumnElement[bool] | None = None,
+    ) -> None:
         self.table = table
         self.columns = columns
         self.dialect = dialect
         c = role_columns(table, columns)
         self.record_id = c["record_id"]
         self.time = _time_key(c["event_time"], dialect) if future else None
-        self.eligible: ColumnElement[bool] = c["status"] == Status.NEW.value
+        self.eligible: ColumnElement[bool] = c["status"] == Status.NEW.value if eligible is None else eligible
         if self.time is not None:
             self.eligible = and_(self.eligible, self.time <= _time_now(dialect))
 
@@ -162,18 +170,24 @@ class _Order:
         return or_(self.time < pivot_time, and_(self.time == pivot_time, self.record_id <= record_id))
 
 
-def plan_window(config: Config, engine: Engine) -> CycleWindow | None:
+def plan_window(config: Config, engine: Engine, check_out: CheckOutWindow | None = None) -> CycleWindow | None:
     """The rows of this cycle, or None when there is nothing new.
 
     The first `query_limit` rows in processing order; and when that cuts into a transaction or
-    into one statement's events for an object, the rest of it (see `_WindowEnd`).
+    into one statement's events for an object, the rest of it (see `_WindowEnd`). With
+    `check_out`, the subscriber's events instead of the `N` rows, in record_id order.
     """
     schema = table_schema(config, engine)
     columns = config.event_log.columns.in_order()
     transaction_column = _transaction_column(engine, config, schema)
     extra = () if transaction_column is None else (transaction_column,)
     table = event_log_table_of(config.event_log.table, columns + extra, schema)
-    order = _Order(table, columns, engine.dialect.name, config.publisher.future_events)
+    eligible = None
+    if check_out is not None:
+        transaction = None if transaction_column is None else table.c[transaction_column]
+        eligible = check_out_predicate(check_out, table.c[columns[0]], transaction, schema, engine.dialect.name)
+    future = config.publisher.future_events and check_out is None
+    order = _Order(table, columns, engine.dialect.name, future, eligible)
     limit = config.publisher.query_limit
     taken = (
         select(order.record_id.label("rid")).where(order.eligible).order_by(*order.ascending).limit(limit).subquery()
@@ -205,6 +219,7 @@ def plan_window(config: Config, engine: Engine) -> CycleWindow | None:
         count=count,
         cutoff_record_id=last if order.future else None,
         transaction_column=transaction_column,
+        check_out=check_out,
     )
 
 
@@ -324,11 +339,12 @@ def _transaction_column(engine: Engine, config: Config, schema: str | None) -> s
 def window_predicate(window: CycleWindow, table: Table, lo: int, hi: int, dialect: str) -> Any:
     """The rows of the window within record_ids lo..hi; the same rule for reading and nothing else."""
     c = role_columns(table, window.columns)
-    predicate = and_(
-        c["status"] == Status.NEW.value,
-        c["record_id"] >= lo,
-        c["record_id"] <= hi,
-    )
+    if window.check_out is not None:
+        transaction = None if window.transaction_column is None else table.c[window.transaction_column]
+        eligible = check_out_predicate(window.check_out, c["record_id"], transaction, window.schema, dialect)
+    else:
+        eligible = c["status"] == Status.NEW.value
+    predicate = and_(eligible, c["record_id"] >= lo, c["record_id"] <= hi)
     if window.cutoff_record_id is not None:
         order = _Order(table, window.columns, dialect, future=True)
         predicate = and_(predicate, order.at_or_before(window.cutoff_record_id))

@@ -18,12 +18,15 @@ from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
 from publisher.model.events import EVENT_FIELDS, EVENT_SCHEMA, LOGGED_VALUES, PER_FIELD, UNREADABLE, EventType
 from publisher.model.keys import canonical_key
 from publisher.model.values import BadValueError, encode_logged, logged_unchanged, shown, xml_problem
+from publisher.rules.subscription import SubscriptionFilter
 
 
 class Disposition:
     PUBLISH = "publish"
     LOOPBACK = "loopback"
     ERROR = "error"
+    UNTRACKED = "untracked"
+    """Outside the subscriber's subscription: neither published nor rejected."""
 
 
 CLASSIFIED_FIELDS = (
@@ -47,6 +50,14 @@ class ClassifyContext:
     catalog: Catalog
     publisher_user: str | None
     allow_loopback: bool
+    subscription: SubscriptionFilter | None = None
+    """A subscriber's cycle: the events its subscription tracks; None: every event."""
+
+    def untracked(self, event_type: EventType | str, table_name: object, column_name: object) -> bool:
+        """Whether a subscriber's subscription leaves the event out (`event_type`: the type, or
+        why the value is none)."""
+        kind = None if isinstance(event_type, str) else event_type
+        return self.subscription is not None and not self.subscription.takes(kind, table_name, column_name)
 
     def is_loopback(self, perpetrator: object) -> bool:
         if not isinstance(perpetrator, str) or self.publisher_user is None:
@@ -61,6 +72,11 @@ def classify_event(row: dict[str, Any], ctx: ClassifyContext) -> dict[str, Any]:
     exception, and a publishable row carries only names and keys that XML can carry.
     """
     out: dict[str, Any] = dict.fromkeys(CLASSIFIED_NAMES)
+    if ctx.subscription is not None and ctx.untracked(
+        _rejection(_event_type, row.get("event_type")), row.get("table_name"), row.get("column_name")
+    ):
+        out["disposition"] = Disposition.UNTRACKED
+        return out
     if not ctx.allow_loopback and ctx.is_loopback(row.get("perpetrator")):
         out["disposition"] = Disposition.LOOPBACK
         return out
@@ -252,15 +268,17 @@ class BatchClassifier:
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         count = batch.num_rows
+        untracked = self._untracked(batch)
         loopback = np.zeros(count, dtype=bool)
         if not self.ctx.allow_loopback:
             loopback = _per_distinct(batch.column("perpetrator"), self._is_loopback, pa.bool_())
-            loopback = loopback.to_numpy(zero_copy_only=False)
+            loopback = loopback.to_numpy(zero_copy_only=False) & ~untracked
+        quiet = loopback | untracked
         targets = _Targets.of(batch, self)
         unreadable = batch.column(UNREADABLE)
         reason = pc.coalesce(pc.if_else(pc.equal(unreadable, ""), None, unreadable), targets.reason)
-        error = ~loopback & reason.is_valid().to_numpy(zero_copy_only=False)
-        publish = ~loopback & ~error
+        error = ~quiet & reason.is_valid().to_numpy(zero_copy_only=False)
+        publish = ~quiet & ~error
         code = targets.code
         old_text = new_text = pa.nulls(count, pa.string())
         logging = np.flatnonzero(publish & targets.logs)
@@ -276,8 +294,9 @@ class BatchClassifier:
             new_text = pc.replace_with_mask(new_text, logged, texts.new)
         shown_if = pa.array(publish)
         made = [
-            pc.if_else(pa.array(loopback), Disposition.LOOPBACK,
-                       pc.if_else(pa.array(error), Disposition.ERROR, Disposition.PUBLISH)),
+            pc.if_else(pa.array(untracked), Disposition.UNTRACKED, pc.if_else(
+                pa.array(loopback), Disposition.LOOPBACK,
+                pc.if_else(pa.array(error), Disposition.ERROR, Disposition.PUBLISH))),
             pc.if_else(pa.array(error), reason, None),
             *(pc.if_else(shown_if, column, None).cast(field.type) for column, field in zip(
                 (code, targets.class_name, targets.key, targets.attr_name, targets.value_type, old_text, new_text),
@@ -334,6 +353,14 @@ class BatchClassifier:
             rejected=pa.array(rejected, pa.int64()),
             reasons=pa.array(reasons, pa.string()),
         )
+
+    def _untracked(self, batch: pa.RecordBatch) -> np.ndarray:
+        """Each row outside a subscriber's subscription; asked once per distinct (type, table, column)."""
+        if self.ctx.subscription is None:
+            return np.zeros(batch.num_rows, dtype=bool)
+        events, rows = _distinct(batch, ("event_type", "table_name", "column_name"))
+        answers = [self.ctx.untracked(self._kind(kind), table, column) for kind, table, column in events]
+        return np.array(answers, dtype=bool)[rows]
 
     def _is_loopback(self, perpetrator: Any) -> bool:
         known = self._loopback.get(perpetrator)

@@ -66,6 +66,12 @@ def advisory_key(schema: str, table: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+def locked_name(config: Config, subscriber: str | None) -> str:
+    """What a lock is named after: the event log, or one subscriber's check-outs of it."""
+    table = config.event_log.table
+    return table if subscriber is None else f"{table} for subscriber {subscriber}"
+
+
 class PublisherLock:
     """`with PublisherLock(config, stop) as lock:` holds the event log's lock for the block.
 
@@ -81,7 +87,9 @@ class PublisherLock:
         lease_seconds: float = LEASE_SECONDS,
         renew_seconds: float = RENEW_SECONDS,
         retry_seconds: float = RETRY_SECONDS,
+        subscriber: str | None = None,
     ) -> None:
+        """`subscriber`: the lock of that subscriber's check-outs instead of the status mode's."""
         self.config = config
         self.stop = stop if stop is not None else threading.Event()
         self.lease_seconds = lease_seconds
@@ -92,9 +100,9 @@ class PublisherLock:
         self._lost = threading.Event()
         self._backend: _Backend
         if make_url(config.database.sqlalchemy_url()).get_backend_name() == "postgresql":
-            self._backend = _AdvisoryLock(config, self.owner)
+            self._backend = _AdvisoryLock(config, self.owner, subscriber)
         else:
-            self._backend = _LeaseRow(config, self.owner, lease_seconds)
+            self._backend = _LeaseRow(config, self.owner, lease_seconds, subscriber)
         self._renewer: threading.Thread | None = None
         self._stop_renewing = threading.Event()
 
@@ -198,8 +206,9 @@ class _Backend(ABC):
 class _AdvisoryLock(_Backend):
     """pg_try_advisory_lock on a dedicated autocommit connection, tagged with host:pid for others to see."""
 
-    def __init__(self, config: Config, owner: str) -> None:
+    def __init__(self, config: Config, owner: str, subscriber: str | None) -> None:
         self.config = config
+        self.locked = locked_name(config, subscriber)
         self.engine = create_engine(
             config.database.sqlalchemy_url(),
             poolclass=NullPool,
@@ -215,8 +224,8 @@ class _AdvisoryLock(_Backend):
             schema = self.config.database.schema or str(
                 self.connection.execute(text("SELECT current_schema()")).scalar_one()
             )
-            self.name = f"{schema}.{self.config.event_log.table}"
-            self.key = advisory_key(schema, self.config.event_log.table)
+            self.name = f"{schema}.{self.locked}"
+            self.key = advisory_key(schema, self.locked)
         return self.connection
 
     def try_acquire(self) -> str | None:
@@ -276,7 +285,7 @@ class _AdvisoryLock(_Backend):
 class _LeaseRow(_Backend):
     """A row per event log in `<event_log>_lock`: owner host:pid, a token per lock object, lease expiry."""
 
-    def __init__(self, config: Config, owner: str, lease_seconds: float) -> None:
+    def __init__(self, config: Config, owner: str, lease_seconds: float, subscriber: str | None) -> None:
         url = make_url(config.database.sqlalchemy_url())
         connect_args: dict[str, Any] = {"timeout": 30} if url.get_backend_name() == "sqlite" else {}
         self.engine: Engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
@@ -285,7 +294,8 @@ class _LeaseRow(_Backend):
         self.lease_seconds = lease_seconds
         self.expires_at = 0.0
         schema = table_schema(config, self.engine)
-        self.name = f"{schema}.{config.event_log.table}" if schema else config.event_log.table
+        locked = locked_name(config, subscriber)
+        self.name = f"{schema}.{locked}" if schema else locked
         self.table = Table(
             f"{config.event_log.table}_lock",
             MetaData(),

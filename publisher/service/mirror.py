@@ -138,14 +138,17 @@ def _texts(parent: etree._Element) -> list[str]:
     return [value.text or "" for value in parent.iter("value")]
 
 
-def source_objects(config: Config, engine: Engine) -> tuple[Objects, list[Difference]]:
+def source_objects(
+    config: Config, engine: Engine, subscriber: str | None = None
+) -> tuple[Objects, list[Difference]]:
     """The objects the consumer should hold, read from the published tables as query-back reads
-    them, and the values that cannot be published (`published` left empty for compare to fill)."""
-    _, objects, problems = _source(config, engine)
+    them (a subscriber's: the tables and columns its subscription tracks), and the values that
+    cannot be published (`published` left empty for compare to fill)."""
+    _, objects, problems = _source(config, engine, subscriber)
     return objects, problems
 
 
-def _source(config: Config, engine: Engine) -> tuple[int, Objects, list[Difference]]:
+def _source(config: Config, engine: Engine, subscriber: str | None = None) -> tuple[int, Objects, list[Difference]]:
     from publisher.capture.install import published_tables
     from publisher.database import association_schema, table_schema
     from publisher.model.catalog import reflect_catalog
@@ -154,18 +157,24 @@ def _source(config: Config, engine: Engine) -> tuple[int, Objects, list[Differen
 
     schema = table_schema(config, engine)
     catalog = reflect_catalog(engine, schema, published_tables(config, engine))
-    ctx = QueryBackContext(config.database.sqlalchemy_url(), schema, catalog.tables)
+    tables = catalog.tables
+    if subscriber is not None:
+        from publisher.pipeline.subscribers import tracked
+        from publisher.rules.subscription import tracked_tables
+
+        tables = tracked_tables(catalog, tracked(config, subscriber, catalog))
+    ctx = QueryBackContext(config.database.sqlalchemy_url(), schema, tables)
     label = association_schema(config, engine)
     objects: Objects = {}
     problems: list[Difference] = []
-    for table in catalog.tables.values():
+    for table in tables.values():
         for key, row, row_problems in scan_table(ctx, table):
             name = association(key, table.name, label)
             objects[name] = {column: {value} for column, value in row.items() if value is not None}
             for column, reason in row_problems.items():
                 objects[name].pop(column, None)
                 problems.append(Difference(name, column, f"cannot be published: {reason}", ""))
-    return len(catalog.tables), objects, problems
+    return len(tables), objects, problems
 
 
 def compare(mirror: Mirror, source: Objects, source_problems: Iterable[Difference] = ()) -> list[Difference]:
@@ -219,16 +228,28 @@ def pending_events(config: Config, engine: Engine) -> int:
         return int(conn.execute(select(func.count()).where(status == Status.NEW.value)).scalar_one())
 
 
-def check(config: Config, engine: Engine, documents: Path | None = None) -> Verification:
-    """Replay the documents, read the source, compare; with the counts a report needs."""
-    directory = Path(documents if documents is not None else config.output.directory)
+def check(
+    config: Config, engine: Engine, documents: Path | None = None, subscriber: str | None = None
+) -> Verification:
+    """Replay the documents, read the source, compare; with the counts a report needs. For a
+    subscriber: its documents, against what its subscription tracks."""
+    default = config.output.directory if subscriber is None else config.subscribers[subscriber].output
+    directory = Path(documents if documents is not None else default)
     mirror = replay(document_paths(directory))
-    tables, source, problems = _source(config, engine)
+    tables, source, problems = _source(config, engine, subscriber)
     differences = compare(mirror, source, problems)
     objects = len(source.keys() | mirror.objects.keys())
-    return Verification(differences, objects, tables, mirror.documents, pending_events(config, engine))
+    if subscriber is None:
+        pending = pending_events(config, engine)
+    else:
+        from publisher.pipeline.subscribers import waiting_events
+
+        pending = waiting_events(config, engine, subscriber)
+    return Verification(differences, objects, tables, mirror.documents, pending)
 
 
-def verify(config: Config, engine: Engine, documents: Path | None = None) -> list[Difference]:
+def verify(
+    config: Config, engine: Engine, documents: Path | None = None, subscriber: str | None = None
+) -> list[Difference]:
     """The differences between the consumer the documents make and the published tables."""
-    return check(config, engine, documents).differences
+    return check(config, engine, documents, subscriber).differences

@@ -1,0 +1,327 @@
+"""Subscriptions on the event log (seed 002): each subscriber checks out, at its own pace,
+exactly the events committed since its previous check-out, and never writes the status column.
+
+A check-out is bounded by two snapshots of the database: the one its previous check-out took
+(`since`) and one taken when it begins (`until`). It publishes the events visible in `until`
+and not in `since`. On PostgreSQL that is decided per event by the transaction that logged it
+(the triggers write `txid_current()`), against the transaction snapshots, as PgQ's ticks do: a
+transaction left open across a check-out is delivered by the first check-out after it
+commits, whatever its record_ids. On SQLite, where one writer commits at a time, commit order
+is record_id order, and a snapshot is the highest record_id.
+
+`until` is kept in the subscriber's state row before anything is written, and the check-out
+is published in windows of `query_limit` events like the status mode's cycles. After each
+window's output is durable, one transaction records how far the check-out has come; after the
+last, that `until` becomes the subscriber's `since`. A crash in between publishes that window
+again: the same events, so the same operations with the same event-ids.
+
+Events a subscriber checked in (`checkin`) are never delivered to it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ColumnElement,
+    Connection,
+    DateTime,
+    Engine,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    case,
+    cast,
+    exists,
+    func,
+    literal_column,
+    not_,
+    null,
+    or_,
+    select,
+)
+
+from publisher.errors import OutputStateError
+
+SUBSCRIBER_TABLE_SUFFIX = "_subscriber"
+CHECKIN_TABLE_SUFFIX = "_checkin"
+_SNAPSHOT = re.compile(r"(\d+):(\d+):((?:\d+(?:,\d+)*)?)")
+NOTHING_SEEN = "1:1:"
+"""The snapshot of a subscriber that has not checked out yet: no transaction visible."""
+TRANSACTION_TEXT = r"^[0-9]{1,18}$"
+"""A transaction_id the check-out reads as PostgreSQL's 64-bit transaction id."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a check-out saw: the highest record_id committed, and on PostgreSQL the transaction
+    snapshot (`xmin:xmax:active,…`, as txid_current_snapshot() spells it)."""
+
+    record_id: int
+    transactions: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.transactions is not None and not _SNAPSHOT.fullmatch(self.transactions):
+            raise OutputStateError(f"{self.transactions!r} is not a transaction snapshot (xmin:xmax:active,…)")
+
+    @property
+    def oldest(self) -> int:
+        """xmin: every transaction before it had ended."""
+        return int(self._parts.group(1))
+
+    @property
+    def next(self) -> int:
+        """xmax: no transaction from here on had begun."""
+        return int(self._parts.group(2))
+
+    @property
+    def active(self) -> tuple[int, ...]:
+        listed = self._parts.group(3)
+        return tuple(int(t) for t in listed.split(",")) if listed else ()
+
+    @property
+    def _parts(self) -> re.Match[str]:
+        match = _SNAPSHOT.fullmatch(self.transactions or NOTHING_SEEN)
+        assert match is not None
+        return match
+
+
+@dataclass(frozen=True)
+class CheckOutWindow:
+    """What a cycle of a check-out reads: the events between two snapshots, after `after`,
+    except those the subscriber checked in. Plain data: it travels in the cycle's window."""
+
+    subscriber: str
+    since: Snapshot
+    until: Snapshot
+    after: int
+    """The record_id up to which the check-out is published already."""
+    event_log: str
+    """Whose check-in table names the subscriber's own transactions."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckOutWindow:
+        return cls(
+            subscriber=data["subscriber"], since=Snapshot(**data["since"]), until=Snapshot(**data["until"]),
+            after=int(data["after"]), event_log=data["event_log"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def subscriber_table(event_log: str, schema: str | None, metadata: MetaData | None = None) -> Table:
+    """A row per subscriber: seed 002's RDB$SUBSCRIBERS, with the check-out under way."""
+    return Table(
+        f"{event_log}{SUBSCRIBER_TABLE_SUFFIX}", metadata or MetaData(),
+        Column("subscriber_name", String(255), primary_key=True),
+        Column("subscription_name", String(255), nullable=False),
+        Column("destination", String(1024), nullable=False),
+        Column("check_out_record_id", BigInteger, nullable=False),
+        Column("check_out_snapshot", Text),
+        Column("check_out_transaction_id", BigInteger),
+        Column("check_out_oldest_transaction_id", BigInteger),
+        Column("check_out_transactions", Text),
+        Column("check_out_timestamp", DateTime(timezone=True)),
+        Column("pending_record_id", BigInteger),
+        Column("pending_snapshot", Text),
+        Column("pending_after", BigInteger),
+        Column("check_in_transaction_id", BigInteger),
+        Column("check_in_timestamp", DateTime(timezone=True)),
+        schema=schema,
+    )
+
+
+def checkin_table(event_log: str, schema: str | None, metadata: MetaData | None = None) -> Table:
+    """A row per checked-in transaction: on PostgreSQL its id, on SQLite the record_ids it logged."""
+    return Table(
+        f"{event_log}{CHECKIN_TABLE_SUFFIX}", metadata or MetaData(),
+        Column("subscriber_name", String(255), nullable=False, index=True),
+        Column("transaction_id", BigInteger),
+        Column("first_record_id", BigInteger),
+        Column("last_record_id", BigInteger),
+        Column("checked_in_at", DateTime(timezone=True), nullable=False),
+        schema=schema,
+    )
+
+
+def transaction_of(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The event's transaction as a number, NULL when the column holds no transaction id. The
+    install's index is on this very expression, so it must not change without it."""
+    return case(
+        (column.op("~")(literal_column(f"'{TRANSACTION_TEXT}'")), cast(column, BigInteger)), else_=null()
+    )
+
+
+def _visible(transaction: ColumnElement[Any], snapshot: Snapshot) -> ColumnElement[Any]:
+    text = snapshot.transactions or NOTHING_SEEN
+    return func.txid_visible_in_snapshot(transaction, literal_column(f"'{text}'::txid_snapshot"))
+
+
+def check_out_predicate(
+    window: CheckOutWindow, record_id: ColumnElement[Any], transaction: ColumnElement[Any] | None,
+    schema: str | None, dialect: str,
+) -> ColumnElement[bool]:
+    """The events of the check-out not yet published (after `window.after`) and not checked in by
+    its subscriber. Events without a transaction id (a site's own triggers) are taken by
+    record_id, as on SQLite."""
+    checkins = checkin_table(window.event_log, schema)
+    by_record = and_(record_id > window.since.record_id, record_id <= window.until.record_id)
+    mine = checkins.c.subscriber_name == window.subscriber
+    if dialect != "postgresql" or transaction is None:
+        checked_in = exists().where(mine, record_id.between(checkins.c.first_record_id, checkins.c.last_record_id))
+        return and_(record_id > window.after, by_record, not_(checked_in))
+    tx = transaction_of(transaction)
+    since, until = window.since, window.until
+    committed_between = and_(
+        tx >= since.oldest, tx < until.next, _visible(tx, until), not_(_visible(tx, since)),
+    )
+    checked_in = exists().where(mine, checkins.c.transaction_id == tx)
+    return and_(
+        record_id > window.after,
+        or_(committed_between, and_(tx.is_(None), by_record)),
+        not_(checked_in),
+    )
+
+
+@dataclass(frozen=True)
+class SubscriberState:
+    """A subscriber's row: what it checked out last, and the check-out under way, if any."""
+
+    since: Snapshot
+    pending: Snapshot | None
+    after: int
+
+
+@contextmanager
+def checked_in(engine: Engine, event_log: str, schema: str | None, subscriber: str,
+               record_id: Column[Any]) -> Iterator[Connection]:
+    """A transaction whose events are checked in by `subscriber`: never delivered to it, and
+    delivered to every other subscriber. All or nothing: the record commits with the changes.
+
+    On PostgreSQL the transaction's id is recorded; on SQLite, which lets one writer in at a
+    time, the record_ids its events took (the transaction begins IMMEDIATE, so no other writer
+    logs between its first and last event)."""
+    checkins = checkin_table(event_log, schema)
+    subscribers = subscriber_table(event_log, schema)
+    highest = select(func.coalesce(func.max(record_id), 0))
+    now = dt.datetime.now(dt.UTC)
+    with engine.connect() as conn:
+        postgresql = conn.dialect.name == "postgresql"
+        if not postgresql:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        first = None if postgresql else int(conn.execute(highest).scalar_one())
+        yield conn
+        if postgresql:
+            transaction = conn.execute(select(func.txid_current())).scalar_one()
+            conn.execute(checkins.insert().values(subscriber_name=subscriber, transaction_id=transaction,
+                                                  checked_in_at=now))
+        else:
+            transaction = None
+            last = int(conn.execute(highest).scalar_one())
+            if last > (first or 0):
+                conn.execute(checkins.insert().values(subscriber_name=subscriber, first_record_id=(first or 0) + 1,
+                                                      last_record_id=last, checked_in_at=now))
+        conn.execute(subscribers.update().where(subscribers.c.subscriber_name == subscriber).values(
+            check_in_transaction_id=transaction, check_in_timestamp=now,
+        ))
+        conn.commit()
+
+
+class CheckOutState:
+    """A subscriber's row in the state table, read and advanced."""
+
+    def __init__(self, engine: Engine, event_log: str, schema: str | None, subscriber: str) -> None:
+        self.engine = engine
+        self.postgresql = engine.dialect.name == "postgresql"
+        self.table = subscriber_table(event_log, schema)
+        self.log_table = event_log
+        self.schema = schema
+        self.subscriber = subscriber
+
+    def begin(self, subscription: str, destination: str, record_id: Column[Any]) -> CheckOutWindow:
+        """The check-out under way, or a new one from a snapshot taken now; kept before any output."""
+        t = self.table
+        with self.engine.begin() as conn:
+            state = self._read(conn)
+            if state is None:
+                conn.execute(t.insert().values(
+                    subscriber_name=self.subscriber, subscription_name=subscription, destination=destination,
+                    check_out_record_id=0,
+                ))
+                state = SubscriberState(Snapshot(0, NOTHING_SEEN if self.postgresql else None), None, 0)
+            if state.pending is None:
+                pending = self._snapshot(conn, record_id)
+                conn.execute(t.update().where(t.c.subscriber_name == self.subscriber).values(
+                    pending_record_id=pending.record_id, pending_snapshot=pending.transactions, pending_after=0,
+                ))
+                state = SubscriberState(state.since, pending, 0)
+        assert state.pending is not None
+        return CheckOutWindow(self.subscriber, state.since, state.pending, state.after, self.log_table)
+
+    def under_way(self) -> bool:
+        """Whether a check-out is begun and not finished."""
+        with self.engine.connect() as conn:
+            state = self._read(conn)
+        return state is not None and state.pending is not None
+
+    def _read(self, conn: Connection) -> SubscriberState | None:
+        t = self.table
+        row = conn.execute(select(
+            t.c.check_out_record_id, t.c.check_out_snapshot, t.c.pending_record_id, t.c.pending_snapshot,
+            t.c.pending_after,
+        ).where(t.c.subscriber_name == self.subscriber)).first()
+        if row is None:
+            return None
+        since = Snapshot(int(row[0]), row[1] if row[1] is not None or not self.postgresql else NOTHING_SEEN)
+        pending = None if row[2] is None else Snapshot(int(row[2]), row[3])
+        return SubscriberState(since, pending, int(row[4] or 0))
+
+    def since_and_now(self, conn: Connection, record_id: Column[Any]) -> tuple[Snapshot, Snapshot]:
+        """The subscriber's last finished check-out (none yet: nothing seen) and a snapshot now."""
+        state = self._read(conn)
+        since = state.since if state is not None else Snapshot(0, NOTHING_SEEN if self.postgresql else None)
+        return since, self._snapshot(conn, record_id)
+
+    def _snapshot(self, conn: Connection, record_id: Column[Any]) -> Snapshot:
+        highest = select(func.coalesce(func.max(record_id), 0)).scalar_subquery()
+        if not self.postgresql:
+            return Snapshot(int(conn.execute(select(highest)).scalar_one()))
+        row = conn.execute(select(cast(func.txid_current_snapshot(), Text), highest)).one()
+        return Snapshot(int(row[1]), str(row[0]))
+
+    def advance(self, conn: Connection, window: CheckOutWindow, hi: int, finished: bool) -> None:
+        """Record, in the acknowledging transaction `conn`, that the check-out is published up to
+        `hi`, or all of it (`finished`): then its snapshot is the subscriber's `since`."""
+        t = self.table
+        under_way = and_(
+            t.c.subscriber_name == self.subscriber,
+            t.c.pending_record_id == window.until.record_id,
+            t.c.pending_after == window.after,
+        )
+        if finished:
+            until = window.until
+            values: dict[str, Any] = {
+                "check_out_record_id": until.record_id, "check_out_snapshot": until.transactions,
+                "check_out_timestamp": dt.datetime.now(dt.UTC),
+                "check_out_transaction_id": func.txid_current() if self.postgresql else None,
+                "check_out_oldest_transaction_id": until.oldest if self.postgresql else None,
+                "check_out_transactions": ",".join(map(str, until.active)) if self.postgresql else None,
+                "pending_record_id": None, "pending_snapshot": None, "pending_after": None,
+            }
+        else:
+            values = {"pending_after": hi}
+        if conn.execute(t.update().where(under_way).values(**values)).rowcount != 1:
+            raise OutputStateError(
+                f"subscriber {self.subscriber}: its check-out was advanced by another process meanwhile; "
+                "two pollers of one subscriber must not run at once"
+            )
+

@@ -1,0 +1,114 @@
+"""A subscriber's cycle: the same stages as the status mode's, over a window of its check-out,
+acknowledged by advancing its state row instead of writing statuses (see `checkout`)."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, Engine, exists, func, select
+
+from publisher.config import Config, ConfigError
+from publisher.database import table_schema
+from publisher.model.catalog import Catalog
+from publisher.model.events import Status
+from publisher.pipeline.acknowledge import StatusRun
+from publisher.pipeline.checkout import CheckOutState, CheckOutWindow, check_out_predicate
+from publisher.pipeline.window import CycleWindow, event_log_table, event_log_table_of, plan_window
+from publisher.rules.subscription import SubscriptionFilter, UntrackableError, subscription_filter
+
+
+def subscriber_config(config: Config, name: str) -> Config:
+    """The configuration as a subscriber's cycle sees it: its output, and none of the status
+    mode's own settings. Loopback is what the subscriber checked in, not the database user;
+    commit order, not event time, orders a check-out; rows are never deleted by a check-out."""
+    subscriber = config.subscriber(name)
+    settings = dataclasses.replace(
+        config.publisher, allow_loopback=True, future_events=False, delete_processed_rows=False,
+        post_polling_statements=(),
+    )
+    return dataclasses.replace(config, publisher=settings, output=subscriber.output_config())
+
+
+def tracked(config: Config, name: str, catalog: Catalog) -> SubscriptionFilter:
+    """The subscriber's subscription resolved against this cycle's catalog."""
+    subscription_name = config.subscribers[name].subscription
+    subscription = config.subscriptions[subscription_name]
+    try:
+        return subscription_filter(subscription.tables, subscription.columns, subscription.operations, catalog)
+    except UntrackableError as exc:
+        raise ConfigError(f"subscriptions.{subscription_name}.{exc}") from None
+
+
+@dataclass
+class CheckOutAcknowledgement:
+    """Advances a subscriber's check-out once a window's output is durable."""
+
+    engine: Engine
+    state: CheckOutState
+    window: CycleWindow
+
+    def keep(self) -> None:
+        """The check-out under way is kept in the state row already (`CheckOutState.begin`)."""
+
+    def acknowledge(self, runs: Iterable[StatusRun], published: bool) -> Mapping[Status, int]:
+        counted: dict[Status, int] = {}
+        for status, run in runs:
+            counted[status] = counted.get(status, 0) + run.count
+        check_out = self.window.check_out
+        assert check_out is not None
+        with self.engine.begin() as conn:
+            later = _remaining(self.window, self.engine.dialect.name)
+            more = conn.execute(select(exists().where(later))).scalar_one()
+            self.state.advance(conn, check_out, self.window.hi, finished=not more)
+        return counted
+
+    def release(self) -> None:
+        """Nothing was kept outside the state row."""
+
+    @property
+    def writes_statuses(self) -> bool:
+        return False
+
+
+def _remaining(window: CycleWindow, dialect: str) -> ColumnElement[bool]:
+    """The check-out's events after the window."""
+    assert window.check_out is not None
+    extra = () if window.transaction_column is None else (window.transaction_column,)
+    table = event_log_table_of(window.table, window.columns + extra, window.schema)
+    transaction = None if window.transaction_column is None else table.c[window.transaction_column]
+    later = dataclasses.replace(window.check_out, after=window.hi)
+    return check_out_predicate(later, table.c[window.columns[0]], transaction, window.schema, dialect)
+
+
+def check_out_window(config: Config, engine: Engine, name: str) -> tuple[CheckOutState, CycleWindow | None]:
+    """The next window of the subscriber's check-out (begun now if none is under way); None,
+    with the check-out finished, when it has no more events."""
+    schema = table_schema(config, engine)
+    state = CheckOutState(engine, config.event_log.table, schema, name)
+    log = event_log_table(config, schema)
+    subscriber = config.subscribers[name]
+    check_out: CheckOutWindow = state.begin(subscriber.subscription, subscriber.output,
+                                            log.c[config.event_log.columns.record_id])
+    window = plan_window(config, engine, check_out)
+    if window is None:
+        with engine.begin() as conn:
+            state.advance(conn, check_out, check_out.after, finished=True)
+    return state, window
+
+
+def waiting_events(config: Config, engine: Engine, name: str) -> int:
+    """Events committed since the subscriber's last finished check-out, not checked in by it:
+    what its next check-out would publish (those of its subscription) or pass over."""
+    schema = table_schema(config, engine)
+    state = CheckOutState(engine, config.event_log.table, schema, name)
+    log = event_log_table(config, schema)
+    extra = config.event_log.columns.transaction_id
+    table = event_log_table_of(config.event_log.table, (*config.event_log.columns.in_order(), extra), schema)
+    with engine.connect() as conn:
+        since, now = state.since_and_now(conn, log.c[config.event_log.columns.record_id])
+        transaction = table.c[extra] if since.transactions is not None else None
+        window = CheckOutWindow(name, since, now, 0, config.event_log.table)
+        predicate = check_out_predicate(window, table.c[config.event_log.columns.record_id], transaction, schema,
+                                        engine.dialect.name)
+        return int(conn.execute(select(func.count()).where(predicate)).scalar_one())

@@ -1,0 +1,80 @@
+"""A subscriber's check-out from start to end: its windows published one after another, each
+acknowledged by advancing the subscriber's state, until the check-out is finished."""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from publisher.config import Config
+from publisher.database import table_schema
+from publisher.pipeline.checkout import CheckOutState, checked_in
+from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
+from publisher.pipeline.window import event_log_table
+
+
+def check_out(spark: SparkProvider, engine: Engine, config: Config, subscriber: str) -> dict[str, Any]:
+    """One check-out of `subscriber`; a summary of what it published."""
+    state = CheckOutState(engine, config.event_log.table, table_schema(config, engine), subscriber)
+    windows: list[CycleResult] = []
+    while True:
+        result = run_cycle(spark, engine, config, subscriber)
+        if not result.idle:
+            windows.append(result)
+        if not state.under_way():
+            break
+    return check_out_summary(subscriber, windows)
+
+
+def check_out_summary(subscriber: str, windows: list[CycleResult]) -> dict[str, Any]:
+    """The windows' summaries added up."""
+    statuses: dict[str, int] = {}
+    for window in windows:
+        for status, count in window.statuses.items():
+            statuses[status] = statuses.get(status, 0) + count
+    return {
+        "subscriber": subscriber,
+        "windows": len(windows),
+        "events": sum(w.events for w in windows),
+        "operations": sum(w.operations for w in windows),
+        "documents": sum(w.documents for w in windows),
+        "statuses": statuses,
+        "rejected": sum(w.rejected for w in windows),
+        "bytes": sum(w.bytes_written for w in windows),
+        "change_rows": sum(w.change_rows for w in windows),
+        "messages": sum(w.messages for w in windows),
+        "seconds": round(sum(w.seconds.get(stage, 0.0) for w in windows for stage in w.seconds
+                             if "." not in stage), 3),
+    }
+
+
+@contextmanager
+def check_in(engine: Engine, config: Config, subscriber: str) -> Iterator[Connection]:
+    """`with check_in(engine, config, "vault") as conn:` runs the block's statements in one
+    transaction checked in by the subscriber: its events go to every other subscriber, never
+    back to this one (seed 002's check-in)."""
+    schema = table_schema(config, engine)
+    record_id = event_log_table(config, schema).c[config.event_log.columns.record_id]
+    with checked_in(engine, config.event_log.table, schema, subscriber, record_id) as conn:
+        yield conn
+
+
+def statements_of(text: str, dialect: str) -> list[str]:
+    """A script's statements: on SQLite split where a statement is complete (SQLite's own rule,
+    which knows its strings and trigger bodies); elsewhere the script is one call, which the
+    PostgreSQL driver runs statement by statement."""
+    if dialect != "sqlite":
+        return [text] if text.strip() else []
+    statements: list[str] = []
+    pending = ""
+    for line in text.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        statements.append(pending.strip())
+    return statements

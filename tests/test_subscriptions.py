@@ -1,0 +1,301 @@
+"""Subscriptions (seed 002): several subscribers check out one event log at their own pace, each
+exactly the events committed since its previous check-out, and never write the status column.
+
+Every test drives the real triggers and the `publisher` command's own functions; the oracle is
+the mirror (`publisher verify --subscriber`) and the count of event rows each check-out took.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import TestDatabase
+from harness import Published
+from lxml import etree
+from sqlalchemy import create_engine, text
+
+from publisher.cli import main
+from publisher.config import ConfigError, load_config
+from publisher.database import connect
+from publisher.pipeline.cycle import run_cycle
+from publisher.service.checkouts import check_in, check_out
+from publisher.service.mirror import verify
+
+OTHER_USER = "publisher_app"
+"""The status mode's own user in these tests: no trigger logs as it, so nothing is loopback."""
+USR = "CREATE TABLE {t} (idu INTEGER PRIMARY KEY, fname VARCHAR(64), lname VARCHAR(64))"
+MEMBER = "CREATE TABLE {t} (idu INTEGER NOT NULL, idg VARCHAR(16) NOT NULL, PRIMARY KEY (idu, idg))"
+
+
+class Site:
+    """A database with usr and a key-only link table under capture, a configuration with the
+    given subscriptions and subscribers, and the status mode's output beside them."""
+
+    def __init__(
+        self, spark: Any, db: TestDatabase, tmp_path: Path, subscriptions: dict[str, str],
+        subscribers: dict[str, str], settings: str = "", path: str = "driver",
+    ) -> None:
+        self.spark = spark
+        self.db = db
+        self.root = tmp_path
+        schema = f'schema = "{db.schema}"\n' if db.schema else ""
+        small = "" if path == "driver" else "small_cycle_events = 0\n"
+        text_ = (
+            f'[database]\nurl = "{db.url}"\n{schema}user = "{OTHER_USER}"\n'
+            f"[publisher]\n{settings}\n"
+            f'[output]\ndirectory = "{tmp_path / "status"}"\n'
+            f'[spark]\nmaster = "local[2]"\n{small}'
+        )
+        for name, body in subscriptions.items():
+            text_ += f"[subscriptions.{name}]\n{body}\n"
+        for name, subscription in subscribers.items():
+            text_ += f'[subscribers.{name}]\nsubscription = "{subscription}"\noutput = "{tmp_path / name}"\n'
+        self.path = tmp_path / "publisher.toml"
+        self.path.write_text(text_, encoding="utf-8")
+        self.config = load_config(self.path)
+        self.engine = connect(self.config)
+        db.execute(USR.format(t=db.qualified("usr")), MEMBER.format(t=db.qualified("member")))
+        assert main(["install", "-c", str(self.path), "--table", "usr", "--table", "member"]) == 0
+
+    def change(self, *statements: str) -> None:
+        """One transaction."""
+        with self.engine.begin() as conn:
+            for statement in statements:
+                conn.execute(text(statement.format(usr=self.db.qualified("usr"), member=self.db.qualified("member"))))
+
+    def check_out(self, name: str) -> dict[str, Any]:
+        return check_out(self.spark, self.engine, self.config, name)
+
+    def poll(self) -> int:
+        """A status-mode cycle; the events it took."""
+        return run_cycle(self.spark, self.engine, self.config).events
+
+    def verify(self, name: str | None = None) -> list[str]:
+        return [str(d) for d in verify(self.config, self.engine, subscriber=name)]
+
+    def operations(self, name: str | None = None) -> list[tuple[str, str, int]]:
+        folder = self.root / ("status" if name is None else name)
+        names = sorted(p.name for p in folder.glob("*.xml")) if folder.exists() else []
+        return Published([etree.parse(str(folder / n)).getroot() for n in names]).describe()
+
+    def events(self) -> int:
+        return int(self.db.rows(f"SELECT count(*) FROM {self.db.qualified('event_log')}")[0][0])
+
+    def statuses(self) -> set[str]:
+        return {r[0] for r in self.db.rows(f"SELECT status FROM {self.db.qualified('event_log')}")}
+
+
+ALL = {"all": 'tables = ["usr", "member"]'}
+
+
+def random_changes(site: Site, rng: random.Random, rounds: int) -> list[list[str]]:
+    """Transactions of inserts, updates, deletes, delete + re-insert and link changes."""
+    present: set[int] = set()
+    links: set[tuple[int, str]] = set()
+    plan: list[list[str]] = []
+    next_id = 1
+    for _ in range(rounds):
+        transaction: list[str] = []
+        for _ in range(rng.randint(1, 4)):
+            choice = rng.random()
+            if choice < 0.3 or not present:
+                transaction.append(f"INSERT INTO {{usr}} VALUES ({next_id}, 'f{next_id}', NULL)")
+                present.add(next_id)
+                next_id += 1
+                continue
+            idu = rng.choice(sorted(present))
+            if choice < 0.55:
+                column = rng.choice(["fname", "lname"])
+                transaction.append(f"UPDATE {{usr}} SET {column} = 'v{rng.randint(0, 9)}' WHERE idu = {idu}")
+            elif choice < 0.65:
+                transaction.append(f"DELETE FROM {{usr}} WHERE idu = {idu}")
+                transaction.append(f"INSERT INTO {{usr}} VALUES ({idu}, 'again', 'x')")
+            elif choice < 0.75:
+                transaction.append(f"DELETE FROM {{usr}} WHERE idu = {idu}")
+                present.discard(idu)
+            else:
+                link = (idu, rng.choice(["g,1", "g 2", "a=b"]))
+                if link in links:
+                    transaction.append(f"DELETE FROM {{member}} WHERE idu = {link[0]} AND idg = '{link[1]}'")
+                    links.discard(link)
+                else:
+                    transaction.append(f"INSERT INTO {{member}} VALUES ({link[0]}, '{link[1]}')")
+                    links.add(link)
+        plan.append(transaction)
+    return plan
+
+
+def test_three_subscribers_at_their_own_pace_get_every_change_once(spark, database, tmp_path):
+    site = Site(spark, database, tmp_path, ALL, {"a": "all", "b": "all", "c": "all"})
+    rng = random.Random(12)
+    taken = {"a": 0, "b": 0, "c": 0}
+    for number, transaction in enumerate(random_changes(site, rng, 18), start=1):
+        site.change(*transaction)
+        site.poll()
+        for name, pace in (("a", 1), ("b", 2), ("c", 3)):
+            if number % pace == 0:
+                taken[name] += site.check_out(name)["events"]
+    for name in taken:
+        taken[name] += site.check_out(name)["events"]
+        assert site.check_out(name)["events"] == 0
+
+    assert taken == dict.fromkeys(taken, site.events())
+    for name in taken:
+        assert site.verify(name) == [], name
+    assert site.verify() == []
+    # a checked out when the status mode polled: the same operations, under the same event-ids
+    assert site.operations("a") == site.operations()
+
+
+def test_a_subscriber_never_writes_the_status_column(spark, database, tmp_path):
+    site = Site(spark, database, tmp_path, ALL, {"a": "all"})
+    site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')", "INSERT INTO {member} VALUES (1, 'g')")
+    site.change("UPDATE {usr} SET fname = 'Anne' WHERE idu = 1")
+
+    summary = site.check_out("a")
+
+    assert summary["events"] == site.events() == 4
+    assert summary["statuses"] == {"S": 4}
+    assert site.statuses() == {"N"}
+    assert site.poll() == 4, "the status mode still has every row to publish"
+
+
+def test_a_transaction_open_across_two_check_outs_is_delivered_once_after_it_commits(
+    spark, postgresql_database, tmp_path
+):
+    site = Site(spark, postgresql_database, tmp_path, ALL, {"a": "all"})
+    late = create_engine(postgresql_database.url)
+    try:
+        with late.connect() as open_session:
+            open_session.execute(text(f"INSERT INTO {postgresql_database.qualified('usr')} VALUES (1, 'early', 'x')"))
+            site.change("INSERT INTO {usr} VALUES (2, 'later', 'y')")
+
+            first = site.check_out("a")
+            assert first["events"] == 2, "only the committed transaction's two events"
+            assert [op[1].split(",")[0] for op in site.operations("a")] == ["idu=2"]
+
+            open_session.commit()
+        second = site.check_out("a")
+        third = site.check_out("a")
+    finally:
+        late.dispose()
+
+    assert second["events"] == 2 and third["events"] == 0
+    ids = [event_id for _, _, event_id in site.operations("a")]
+    assert ids[1] < ids[0], "the late transaction's lower record_ids came in the second check-out"
+    assert site.verify("a") == []
+
+
+def test_checked_in_changes_go_to_every_subscriber_but_the_one_that_checked_them_in(spark, database, tmp_path):
+    site = Site(spark, database, tmp_path, ALL, {"vault": "all", "hr": "all"})
+    site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')")
+    with check_in(site.engine, site.config, "vault") as conn:
+        conn.execute(text(f"INSERT INTO {database.qualified('usr')} VALUES (2, 'Bob', 'Ray')"))
+        conn.execute(text(f"UPDATE {database.qualified('usr')} SET fname = 'Anna' WHERE idu = 1"))
+    assert main(["checkin", "-c", str(site.path), "--subscriber", "vault",
+                 "-e", f"DELETE FROM {database.qualified('usr')} WHERE idu = 2"]) == 0
+    site.change("UPDATE {usr} SET lname = 'Li' WHERE idu = 1")
+
+    vault, hr = site.check_out("vault"), site.check_out("hr")
+
+    assert hr["events"] == site.events() == 7
+    assert vault["events"] == 3, "its own insert, update and delete are not returned to it"
+    assert [(tag, event_id) for tag, _, event_id in site.operations("vault")] == [("add", 1), ("modify", 7)]
+    assert site.verify("hr") == []
+
+
+def test_a_failed_check_in_records_nothing(spark, database, tmp_path):
+    site = Site(spark, database, tmp_path, ALL, {"vault": "all", "hr": "all"})
+    with pytest.raises(Exception, match="(?i)unique|constraint"), check_in(site.engine, site.config, "vault") as conn:
+        conn.execute(text(f"INSERT INTO {database.qualified('usr')} VALUES (1, 'Ann', 'Lee')"))
+        conn.execute(text(f"INSERT INTO {database.qualified('usr')} VALUES (1, 'Ann', 'Lee')"))
+    assert site.events() == 0
+    assert database.rows(f"SELECT count(*) FROM {database.qualified('event_log_checkin')}") == [(0,)]
+
+
+def test_a_check_out_spans_windows_of_query_limit_events_on_spark(spark, database, tmp_path):
+    site = Site(spark, database, tmp_path, ALL, {"a": "all"}, settings="query_limit = 4", path="spark")
+    for transaction in random_changes(site, random.Random(5), 12):
+        site.change(*transaction)
+
+    summary = site.check_out("a")
+
+    assert summary["events"] == site.events()
+    assert summary["windows"] >= site.events() // 8
+    assert site.check_out("a")["events"] == 0
+    assert site.verify("a") == []
+
+
+def test_a_column_subscription_publishes_only_its_columns(spark, database, tmp_path):
+    site = Site(spark, database, tmp_path, {"names": 'tables = ["usr"]\ncolumns = { usr = ["FNAME"] }'},
+                {"a": "names"})
+    site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')", "INSERT INTO {member} VALUES (1, 'g')")
+    site.change("UPDATE {usr} SET lname = 'Li' WHERE idu = 1")
+    site.change("UPDATE {usr} SET fname = 'Anne' WHERE idu = 1")
+
+    summary = site.check_out("a")
+
+    assert summary["events"] == site.events() == 5, "every event is checked out, the untracked ones pass"
+    attributes = {a.get("attr-name") for doc in (tmp_path / "a").glob("*.xml")
+                  for a in etree.parse(str(doc)).iter("add-attr", "modify-attr")}
+    assert attributes == {"fname"}
+    assert [tag for tag, _, _ in site.operations("a")] == ["add", "modify"]
+    assert site.verify("a") == []
+
+
+def test_a_delete_subscription_sees_deletes_only(spark, database, tmp_path):
+    site = Site(spark, database, tmp_path, {"gone": 'tables = ["usr", "member"]\noperations = ["delete"]'},
+                {"a": "gone"})
+    site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')", "INSERT INTO {usr} VALUES (2, 'Bob', NULL)")
+    site.change("UPDATE {usr} SET lname = 'Li' WHERE idu = 1", "DELETE FROM {usr} WHERE idu = 2")
+
+    site.check_out("a")
+
+    assert [(tag, key.split(",")[0]) for tag, key, _ in site.operations("a")] == [("delete", "idu=2")]
+
+
+def test_subscription_settings_are_checked(tmp_path):
+    def load(body: str) -> None:
+        path = tmp_path / "c.toml"
+        path.write_text(body, encoding="utf-8")
+        load_config(path)
+
+    with pytest.raises(ConfigError, match=r"subscribers.v.subscription: expected a \[subscriptions.NAME\] \(hr\)"):
+        load('[subscriptions.hr]\ntables = ["usr"]\n[subscribers.v]\nsubscription = "nope"\noutput = "o"\n')
+    with pytest.raises(ConfigError, match="subscriptions.hr.tables: expected the tables it tracks"):
+        load("[subscriptions.hr]\ntables = []\n")
+    with pytest.raises(ConfigError, match="subscriptions.hr.operations: expected some of 'insert'"):
+        load('[subscriptions.hr]\ntables = ["usr"]\noperations = ["upsert"]\n')
+    with pytest.raises(ConfigError, match="subscriptions.hr.columns.grp: not one of the subscription's tables"):
+        load('[subscriptions.hr]\ntables = ["usr"]\ncolumns = { grp = ["a"] }\n')
+    with pytest.raises(ConfigError, match="subscriptions.hr.tables: 'usr' is named twice"):
+        load('[subscriptions.hr]\ntables = ["usr", "USR"]\n')
+    with pytest.raises(ConfigError, match="subscribers.v.output: 'out' is also output.directory"):
+        load('[subscriptions.hr]\ntables = ["usr"]\n[subscribers.v]\nsubscription = "hr"\noutput = "out"\n')
+    with pytest.raises(ConfigError, match=r"subscribers.w.output: .* is also subscribers.v.output"):
+        load('[subscriptions.hr]\ntables = ["usr"]\n[subscribers.v]\nsubscription = "hr"\noutput = "x"\n'
+             '[subscribers.w]\nsubscription = "hr"\noutput = "./x"\n')
+    with pytest.raises(ConfigError, match=r"subscribers: expected a table of named entries"):
+        load('subscribers = 3\n')
+
+
+def test_a_subscription_naming_what_the_database_does_not_publish_is_refused(spark, database, tmp_path, capsys):
+    site = Site(spark, database, tmp_path, {"bad": 'tables = ["usr"]\ncolumns = { usr = ["nickname"] }'},
+                {"a": "bad"})
+    site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')")
+
+    assert main(["poll", "-c", str(site.path), "--subscriber", "a"]) == 2
+    assert "subscriptions.bad.columns.usr: table usr has no column 'nickname'" in capsys.readouterr().err
+    assert main(["poll", "-c", str(site.path), "--subscriber", "zed"]) == 2
+    assert "--subscriber zed: no [subscribers.zed] in the configuration (a)" in capsys.readouterr().err
+
+
+def test_install_creates_the_state_tables(spark, database, tmp_path, capsys):
+    site = Site(spark, database, tmp_path, ALL, {"a": "all"})
+    assert main(["install", "-c", str(site.path), "--dry-run"]) == 0
+    shown = capsys.readouterr().out
+    assert "event_log_subscriber" in shown and "event_log_checkin" in shown
+    assert ("event_log_transaction_idx" in shown) == (database.dialect == "postgresql")
+    assert database.rows(f"SELECT count(*) FROM {database.qualified('event_log_subscriber')}") == [(0,)]
