@@ -223,8 +223,9 @@ def kill_session(session: int) -> None:
         time.sleep(0.1)
 
 
-def crash_at(failpoint: str, config: Path, markers: Path) -> None:
-    """Run `publisher poll` in a session of its own until it reaches the failpoint, then kill it all."""
+def crash_at(failpoint: str, config: Path, markers: Path, *options: str) -> None:
+    """Run `publisher poll` (with `options`) in a session of its own until it reaches the
+    failpoint, then kill it all."""
     markers.mkdir()
     marker = markers / f"{failpoint}.reached"
     env = {
@@ -236,7 +237,7 @@ def crash_at(failpoint: str, config: Path, markers: Path) -> None:
     log = markers / "poll.log"
     with open(log, "wb") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "publisher.cli", "poll", "-c", str(config)],
+            [sys.executable, "-m", "publisher.cli", "poll", "-c", str(config), *options],
             stdout=output, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
     try:

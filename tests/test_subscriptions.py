@@ -299,3 +299,29 @@ def test_install_creates_the_state_tables(spark, database, tmp_path, capsys):
     assert "event_log_subscriber" in shown and "event_log_checkin" in shown
     assert ("event_log_transaction_idx" in shown) == (database.dialect == "postgresql")
     assert database.rows(f"SELECT count(*) FROM {database.qualified('event_log_subscriber')}") == [(0,)]
+
+
+@pytest.mark.parametrize("failpoint", ["write", "before_acknowledge", "acknowledge"])
+def test_a_kill_before_the_check_out_commits_publishes_the_same_operations_again(
+    spark, database, tmp_path, failpoint
+):
+    from test_crash import crash_at
+
+    site = Site(spark, database, tmp_path, ALL, {"a": "all", "b": "all"}, settings="batch_size = 2")
+    for transaction in random_changes(site, random.Random(3), 6):
+        site.change(*transaction)
+    crash_at(failpoint, site.path, tmp_path / "markers", "--subscriber", "a")
+    before = site.operations("a")
+
+    again = site.check_out("a")
+
+    operations = site.operations("a")
+    assert before and operations[: len(before)] == before
+    republished = operations[len(before):]
+    assert again["events"] == site.events()
+    assert republished[: len(before)] == before, "the same operations under the same event-ids"
+    if failpoint != "write":
+        assert republished == before
+    assert site.check_out("a")["events"] == 0
+    assert site.verify("a") == []
+    assert site.check_out("b")["events"] == site.events()

@@ -7,7 +7,7 @@ Points: ``after_read`` (driver, events read), ``query_back`` (executor, first SE
 run), ``write`` (executor, first document renamed into place), ``changes`` (driver, first
 change-table file or message file renamed into place), ``before_acknowledge`` (driver,
 documents and rejects written), ``acknowledge`` (driver, inside the status transaction after
-its first statement, before commit).
+its first statement, or the transaction that advances a subscriber's check-out, before commit).
 """
 from __future__ import annotations
 

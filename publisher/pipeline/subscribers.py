@@ -14,6 +14,7 @@ from publisher.model.catalog import Catalog
 from publisher.model.events import Status
 from publisher.pipeline.acknowledge import StatusRun
 from publisher.pipeline.checkout import CheckOutState, CheckOutWindow, check_out_predicate
+from publisher.pipeline.failpoints import reached
 from publisher.pipeline.window import CycleWindow, event_log_table, event_log_table_of, plan_window
 from publisher.rules.subscription import SubscriptionFilter, UntrackableError, subscription_filter
 
@@ -61,6 +62,7 @@ class CheckOutAcknowledgement:
             later = _remaining(self.window, self.engine.dialect.name)
             more = conn.execute(select(exists().where(later))).scalar_one()
             self.state.advance(conn, check_out, self.window.hi, finished=not more)
+            reached("acknowledge")
         return counted
 
     def release(self) -> None:
