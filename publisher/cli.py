@@ -113,10 +113,20 @@ def build_parser() -> argparse.ArgumentParser:
     sql = checkin.add_mutually_exclusive_group(required=True)
     sql.add_argument("-e", "--execute", action="append", metavar="SQL", help="a statement (repeatable, run in order)")
     sql.add_argument("-f", "--file", metavar="FILE", help="a file of statements separated by ;")
-    with_config(commands.add_parser(
+    run = with_config(commands.add_parser(
         "run", help="poll continuously until SIGINT/SIGTERM",
         description="Polls at the polling interval (or the times of day) with one warm SparkSession, "
-        "logs one line per active cycle, and on SIGINT/SIGTERM finishes the current cycle and exits 0.",
+        "logs one line per active cycle, and on SIGINT/SIGTERM finishes the current cycle and exits 0. "
+        "Serves the status mode and every configured subscriber side by side, each under its own lock; "
+        "one failing is retried with backoff while the others go on.",
+    ))
+    run.add_argument("--subscriber", metavar="NAME", help="serve only this [subscribers.NAME]")
+    with_config(commands.add_parser(
+        "purge", help="delete the event log rows no reader needs any more",
+        description="Deletes, in one transaction, the event log rows every configured subscriber has checked out "
+        "and, unless publisher.status_mode = false, the status mode has processed (S or W; E rows stay). A "
+        "subscriber that has never checked out holds every row back; one removed from the configuration holds "
+        "nothing back.",
     ))
     stats = with_config(commands.add_parser(
         "stats", help="show the backlog of the event log",
@@ -209,16 +219,23 @@ def _add_bench(commands: Any) -> None:
                        help="mix: the events as the triggers logged them (default); rejected: each row then "
                        "rewritten to name a table that is not published, so every row is E; gone: each row "
                        "a row query-back of a key no row has, so every row is W")
+    bench.add_argument("--subscribers", type=_not_negative, default=0, metavar="N",
+                       help="also configure N subscribers of every published table, and time each one's check-out "
+                       "of the whole backlog before the status mode drains it (default: 0)")
     bench.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
-def _positive(text: str) -> int:
+def _not_negative(text: str) -> int:
+    return _positive(text, least=0)
+
+
+def _positive(text: str, least: int = 1) -> int:
     try:
         number = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number above 0, got {number}")
+    if number < least:
+        raise argparse.ArgumentTypeError(f"expected a number of at least {least}, got {number}")
     return number
 
 
@@ -252,10 +269,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _guard(lambda: _install(config, args), config)
     if args.command == "poll":
         return _guard(lambda: _poll(config, args.subscriber), config)
+    if args.command == "purge":
+        return _guard(lambda: _purge(config), config)
     if args.command == "checkin":
         return _guard(lambda: _checkin(config, args), config)
     if args.command == "run":
-        return _guard(lambda: _run(config), config)
+        return _guard(lambda: _run(config, args.subscriber), config)
     if args.command == "stats":
         return _guard(lambda: _stats(config, args.json), config)
     if args.command == "verify":
@@ -345,8 +364,20 @@ def _poll(config: Config, subscriber: str | None) -> int:
 
     with PublisherLock(config, subscriber=subscriber) as lock:
         results = check_out(lambda: get_spark(config.spark), engine, config, subscriber)
-    print(json.dumps(results))
+    print(json.dumps(results.summary()))
     _check_not_lost(lock)
+    return 0
+
+
+def _purge(config: Config) -> int:
+    from publisher.database import connect
+    from publisher.pipeline.retention import purge
+
+    purged = purge(connect(config), config)
+    print(json.dumps({"deleted": purged.deleted, "waiting_for": list(purged.waiting_for)}))
+    if purged.waiting_for:
+        print(f"publisher: nothing deleted: {', '.join(purged.waiting_for)} never checked out, so every row may "
+              "still be needed", file=sys.stderr)
     return 0
 
 
@@ -371,50 +402,57 @@ def _checkin(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(config: Config) -> int:
-    """Publish while holding the event log's lock; a lost lock (say, the database restarted)
-    pauses publishing until the lock is ours again, instead of ending the process."""
-    from sqlalchemy.exc import SQLAlchemyError
-
+def _run(config: Config, subscriber: str | None) -> int:
+    """Serve every reader of the event log (the status mode and each subscriber, or the one
+    named) side by side, each under its own lock and at its own pace; one failing does not stop
+    the others."""
     from publisher.database import connect
-    from publisher.errors import root_cause
     from publisher.pipeline.spark import get_spark
-    from publisher.service.lock import PublisherLock
-    from publisher.service.loop import backoff_seconds, install_stop_handlers, run_forever
+    from publisher.service.loop import install_stop_handlers, serve
 
     log = logging.getLogger("publisher")
+    if subscriber is not None:
+        config.subscriber(subscriber)
+        readers: list[str | None] = [subscriber]
+    else:
+        readers = [None] if config.publisher.status_mode else []
+        readers += sorted(config.subscribers)
+    if not readers:
+        raise UsageError("nothing to run: publisher.status_mode = false and no [subscribers.NAME] is configured")
     engine = connect(config)
     _check_reachable(engine)
     stop = threading.Event()
-    stops = [stop]
-    install_stop_handlers(stops)
-    spark = None
-    failures = 0
-    while not stop.is_set():
-        session = threading.Event()
-        stops.append(session)
+    install_stop_handlers([stop])
+    started = threading.Lock()
+    spark: list[Any] = []
+
+    def warm_spark() -> Any:
+        with started:
+            if not spark:
+                spark.append(get_spark(config.spark))
+            return spark[0]
+
+    failed: list[str] = []
+
+    def serve_reader(reader: str | None) -> None:
         try:
-            with PublisherLock(config, session) as lock:
-                if lock.held:
-                    failures = 0
-                    spark = spark or get_spark(config.spark)
-                    log.info(
-                        "publishing %s from %s to %s",
-                        config.event_log.table, config.database.display_url(), config.output.directory,
-                    )
-                    run_forever(spark, engine, config, session)
-        except SQLAlchemyError as exc:
-            failures += 1
-            wait = backoff_seconds(config, failures)
-            log.error("cannot take the lock of the event log, retrying in %.0f s: %s", wait, root_cause(exc))
-            stop.wait(wait)
-            continue
-        finally:
-            stops.remove(session)
-        if not lock.lost:
-            break
-        log.warning("publishing paused until the lock of the event log %s is ours again", config.event_log.table)
+            serve(warm_spark, engine, config, stop, reader)
+        except Exception as exc:  # one reader's failure must not end the others
+            name = "the status mode" if reader is None else f"subscriber {reader}"
+            reason = config.database.redact(str(exc))
+            log.error("%s stopped: %s", name, reason)
+            failed.append(reason if len(readers) == 1 else f"{name} stopped: {reason}")
+
+    threads = [threading.Thread(target=serve_reader, args=(reader,), name=f"publisher-{reader or 'status'}",
+                                daemon=True) for reader in readers]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        for thread in threads:
+            thread.join(timeout=0.5)
     log.info("stopped")
+    if failed:
+        raise UnavailableError("; ".join(failed))
     return 0
 
 
@@ -465,7 +503,7 @@ def _bench(args: argparse.Namespace) -> int:
     options = BenchOptions(
         database=database, url=args.url, rows=args.rows, events=args.events, query_limit=args.query_limit,
         latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
-        cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog),
+        cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog), subscribers=args.subscribers,
     )
     try:
         report = run_benchmark(options)

@@ -135,6 +135,9 @@ class PublisherSettings:
     tables that carry this project's triggers."""
     when_locked: Literal["wait", "exit"] = "wait"
     """What a second publisher on the same event log does: wait for the first, or exit."""
+    status_mode: bool = True
+    """The status mode publishes this event log (poll/run without --subscriber): purge keeps
+    every row it has not processed. false: only subscribers read it."""
 
 
 @dataclass(frozen=True)

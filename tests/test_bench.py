@@ -68,3 +68,21 @@ def test_a_rewritten_backlog_drains_with_every_row_rejected_or_gone(spark, tmp_p
     assert report.drain.documents == 0
     assert report.drain.rejected == (EVENTS if status == "E" else 0)
     assert f"backlog                            {backlog.value}" in format_report(report)
+
+
+def test_subscribers_check_the_backlog_out_beside_the_status_mode(spark, tmp_path: Path) -> None:
+    options = BenchOptions(
+        database="sqlite", rows=ROWS, events=EVENTS, latency_cycles=1, reference_sample=SAMPLE,
+        master="local[2]", warm_up=False, workdir=tmp_path, subscribers=2, query_limit=700,
+    )
+    report = run_benchmark(options, spark)
+
+    assert len(report.subscribers) == 2
+    for number, subscriber in enumerate(report.subscribers, start=1):
+        assert subscriber.events == sum(subscriber.statuses.values()) == EVENTS
+        assert subscriber.cycles >= 3, "windows of query_limit events"
+        assert subscriber.statuses["E"] == report.drain.statuses["E"]
+        assert subscriber.operations >= report.drain.operations, "the status mode's loopback rows are theirs"
+        assert sum(1 for _ in (tmp_path / f"subscriber-{number}").glob("*.xml")) == subscriber.documents
+    assert report.drain.events == EVENTS and report.left_new == 0
+    assert "subscriber bench-2 (one check-out of the backlog in" in format_report(report)

@@ -66,7 +66,7 @@ class Site:
                 conn.execute(text(statement.format(usr=self.db.qualified("usr"), member=self.db.qualified("member"))))
 
     def check_out(self, name: str) -> dict[str, Any]:
-        return check_out(self.spark, self.engine, self.config, name)
+        return check_out(self.spark, self.engine, self.config, name).summary()
 
     def poll(self) -> int:
         """A status-mode cycle; the events it took."""
@@ -325,3 +325,126 @@ def test_a_kill_before_the_check_out_commits_publishes_the_same_operations_again
     assert site.check_out("a")["events"] == 0
     assert site.verify("a") == []
     assert site.check_out("b")["events"] == site.events()
+
+
+def remaining(site: Site) -> list[int]:
+    return [int(r[0]) for r in site.db.rows(f"SELECT record_id FROM {site.db.qualified('event_log')} ORDER BY 1")]
+
+
+def test_purge_never_removes_what_a_subscriber_still_needs(spark, database, tmp_path, capsys):
+    site = Site(spark, database, tmp_path, ALL, {"a": "all", "b": "all"})
+    site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')")
+    site.poll()
+    site.check_out("a")
+
+    assert main(["purge", "-c", str(site.path)]) == 0
+    assert remaining(site) == [1, 2], "b never checked out: it may need every row"
+    assert "b never checked out" in capsys.readouterr().err
+
+    site.check_out("b")
+    site.change("UPDATE {usr} SET fname = 'Anne' WHERE idu = 1")
+    site.check_out("a")
+    site.poll()
+    assert main(["purge", "-c", str(site.path)]) == 0
+    assert remaining(site) == [3], "b has not checked out the update"
+
+    site.change("DELETE FROM {usr} WHERE idu = 1")
+    assert main(["purge", "-c", str(site.path)]) == 0
+    assert remaining(site) == [3, 4], "the status mode has not processed the delete"
+
+    without_b = site.path.read_text(encoding="utf-8").split("[subscribers.b]")[0]
+    site.path.write_text(without_b, encoding="utf-8")
+    site.check_out("a")
+    site.poll()
+    assert main(["purge", "-c", str(site.path)]) == 0
+    assert remaining(site) == [], "a removed subscriber holds nothing back"
+
+
+def test_purge_keeps_a_transaction_a_subscriber_has_not_seen_commit(spark, postgresql_database, tmp_path):
+    site = Site(spark, postgresql_database, tmp_path, ALL, {"a": "all"}, settings="status_mode = false")
+    late = create_engine(postgresql_database.url)
+    try:
+        with late.connect() as open_session:
+            open_session.execute(text(f"INSERT INTO {postgresql_database.qualified('usr')} VALUES (1, 'early', 'x')"))
+            site.change("INSERT INTO {usr} VALUES (2, 'later', 'y')")
+            site.check_out("a")
+            open_session.commit()
+        assert main(["purge", "-c", str(site.path)]) == 0
+        assert remaining(site) == [1, 2], "only the transaction a checked out went"
+        site.check_out("a")
+        assert main(["purge", "-c", str(site.path)]) == 0
+        assert remaining(site) == []
+    finally:
+        late.dispose()
+
+
+def test_delete_processed_rows_waits_for_the_subscribers(spark, database, tmp_path):
+    site = Site(spark, database, tmp_path, ALL, {"a": "all"}, settings="delete_processed_rows = true")
+    site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')")
+    site.poll()
+    assert site.statuses() == {"S"} and remaining(site) == [1, 2], "a has not checked them out"
+
+    site.check_out("a")
+    site.change("UPDATE {usr} SET fname = 'Anne' WHERE idu = 1")
+    site.poll()
+    assert remaining(site) == [3], "what a checked out went with the next acknowledgement"
+
+    site.check_out("a")
+    assert site.verify("a") == []
+
+
+def test_stats_shows_each_subscriber(spark, database, tmp_path, capsys):
+    import json
+
+    site = Site(spark, database, tmp_path, ALL, {"a": "all", "b": "all"})
+    site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')")
+    site.check_out("a")
+    site.change("UPDATE {usr} SET fname = 'Anne' WHERE idu = 1")
+    site.poll()
+
+    assert main(["stats", "-c", str(site.path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["subscribers"]
+    assert {name: (s["waiting"], s["holding_back"], s["last_check_out"] is None) for name, s in report.items()} == {
+        "a": (1, 1, False), "b": (3, 3, True),
+    }
+    assert report["b"]["oldest_waiting_age_seconds"] >= 0
+    assert main(["stats", "-c", str(site.path)]) == 0
+    shown = capsys.readouterr().out
+    assert "subscriber b (subscription all):\n  waiting 3 events, the oldest of" in shown
+    assert "last check-out: never" in shown and "holds back retention: yes, 3 rows" in shown
+
+
+def test_run_serves_every_subscriber_and_one_failing_stops_no_other(spark, database, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    site = Site(spark, database, tmp_path, {**ALL, "bad": 'tables = ["usr"]\ncolumns = { usr = ["nickname"] }'},
+                {"a": "all", "broken": "bad"}, settings="polling_interval = 0.3")
+    site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    log_path = tmp_path / "run.log"
+    with log_path.open("w") as log_file:
+        run = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", str(site.path)],
+                               stdout=subprocess.DEVNULL, stderr=log_file, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (site.operations("a") and site.operations()) and time.monotonic() < deadline:
+            assert run.poll() is None, log_path.read_text()
+            time.sleep(0.3)
+        site.change("UPDATE {usr} SET fname = 'Anne' WHERE idu = 1")
+        while len(site.operations("a")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert len(site.operations("a")) == 2, log_path.read_text()
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    log = log_path.read_text()
+    assert "subscriber broken stopped: subscriptions.bad.columns.usr: table usr has no column 'nickname'" in log
+    assert run.returncode == 1, log
+    assert site.verify("a") == [] and site.verify() == []

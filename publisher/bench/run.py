@@ -78,6 +78,8 @@ class BenchOptions:
     """Write change tables and messages (with trail headers) beside the XDS documents."""
     backlog: Backlog = Backlog.MIX
     """The generated backlog as the triggers logged it, or rewritten so every row is E or W."""
+    subscribers: int = 0
+    """Subscribers that each check the whole backlog out, timed before the status mode's drain."""
 
 
 def with_formats(config: Config) -> Config:
@@ -278,6 +280,8 @@ class BenchReport:
     latency: Latency
     memory: Memory
     left_new: int
+    subscribers: list[DrainResult] = field(default_factory=list)
+    """Each subscriber's check-out of the backlog, in windows of query_limit events."""
     spark_seconds: float | None = None
     """Building the SparkSession, when the benchmark built it."""
     warm_up_seconds: float = 0.0
@@ -318,6 +322,9 @@ class BenchReport:
             "latency": self.latency.summary(),
             "memory": self.memory.summary(),
             "left_new": self.left_new,
+            "subscribers": [s.summary() for s in self.subscribers],
+            "subscriber_floor_ratios": [round(s.seconds / self.floor.seconds, 3) if self.floor.seconds else None
+                                        for s in self.subscribers],
             "floor_ratio": round(self.floor_ratio, 3),
             "reference_speedup": round(self.reference_speedup, 3),
         }
@@ -385,7 +392,9 @@ def _run(
         if options.warm_up:
             warm_up(spark, options, workdir)
         warm_up_seconds = time.perf_counter() - started
+        config = with_subscribers(config, engine, options.subscribers, workdir)
         with ProcessSampler(roots=[os.getpid(), *roots]) as sampler:
+            checked_out = [check_out_backlog(spark, engine, config, name) for name in sorted(config.subscribers)]
             drained = drain(spark, engine, config, workload.events)
             latency = measure_latency(spark, engine, config, workload, options.latency_cycles,
                                       options.latency_events)
@@ -393,7 +402,8 @@ def _run(
     finally:
         engine.dispose()
     return BenchReport(
-        options, workload, floor, reference, drained, latency, sampler.memory(), left, spark_seconds, warm_up_seconds
+        options, workload, floor, reference, drained, latency, sampler.memory(), left, checked_out, spark_seconds,
+        warm_up_seconds,
     )
 
 
@@ -439,6 +449,38 @@ def drain(spark: SparkSession, engine: Engine, config: Config, backlog: int, nam
         if result.cycles > most:
             raise BenchError(f"the backlog of {backlog} events did not drain in {most} cycles of {limit}")
     result.seconds = time.perf_counter() - started
+    return result
+
+
+def with_subscribers(config: Config, engine: Engine, count: int, workdir: Path) -> Config:
+    """The configuration with `count` subscribers (bench-1, …) of every published table, their
+    state tables installed; unchanged for none."""
+    if not count:
+        return config
+    from publisher.capture.install import published_tables, subscription_ddl
+    from publisher.config import SubscriberConfig, SubscriptionConfig
+
+    subscription = SubscriptionConfig(tables=published_tables(config, engine).names)
+    subscribers = {f"bench-{i}": SubscriberConfig("all", str(workdir / f"subscriber-{i}")) for i in range(1, count + 1)}
+    config = dataclasses.replace(config, subscriptions={"all": subscription}, subscribers=subscribers)
+    with engine.begin() as conn:
+        for statement in subscription_ddl(config, engine):
+            conn.exec_driver_sql(statement)
+    return config
+
+
+def check_out_backlog(spark: SparkSession, engine: Engine, config: Config, subscriber: str) -> DrainResult:
+    """One check-out of the whole backlog by `subscriber`, in windows of query_limit events."""
+    from publisher.service.checkouts import check_out
+
+    result = DrainResult()
+    started = time.perf_counter()
+    checked_out = check_out(spark, engine, config, subscriber)
+    result.seconds = time.perf_counter() - started
+    for window in checked_out.windows:
+        result.add(window, sum(spent for stage, spent in window.seconds.items() if "." not in stage))
+    log.info("subscriber %s: %d events in %d windows, %.1f s", subscriber, result.events, result.cycles,
+             result.seconds)
     return result
 
 
@@ -542,6 +584,16 @@ def format_report(report: BenchReport) -> str:
         share = f" ({spent / d.seconds:.0%})" if d.seconds else ""
         row(f"stage {stage}", _seconds(spent) + share)
     row("outside the stages", _seconds(max(0.0, d.seconds - staged)))
+    for number, sub in enumerate(report.subscribers, start=1):
+        section(f"subscriber bench-{number} (one check-out of the backlog in {sub.cycles} windows, before the drain)")
+        row("events", f"{_count(sub.events)}  (" + "  ".join(
+            f"{s} {_count(n)}" for s, n in sorted(sub.statuses.items())) + ", none written)")
+        row("wall time", _seconds(sub.seconds))
+        row("events/s end to end", _count(sub.events_per_second))
+        row("time / status mode's time", f"{sub.seconds / d.seconds:,.2f}x" if d.seconds else "-")
+        row("time / floor time", f"{sub.seconds / f.seconds:,.1f}x" if f.seconds else "-")
+        row("stages", "  ".join(f"{stage} {_seconds(spent)}" for stage, spent in sub.stage_seconds.items()
+                                if "." not in stage))
     section("memory (peak RSS)")
     row("driver (Python)", _size(report.memory.driver))
     row("JVM", _size(report.memory.jvm))

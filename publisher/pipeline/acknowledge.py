@@ -36,6 +36,7 @@ from publisher.database import table_schema
 from publisher.errors import TransientError
 from publisher.model.events import Status
 from publisher.pipeline.failpoints import reached
+from publisher.pipeline.retention import delete_purgeable
 from publisher.pipeline.window import event_log_table
 
 RANGES_PER_STATEMENT = 500
@@ -148,10 +149,12 @@ def acknowledge_runs(
     ranges_per_statement = ARRAY_RANGES_PER_STATEMENT if arrays else RANGES_PER_STATEMENT
 
     analysed = False
+    # Subscribers may still need the rows: they get their statuses, and go once no reader needs them.
+    deleting = config.publisher.delete_processed_rows and not config.subscribers
 
     def apply(conn: Connection, outcome: Status, ranges: Sequence[IdRun], expected: int) -> None:
         nonlocal analysed
-        removable = config.publisher.delete_processed_rows and outcome is not Status.ERROR
+        removable = deleting and outcome is not Status.ERROR
         # at worst the planner joins every row between the first and last id with every range
         joined = len(ranges) * (ranges[-1].last - ranges[0].first + 1)
         if arrays and outcome is not Status.SUCCESS and joined >= TRUSTED_JOIN:
@@ -208,6 +211,8 @@ def acknowledge_runs(
                 chunk, expected = [], 0
         if chunk:
             apply(conn, Status.SUCCESS, chunk, expected)
+        if config.publisher.delete_processed_rows and config.subscribers:
+            delete_purgeable(conn, config, table.schema)
         if run_post_polling:
             for sql in config.publisher.post_polling_statements:
                 conn.exec_driver_sql(sql)

@@ -192,6 +192,17 @@ def check_out_predicate(
     )
 
 
+def checked_out_predicate(
+    since: Snapshot, record_id: ColumnElement[Any], transaction: ColumnElement[Any] | None, dialect: str,
+) -> ColumnElement[bool]:
+    """The events a subscriber's finished check-outs have taken (or passed over) up to `since`."""
+    by_record = record_id <= since.record_id
+    if dialect != "postgresql" or transaction is None:
+        return by_record
+    tx = transaction_of(transaction)
+    return or_(_visible(tx, since), and_(tx.is_(None), by_record))
+
+
 @dataclass(frozen=True)
 class SubscriberState:
     """A subscriber's row: what it checked out last, and the check-out under way, if any."""
@@ -266,6 +277,18 @@ class CheckOutState:
                 state = SubscriberState(state.since, pending, 0)
         assert state.pending is not None
         return CheckOutWindow(self.subscriber, state.since, state.pending, state.after, self.log_table)
+
+    def checked_out(self, conn: Connection) -> Snapshot | None:
+        """The snapshot of the subscriber's last finished check-out; None: it has none yet."""
+        state = self._read(conn)
+        return None if state is None else state.since
+
+    def last_check_out(self, conn: Connection) -> tuple[dt.datetime | None, bool]:
+        """When the subscriber last finished a check-out, and whether one is under way."""
+        t = self.table
+        row = conn.execute(select(t.c.check_out_timestamp, t.c.pending_record_id).where(
+            t.c.subscriber_name == self.subscriber)).first()
+        return (None, False) if row is None else (row[0], row[1] is not None)
 
     def under_way(self) -> bool:
         """Whether a check-out is begun and not finished."""

@@ -6,16 +6,23 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, Engine, exists, func, select
+from sqlalchemy import ColumnElement, Engine, and_, exists, func, not_, select
 
 from publisher.config import Config, ConfigError
 from publisher.database import table_schema
 from publisher.model.catalog import Catalog
 from publisher.model.events import Status
 from publisher.pipeline.acknowledge import StatusRun
-from publisher.pipeline.checkout import CheckOutState, CheckOutWindow, check_out_predicate
+from publisher.pipeline.checkout import CheckOutState, CheckOutWindow, check_out_predicate, checked_out_predicate
 from publisher.pipeline.failpoints import reached
-from publisher.pipeline.window import CycleWindow, event_log_table, event_log_table_of, plan_window
+from publisher.pipeline.retention import PROCESSED
+from publisher.pipeline.window import (
+    CycleWindow,
+    event_log_table,
+    event_log_table_of,
+    logged_transaction_column,
+    plan_window,
+)
 from publisher.rules.subscription import SubscriptionFilter, UntrackableError, subscription_filter
 
 
@@ -99,18 +106,39 @@ def check_out_window(config: Config, engine: Engine, name: str) -> tuple[CheckOu
     return state, window
 
 
-def waiting_events(config: Config, engine: Engine, name: str) -> int:
-    """Events committed since the subscriber's last finished check-out, not checked in by it:
-    what its next check-out would publish (those of its subscription) or pass over."""
+@dataclass(frozen=True)
+class SubscriberBacklog:
+    """What `publisher stats` says of a subscriber."""
+
+    waiting: int
+    """Events committed since its last finished check-out and not checked in by it: what its next
+    check-out publishes (those its subscription tracks) or passes over."""
+    oldest_waiting: object
+    """The earliest event_time among them, as the database holds it."""
+    last_check_out: object
+    under_way: bool
+    holding_back: int
+    """Rows retention keeps for it alone: processed by the status mode (or any row, without it),
+    not checked out by it."""
+
+
+def subscriber_backlog(config: Config, engine: Engine, name: str) -> SubscriberBacklog:
     schema = table_schema(config, engine)
     state = CheckOutState(engine, config.event_log.table, schema, name)
-    log = event_log_table(config, schema)
-    extra = config.event_log.columns.transaction_id
-    table = event_log_table_of(config.event_log.table, (*config.event_log.columns.in_order(), extra), schema)
+    names = config.event_log.columns
+    transaction_name = logged_transaction_column(engine, config, schema)
+    extra = () if transaction_name is None else (transaction_name,)
+    table = event_log_table_of(config.event_log.table, (*names.in_order(), *extra), schema)
+    record_id = table.c[names.record_id]
+    transaction = None if transaction_name is None else table.c[transaction_name]
     with engine.connect() as conn:
-        since, now = state.since_and_now(conn, log.c[config.event_log.columns.record_id])
-        transaction = table.c[extra] if since.transactions is not None else None
+        since, now = state.since_and_now(conn, record_id)
         window = CheckOutWindow(name, since, now, 0, config.event_log.table)
-        predicate = check_out_predicate(window, table.c[config.event_log.columns.record_id], transaction, schema,
-                                        engine.dialect.name)
-        return int(conn.execute(select(func.count()).where(predicate)).scalar_one())
+        waiting = check_out_predicate(window, record_id, transaction, schema, engine.dialect.name)
+        count, oldest = conn.execute(select(func.count(), func.min(table.c[names.event_time])).where(waiting)).one()
+        kept = not_(checked_out_predicate(since, record_id, transaction, engine.dialect.name))
+        if config.publisher.status_mode:
+            kept = and_(kept, table.c[names.status].in_(PROCESSED))
+        holding = conn.execute(select(func.count()).where(kept)).scalar_one()
+        last, under_way = state.last_check_out(conn)
+    return SubscriberBacklog(int(count), oldest, last, under_way, int(holding))

@@ -179,7 +179,7 @@ def plan_window(config: Config, engine: Engine, check_out: CheckOutWindow | None
     """
     schema = table_schema(config, engine)
     columns = config.event_log.columns.in_order()
-    transaction_column = _transaction_column(engine, config, schema)
+    transaction_column = logged_transaction_column(engine, config, schema)
     extra = () if transaction_column is None else (transaction_column,)
     table = event_log_table_of(config.event_log.table, columns + extra, schema)
     eligible = None
@@ -326,7 +326,7 @@ class _WindowEnd:
                 return int(last[0]), taken
 
 
-def _transaction_column(engine: Engine, config: Config, schema: str | None) -> str | None:
+def logged_transaction_column(engine: Engine, config: Config, schema: str | None) -> str | None:
     """The configured transaction_id column's actual name, or None where the event log has none
     (an event log made before the column existed, or by a site's own DDL)."""
     wanted = config.event_log.columns.transaction_id
@@ -386,7 +386,7 @@ def resume_window(config: Config, engine: Engine, pin: str, where: str) -> Cycle
             "its end first, or remove the file to give up on those rows' operations"
         )
     columns = config.event_log.columns.in_order()
-    transaction_column = _transaction_column(engine, config, schema)
+    transaction_column = logged_transaction_column(engine, config, schema)
     window = CycleWindow(
         url=config.database.sqlalchemy_url(), table=table, schema=schema, columns=columns, lo=lo, hi=hi,
         count=0, cutoff_record_id=cutoff, transaction_column=transaction_column,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -16,8 +17,25 @@ from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
 from publisher.pipeline.window import event_log_table
 
 
-def check_out(spark: SparkProvider, engine: Engine, config: Config, subscriber: str) -> dict[str, Any]:
-    """One check-out of `subscriber`; a summary of what it published."""
+@dataclass(frozen=True)
+class CheckOutResult:
+    subscriber: str
+    windows: list[CycleResult]
+
+    @property
+    def idle(self) -> bool:
+        return not self.windows
+
+    @property
+    def events(self) -> int:
+        return sum(w.events for w in self.windows)
+
+    def summary(self) -> dict[str, Any]:
+        return check_out_summary(self.subscriber, self.windows)
+
+
+def check_out(spark: SparkProvider, engine: Engine, config: Config, subscriber: str) -> CheckOutResult:
+    """One check-out of `subscriber`, window after window until it is finished."""
     state = CheckOutState(engine, config.event_log.table, table_schema(config, engine), subscriber)
     windows: list[CycleResult] = []
     while True:
@@ -26,7 +44,7 @@ def check_out(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
             windows.append(result)
         if not state.under_way():
             break
-    return check_out_summary(subscriber, windows)
+    return CheckOutResult(subscriber, windows)
 
 
 def check_out_summary(subscriber: str, windows: list[CycleResult]) -> dict[str, Any]:

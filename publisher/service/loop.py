@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -67,15 +68,29 @@ def install_stop_handlers(stops: list[threading.Event]) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+class Polled(Protocol):
+    """What one turn of the loop did: a cycle, or a subscriber's check-out."""
+
+    @property
+    def idle(self) -> bool: ...
+
+    @property
+    def events(self) -> int: ...
+
+    def summary(self) -> dict[str, Any]: ...
+
+
 def run_forever(
     spark: SparkProvider,
     engine: Engine,
     config: Config,
     stop: threading.Event,
-    cycle: Callable[[SparkProvider, Engine, Config], CycleResult] = run_cycle,
+    cycle: Callable[[SparkProvider, Engine, Config], Polled] = run_cycle,
+    output: Path | None = None,
 ) -> None:
-    """Poll until `stop` is set; a failing cycle acknowledges nothing and is retried with backoff."""
-    output = Path(config.output.directory)
+    """Poll until `stop` is set; a failing cycle acknowledges nothing and is retried with backoff.
+    `output`: where heartbeats go (default: output.directory)."""
+    output = output or Path(config.output.directory)
     heartbeat = config.publisher.heartbeat_interval * 60
     last_publication = time.monotonic()
     failures = 0
@@ -91,10 +106,59 @@ def run_forever(
         failures = 0
         if not result.idle:
             last_publication = time.monotonic()
-            log.info("cycle %s", json.dumps(result.summary()))
+            log.info("%s %s", "cycle" if isinstance(result, CycleResult) else "check-out", json.dumps(result.summary()))
         elif heartbeat and time.monotonic() - last_publication >= heartbeat:
             log.info("heartbeat %s", publish_heartbeat(output))
             last_publication = time.monotonic()
         if result.events >= config.publisher.query_limit:
             continue
         stop.wait(seconds_until_next(config, dt.datetime.now()))
+
+
+def serve(
+    spark: Callable[[], Any], engine: Engine, config: Config, stop: threading.Event, subscriber: str | None = None
+) -> None:
+    """Publish while holding the lock (the event log's, or `subscriber`'s check-outs'); a lost lock
+    (say, the database restarted) pauses publishing until the lock is ours again, instead of
+    ending. Several of these run side by side in one process, one per reader of the log."""
+    from publisher.service.checkouts import check_out
+    from publisher.service.lock import PublisherLock
+
+    reader = "the status mode" if subscriber is None else f"subscriber {subscriber}"
+    output = Path(config.output.directory if subscriber is None else config.subscriber(subscriber).output)
+    cycle: Callable[[SparkProvider, Engine, Config], Polled] = run_cycle
+    if subscriber is not None:
+        def cycle(provider: SparkProvider, engine: Engine, config: Config) -> Polled:
+            return check_out(provider, engine, config, subscriber)
+    failures = 0
+    while not stop.is_set():
+        session = _following(stop)
+        try:
+            with PublisherLock(config, session, subscriber=subscriber) as lock:
+                if lock.held:
+                    failures = 0
+                    session_spark = spark()
+                    log.info("publishing %s from %s for %s to %s", config.event_log.table,
+                             config.database.display_url(), reader, output)
+                    run_forever(session_spark, engine, config, session, cycle, output)
+        except SQLAlchemyError as exc:
+            failures += 1
+            wait = backoff_seconds(config, failures)
+            log.error("cannot take the lock of %s, retrying in %.0f s: %s", reader, wait, root_cause(exc))
+            stop.wait(wait)
+            continue
+        if not lock.lost:
+            break
+        log.warning("publishing for %s paused until its lock is ours again", reader)
+
+
+def _following(stop: threading.Event) -> threading.Event:
+    """An event of its own (a lock sets it when lost) that is also set once `stop` is."""
+    session = threading.Event()
+
+    def follow() -> None:
+        stop.wait()
+        session.set()
+
+    threading.Thread(target=follow, name="publisher-stop", daemon=True).start()
+    return session

@@ -242,9 +242,9 @@ def check(
     if subscriber is None:
         pending = pending_events(config, engine)
     else:
-        from publisher.pipeline.subscribers import waiting_events
+        from publisher.pipeline.subscribers import subscriber_backlog
 
-        pending = waiting_events(config, engine, subscriber)
+        pending = subscriber_backlog(config, engine, subscriber).waiting
     return Verification(differences, objects, tables, mirror.documents, pending)
 
 

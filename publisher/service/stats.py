@@ -36,17 +36,43 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
             )
         }
         oldest = conn.execute(select(func.min(readable(names.event_time))).where(new)).scalar()
-    if isinstance(oldest, (bytes, bytearray, memoryview)):
-        oldest = _decoded(oldest)
-    oldest_time = as_utc(oldest)
-    age = None if oldest_time is None else (dt.datetime.now(dt.UTC) - oldest_time).total_seconds()
+    oldest_time = _utc_of(oldest)
+    age = _age(oldest_time)
     return {
         "event_log": config.event_log.table,
         "statuses": per_status,
         "new_by_table": per_table,
         "oldest_new_event_time": None if oldest_time is None else oldest_time.isoformat(),
-        "oldest_new_age_seconds": None if age is None else round(age, 1),
+        "oldest_new_age_seconds": age,
+        "subscribers": {name: _subscriber(config, engine, name) for name in sorted(config.subscribers)},
     }
+
+
+def _subscriber(config: Config, engine: Engine, name: str) -> dict[str, Any]:
+    from publisher.pipeline.subscribers import subscriber_backlog
+
+    found = subscriber_backlog(config, engine, name)
+    oldest = _utc_of(found.oldest_waiting)
+    last = as_utc(found.last_check_out)
+    return {
+        "subscription": config.subscribers[name].subscription,
+        "waiting": found.waiting,
+        "oldest_waiting_event_time": None if oldest is None else oldest.isoformat(),
+        "oldest_waiting_age_seconds": _age(oldest),
+        "last_check_out": None if last is None else last.isoformat(),
+        "check_out_under_way": found.under_way,
+        "holding_back": found.holding_back,
+    }
+
+
+def _utc_of(value: Any) -> dt.datetime | None:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        value = _decoded(value)
+    return as_utc(value)
+
+
+def _age(time: dt.datetime | None) -> float | None:
+    return None if time is None else round((dt.datetime.now(dt.UTC) - time).total_seconds(), 1)
 
 
 def _decoded(value: Any) -> str:
@@ -65,4 +91,15 @@ def format_backlog(report: dict[str, Any]) -> str:
         lines.append(
             f"oldest new row: {report['oldest_new_event_time']} ({report['oldest_new_age_seconds']:.0f} s ago)"
         )
+    for name, subscriber in report["subscribers"].items():
+        lines.append(f"subscriber {name} (subscription {subscriber['subscription']}):")
+        waiting = f"  waiting {subscriber['waiting']} events"
+        if subscriber["oldest_waiting_event_time"]:
+            waiting += f", the oldest of {subscriber['oldest_waiting_event_time']} " \
+                f"({subscriber['oldest_waiting_age_seconds']:.0f} s ago)"
+        lines.append(waiting)
+        under_way = " (a check-out is under way)" if subscriber["check_out_under_way"] else ""
+        lines.append(f"  last check-out: {subscriber['last_check_out'] or 'never'}{under_way}")
+        held = subscriber["holding_back"]
+        lines.append(f"  holds back retention: {'no' if not held else f'yes, {held} rows'}")
     return "\n".join(lines)
