@@ -42,6 +42,8 @@ examples:
   publisher poll -c publisher.toml
   publisher run -c publisher.toml --set publisher.polling_interval=2
   publisher verify -c publisher.toml    replay the documents, compare with the tables
+  publisher poll -c publisher.toml --subscriber vault    one check-out of [subscribers.vault]
+  publisher checkin -c publisher.toml --subscriber vault -e "UPDATE usr SET fname = 'x' WHERE idu = 1"
   publisher parse-key 'pkey=", ; \\' + \\" = \\\\ < >"'
 """
 
@@ -130,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     ))
     stats = with_config(commands.add_parser(
         "stats", help="show the backlog of the event log",
-        description="Rows per status and per table, and the age of the oldest new row.",
+        description="Rows per status and per table, and the age of the oldest new row; per subscriber, the events "
+        "waiting for its next check-out, the oldest one's age, its last check-out, and the rows it alone holds back "
+        "from purge.",
     ))
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
     verify = with_config(commands.add_parser(
