@@ -300,12 +300,13 @@ def _guard(action: Any, config: Config | None) -> int:
     from publisher.capture.install import CaptureError
     from publisher.database import MissingDriverError
     from publisher.errors import TransientError, root_cause
+    from publisher.pipeline.checkout import MissingStateError
     from publisher.service.lock import LockHeldError
 
     redact = config.database.redact if config else str
     try:
         return int(action())
-    except (CaptureError, ConfigError) as exc:
+    except (CaptureError, ConfigError, MissingStateError) as exc:
         raise UsageError(str(exc)) from None
     except MissingDriverError as exc:
         raise UnavailableError(str(exc)) from None

@@ -521,6 +521,9 @@ def _check_subscriptions(config: Config) -> None:
                 f"got {list(subscription.operations)!r}"
             )
     outputs = {str(Path(config.output.directory).resolve()): "output.directory"}
+    subjects = {}
+    if config.output.messages.broker:
+        subjects[config.output.messages.broker_subject] = "output.messages.broker_subject"
     for name, subscriber in config.subscribers.items():
         key = f"subscribers.{name}"
         if not _NAME.fullmatch(name):
@@ -537,8 +540,16 @@ def _check_subscriptions(config: Config) -> None:
             raise ConfigError(f"{key}.output: {subscriber.output!r} is also {outputs[where]}; every subscriber writes "
                               "to a directory of its own")
         outputs[where] = f"{key}.output"
-        if subscriber.formats.messages.broker and not subscriber.formats.messages.enabled:
+        messages = subscriber.formats.messages
+        if messages.broker and not messages.enabled:
             raise ConfigError(f"{key}.formats.messages.broker: needs {key}.formats.messages.enabled = true")
+        if messages.broker:
+            if messages.broker_subject in subjects:
+                raise ConfigError(
+                    f"{key}.formats.messages.broker_subject: {messages.broker_subject!r} is also "
+                    f"{subjects[messages.broker_subject]}; every reader sends to subjects of its own"
+                )
+            subjects[messages.broker_subject] = f"{key}.formats.messages.broker_subject"
 
 
 def parse_time_of_day(text: str, key: str = "time_of_day") -> dt.time:

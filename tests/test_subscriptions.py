@@ -277,6 +277,11 @@ def test_subscription_settings_are_checked(tmp_path):
     with pytest.raises(ConfigError, match=r"subscribers.w.output: .* is also subscribers.v.output"):
         load('[subscriptions.hr]\ntables = ["usr"]\n[subscribers.v]\nsubscription = "hr"\noutput = "x"\n'
              '[subscribers.w]\nsubscription = "hr"\noutput = "./x"\n')
+    broker = 'broker = "nats://127.0.0.1:4222"\nenabled = true\n'
+    with pytest.raises(ConfigError, match=r"subscribers.v.formats.messages.broker_subject: 'publisher' is also "
+                                          r"output.messages.broker_subject; every reader sends to subjects of its own"):
+        load(f'[output.messages]\n{broker}[subscriptions.hr]\ntables = ["usr"]\n[subscribers.v]\n'
+             f'subscription = "hr"\noutput = "x"\n[subscribers.v.formats.messages]\n{broker}')
     with pytest.raises(ConfigError, match=r"subscribers: expected a table of named entries"):
         load('subscribers = 3\n')
 
@@ -448,3 +453,13 @@ def test_run_serves_every_subscriber_and_one_failing_stops_no_other(spark, datab
     assert "subscriber broken stopped: subscriptions.bad.columns.usr: table usr has no column 'nickname'" in log
     assert run.returncode == 1, log
     assert site.verify("a") == [] and site.verify() == []
+
+
+def test_a_subscriber_before_install_is_told_to_install(spark, database, tmp_path, capsys):
+    site = Site(spark, database, tmp_path, ALL, {"a": "all"})
+    site.db.execute(f"DROP TABLE {database.qualified('event_log_subscriber')}")
+
+    for command in (["poll", "--subscriber", "a"], ["checkin", "--subscriber", "a", "-e", "SELECT 1"],
+                    ["stats"], ["purge"]):
+        assert main([command[0], "-c", str(site.path), *command[1:]]) == 2, command
+        assert "event_log_subscriber does not exist" in capsys.readouterr().err

@@ -42,6 +42,7 @@ from sqlalchemy import (
     cast,
     exists,
     func,
+    inspect,
     literal_column,
     not_,
     null,
@@ -106,12 +107,16 @@ class CheckOutWindow:
     """The record_id up to which the check-out is published already."""
     event_log: str
     """Whose check-in table names the subscriber's own transactions."""
+    checked_in: tuple[int, ...] = ()
+    """PostgreSQL: the transactions between the snapshots the subscriber checked in, read once
+    per window (a constant list, which PostgreSQL hashes, costs the read less than a lookup of
+    the check-in table per event)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckOutWindow:
         return cls(
             subscriber=data["subscriber"], since=Snapshot(**data["since"]), until=Snapshot(**data["until"]),
-            after=int(data["after"]), event_log=data["event_log"],
+            after=int(data["after"]), event_log=data["event_log"], checked_in=tuple(data["checked_in"]),
         )
 
 
@@ -153,7 +158,7 @@ def checkin_table(event_log: str, schema: str | None, metadata: MetaData | None 
 def _is_transaction(column: ColumnElement[Any]) -> ColumnElement[bool]:
     """Whether the column holds a transaction id: 1 to 18 digits (a fraction of a regular
     expression's cost per row, which a check-out pays on every event it looks at)."""
-    digits = literal_column("'0123456789'")
+    digits: ColumnElement[str] = literal_column("'0123456789'")
     return and_(
         func.length(column).between(literal_column("1"), literal_column(str(TRANSACTION_DIGITS))),
         func.ltrim(column, digits) == literal_column("''"),
@@ -199,9 +204,9 @@ def check_out_predicate(
     if since.active:
         new = or_(new, transaction_of(transaction) == func.any(_ids(since.active)))
     tx = cast(transaction, BigInteger)
-    committed_between = and_(
-        _visible(tx, until), not_(_visible(tx, since)), not_(exists().where(mine, checkins.c.transaction_id == tx)),
-    )
+    committed_between = and_(_visible(tx, until), not_(_visible(tx, since)))
+    if window.checked_in:
+        committed_between = and_(committed_between, tx != func.all(_ids(window.checked_in)))
     return and_(
         record_id > window.after, new,
         case((_is_transaction(transaction), committed_between), else_=record_id <= until.record_id),
@@ -236,6 +241,7 @@ def checked_in(engine: Engine, event_log: str, schema: str | None, subscriber: s
     On PostgreSQL the transaction's id is recorded; on SQLite, which lets one writer in at a
     time, the record_ids its events took (the transaction begins IMMEDIATE, so no other writer
     logs between its first and last event)."""
+    require_state_tables(engine, event_log, schema)
     checkins = checkin_table(event_log, schema)
     subscribers = subscriber_table(event_log, schema)
     highest = select(func.coalesce(func.max(record_id), 0))
@@ -262,10 +268,26 @@ def checked_in(engine: Engine, event_log: str, schema: str | None, subscriber: s
         conn.commit()
 
 
+def require_state_tables(engine: Engine, event_log: str, schema: str | None) -> None:
+    """The subscribers' state tables exist, or an error that says how to make them."""
+    for name in (f"{event_log}{SUBSCRIBER_TABLE_SUFFIX}", f"{event_log}{CHECKIN_TABLE_SUFFIX}"):
+        if not inspect(engine).has_table(name, schema=schema):
+            where = f" in schema {schema}" if schema else ""
+            raise MissingStateError(
+                f"the subscribers' state table {name} does not exist{where}: run `publisher install -c CONFIG` "
+                "with the subscriptions configured, which creates it"
+            )
+
+
+class MissingStateError(ValueError):
+    """Subscriptions are configured, but `install` has not created their state tables."""
+
+
 class CheckOutState:
     """A subscriber's row in the state table, read and advanced."""
 
     def __init__(self, engine: Engine, event_log: str, schema: str | None, subscriber: str) -> None:
+        require_state_tables(engine, event_log, schema)
         self.engine = engine
         self.postgresql = engine.dialect.name == "postgresql"
         self.table = subscriber_table(event_log, schema)
@@ -291,7 +313,21 @@ class CheckOutState:
                 ))
                 state = SubscriberState(state.since, pending, 0)
         assert state.pending is not None
-        return CheckOutWindow(self.subscriber, state.since, state.pending, state.after, self.log_table)
+        with self.engine.connect() as conn:
+            checked_in = self.checked_in(conn, state.since, state.pending)
+        return CheckOutWindow(self.subscriber, state.since, state.pending, state.after, self.log_table, checked_in)
+
+    def checked_in(self, conn: Connection, since: Snapshot, until: Snapshot) -> tuple[int, ...]:
+        """PostgreSQL: the transactions the subscriber checked in that a check-out from `since` to
+        `until` could see (on SQLite the check-out looks the record_ids up itself)."""
+        if not self.postgresql:
+            return ()
+        checkins = checkin_table(self.log_table, self.schema)
+        found = conn.execute(select(checkins.c.transaction_id).where(
+            checkins.c.subscriber_name == self.subscriber,
+            checkins.c.transaction_id >= since.oldest, checkins.c.transaction_id < until.next,
+        ).order_by(checkins.c.transaction_id))
+        return tuple(int(t) for (t,) in found)
 
     def checked_out(self, conn: Connection) -> Snapshot | None:
         """The snapshot of the subscriber's last finished check-out; None: it has none yet."""

@@ -133,7 +133,7 @@ def subscriber_backlog(config: Config, engine: Engine, name: str) -> SubscriberB
     transaction = None if transaction_name is None else table.c[transaction_name]
     with engine.connect() as conn:
         since, now = state.since_and_now(conn, record_id)
-        window = CheckOutWindow(name, since, now, 0, config.event_log.table)
+        window = CheckOutWindow(name, since, now, 0, config.event_log.table, state.checked_in(conn, since, now))
         waiting = check_out_predicate(window, record_id, transaction, schema, engine.dialect.name)
         count, oldest = conn.execute(select(func.count(), func.min(table.c[names.event_time])).where(waiting)).one()
         kept = not_(checked_out_predicate(since, record_id, transaction, engine.dialect.name))
