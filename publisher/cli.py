@@ -387,7 +387,10 @@ def _purge(config: Config) -> int:
 
 
 def _checkin(config: Config, args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import DBAPIError
+
     from publisher.database import connect
+    from publisher.errors import root_cause
     from publisher.service.checkouts import check_in, statements_of
 
     config.subscriber(args.subscriber)
@@ -401,8 +404,15 @@ def _checkin(config: Config, args: argparse.Namespace) -> int:
     else:
         statements = list(args.execute)
     with check_in(engine, config, args.subscriber) as conn:
-        for statement in statements:
-            conn.exec_driver_sql(statement)
+        for number, statement in enumerate(statements, start=1):
+            try:
+                conn.exec_driver_sql(statement)
+            except DBAPIError as exc:
+                which = f"statement {number}" if len(statements) > 1 else "the SQL"
+                raise UnavailableError(
+                    f"checkin: {which} failed, nothing was changed or checked in: "
+                    f"{config.database.redact(root_cause(exc))}"
+                ) from None
     print(f"checked in {len(statements)} statement(s) for subscriber {args.subscriber}", file=sys.stderr)
     return 0
 

@@ -463,3 +463,23 @@ def test_a_subscriber_before_install_is_told_to_install(spark, database, tmp_pat
                     ["stats"], ["purge"]):
         assert main([command[0], "-c", str(site.path), *command[1:]]) == 2, command
         assert "event_log_subscriber does not exist" in capsys.readouterr().err
+
+
+def test_checkin_runs_a_file_of_statements_as_one_transaction(spark, database, tmp_path, capsys):
+    site = Site(spark, database, tmp_path, ALL, {"vault": "all", "hr": "all"})
+    usr = database.qualified("usr")
+    script = tmp_path / "changes.sql"
+    script.write_text(f"INSERT INTO {usr} VALUES (1, 'semi;colon', 'it''s');\n"
+                      f"UPDATE {usr}\n   SET lname = 'a;b' WHERE idu = 1;\n", encoding="utf-8")
+    assert main(["checkin", "-c", str(site.path), "--subscriber", "vault", "-f", str(script)]) == 0
+    script.write_text(f"INSERT INTO {usr} VALUES (2, 'x', 'y');\nINSERT INTO {usr} VALUES (2, 'dup', 'y');\n",
+                      encoding="utf-8")
+    assert main(["checkin", "-c", str(site.path), "--subscriber", "vault", "-f", str(script)]) == 1
+    assert "failed, nothing was changed or checked in:" in capsys.readouterr().err
+    assert main(["checkin", "-c", str(site.path), "--subscriber", "vault", "-f", str(tmp_path / "none.sql")]) == 2
+    assert "none.sql" in capsys.readouterr().err
+
+    assert database.rows(f"SELECT idu, fname, lname FROM {usr}") == [(1, "semi;colon", "a;b")]
+    assert site.check_out("vault")["events"] == 0
+    assert site.check_out("hr")["events"] == site.events() == 3
+    assert site.verify("hr") == []
