@@ -483,3 +483,38 @@ def test_checkin_runs_a_file_of_statements_as_one_transaction(spark, database, t
     assert site.check_out("vault")["events"] == 0
     assert site.check_out("hr")["events"] == site.events() == 3
     assert site.verify("hr") == []
+
+
+def test_record_ids_out_of_commit_order_are_still_checked_out(spark, postgresql_database, tmp_path):
+    """A sequence with a cache gives each session a block of ids: a transaction begun after a
+    check-out can log ids below the ones that check-out saw."""
+    site = Site(spark, postgresql_database, tmp_path, ALL, {"a": "all"})
+    site.db.execute(f"ALTER TABLE {postgresql_database.qualified('event_log')} ALTER COLUMN record_id SET CACHE 50")
+    early, late = create_engine(postgresql_database.url), create_engine(postgresql_database.url)
+    usr = postgresql_database.qualified("usr")
+    try:
+        with early.connect() as first, late.connect() as second:
+            first.execute(text(f"INSERT INTO {usr} VALUES (1, 'first block', NULL)"))
+            first.commit()
+            second.execute(text(f"INSERT INTO {usr} VALUES (2, 'second block', NULL)"))
+            second.commit()
+            assert site.check_out("a")["events"] == 2
+            first.execute(text(f"UPDATE {usr} SET fname = 'again from the first block' WHERE idu = 1"))
+            first.commit()
+        ids = [int(r[0]) for r in site.db.rows(f"SELECT record_id FROM {site.db.qualified('event_log')} ORDER BY 1")]
+        assert ids[1] < ids[2], "the update took an id below the check-out's highest"
+        assert site.check_out("a")["events"] == 1
+    finally:
+        early.dispose()
+        late.dispose()
+    assert site.verify("a") == []
+
+
+def test_a_sqlite_event_log_that_reuses_ids_is_refused(spark, sqlite_database, tmp_path, capsys):
+    site = Site(spark, sqlite_database, tmp_path, ALL, {"a": "all"})
+    site.db.execute("DROP TABLE event_log", "CREATE TABLE event_log (record_id INTEGER PRIMARY KEY, status CHAR(1), "
+                    "event_type INTEGER, event_time TIMESTAMP, perpetrator TEXT, table_name TEXT, table_key TEXT, "
+                    "column_name TEXT, old_value TEXT, new_value TEXT, transaction_id TEXT)")
+
+    assert main(["poll", "-c", str(site.path), "--subscriber", "a"]) == 2
+    assert "record_id is not AUTOINCREMENT" in capsys.readouterr().err

@@ -48,6 +48,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    text,
 )
 
 from publisher.errors import OutputStateError
@@ -188,11 +189,11 @@ def check_out_predicate(
     its subscriber. Events without a transaction id (a site's own triggers) are taken by
     record_id, as on SQLite.
 
-    On PostgreSQL an event new to the check-out has a record_id above `since`'s, or belongs to
-    a transaction running at `since`: one that began later took its record_ids later (the
-    event log's identity has no cache), and one that ended before is visible in `since`. That
-    keeps the rows looked at to the new ones, found by the primary key (and the running
-    transactions' by the transaction index); each is then tested once, in one CASE."""
+    On PostgreSQL an event new to the check-out belongs to a transaction no older than the
+    oldest running at `since` (every older one is visible in it), or, without a transaction id,
+    has a record_id above `since`'s: the transaction index and the primary key find those rows,
+    whatever order the record_ids were given in (a cached sequence, ids set by hand). Each is
+    then tested once, in one CASE."""
     checkins = checkin_table(window.event_log, schema)
     since, until = window.since, window.until
     mine = checkins.c.subscriber_name == window.subscriber
@@ -200,9 +201,7 @@ def check_out_predicate(
     if dialect != "postgresql" or transaction is None:
         checked_in = exists().where(mine, record_id.between(checkins.c.first_record_id, checkins.c.last_record_id))
         return and_(record_id > window.after, by_record, not_(checked_in))
-    new = record_id > since.record_id
-    if since.active:
-        new = or_(new, transaction_of(transaction) == func.any(_ids(since.active)))
+    new = or_(transaction_of(transaction) >= since.oldest, record_id > since.record_id)
     tx = cast(transaction, BigInteger)
     committed_between = and_(_visible(tx, until), not_(_visible(tx, since)))
     if window.checked_in:
@@ -280,7 +279,22 @@ def require_state_tables(engine: Engine, event_log: str, schema: str | None) -> 
 
 
 class MissingStateError(ValueError):
-    """Subscriptions are configured, but `install` has not created their state tables."""
+    """Subscriptions are configured, but `install` has not created their state tables, or the
+    event log cannot tell a check-out's events apart."""
+
+
+def require_increasing_ids(conn: Connection, event_log: str) -> None:
+    """SQLite: a check-out takes the record_ids above the last one's, so an id must never be
+    given twice. Without AUTOINCREMENT SQLite gives the highest id again once its row is deleted
+    (as purge and delete_processed_rows do), and that event would never be checked out."""
+    sql = conn.execute(select(literal_column("sql")).select_from(text("sqlite_master")).where(
+        literal_column("type") == "table", literal_column("name") == event_log)).scalar()
+    if sql is not None and not re.search(r"\bAUTOINCREMENT\b", str(sql), re.IGNORECASE):
+        raise MissingStateError(
+            f"the event log {event_log}'s record_id is not AUTOINCREMENT, so SQLite may give a deleted row's id to "
+            "a new event, which no check-out would take; recreate it as `publisher install` does "
+            "(INTEGER PRIMARY KEY AUTOINCREMENT) to use subscribers"
+        )
 
 
 class CheckOutState:
@@ -299,6 +313,8 @@ class CheckOutState:
         """The check-out under way, or a new one from a snapshot taken now; kept before any output."""
         t = self.table
         with self.engine.begin() as conn:
+            if not self.postgresql:
+                require_increasing_ids(conn, self.log_table)
             state = self._read(conn)
             if state is None:
                 conn.execute(t.insert().values(
