@@ -194,12 +194,12 @@ def check_out_predicate(
     has a record_id above `since`'s: the transaction index and the primary key find those rows,
     whatever order the record_ids were given in (a cached sequence, ids set by hand). Each is
     then tested once, in one CASE."""
-    checkins = checkin_table(window.event_log, schema)
     since, until = window.since, window.until
-    mine = checkins.c.subscriber_name == window.subscriber
-    by_record = and_(record_id > since.record_id, record_id <= until.record_id)
     if dialect != "postgresql" or transaction is None:
-        checked_in = exists().where(mine, record_id.between(checkins.c.first_record_id, checkins.c.last_record_id))
+        checkins = checkin_table(window.event_log, schema)
+        checked_in = exists().where(checkins.c.subscriber_name == window.subscriber,
+                                    record_id.between(checkins.c.first_record_id, checkins.c.last_record_id))
+        by_record = and_(record_id > since.record_id, record_id <= until.record_id)
         return and_(record_id > window.after, by_record, not_(checked_in))
     new = or_(transaction_of(transaction) >= since.oldest, record_id > since.record_id)
     tx = cast(transaction, BigInteger)
@@ -321,7 +321,7 @@ class CheckOutState:
                     subscriber_name=self.subscriber, subscription_name=subscription, destination=destination,
                     check_out_record_id=0,
                 ))
-                state = SubscriberState(Snapshot(0, NOTHING_SEEN if self.postgresql else None), None, 0)
+                state = SubscriberState(self._nothing_seen(), None, 0)
             if state.pending is None:
                 pending = self._snapshot(conn, record_id)
                 conn.execute(t.update().where(t.c.subscriber_name == self.subscriber).values(
@@ -371,15 +371,19 @@ class CheckOutState:
         ).where(t.c.subscriber_name == self.subscriber)).first()
         if row is None:
             return None
-        since = Snapshot(int(row[0]), row[1] if row[1] is not None or not self.postgresql else NOTHING_SEEN)
+        since = Snapshot(int(row[0]), row[1]) if row[1] is not None or not self.postgresql else self._nothing_seen()
         pending = None if row[2] is None else Snapshot(int(row[2]), row[3])
         return SubscriberState(since, pending, int(row[4] or 0))
 
     def since_and_now(self, conn: Connection, record_id: Column[Any]) -> tuple[Snapshot, Snapshot]:
         """The subscriber's last finished check-out (none yet: nothing seen) and a snapshot now."""
         state = self._read(conn)
-        since = state.since if state is not None else Snapshot(0, NOTHING_SEEN if self.postgresql else None)
+        since = state.since if state is not None else self._nothing_seen()
         return since, self._snapshot(conn, record_id)
+
+    def _nothing_seen(self) -> Snapshot:
+        """The `since` of a subscriber that has not checked out yet."""
+        return Snapshot(0, NOTHING_SEEN if self.postgresql else None)
 
     def _snapshot(self, conn: Connection, record_id: Column[Any]) -> Snapshot:
         highest = select(func.coalesce(func.max(record_id), 0)).scalar_subquery()
