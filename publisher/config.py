@@ -235,6 +235,18 @@ class SubscriberConfig:
 
 
 @dataclass(frozen=True)
+class ClassConfig:
+    """A logical database class (README, "Logical classes"): the parent table or view the class
+    is named after, plus child tables whose rows are the values of multi-valued attributes."""
+
+    multi_valued: Mapping[str, str] = field(default_factory=dict)
+    """Attribute → "child_table.value_column"; the child's other key columns hold the parent's key."""
+    references: Mapping[str, str] = field(default_factory=dict)
+    """Attribute (a parent column or a multi-valued attribute) → the published class whose keys
+    its values are: published as association-refs."""
+
+
+@dataclass(frozen=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     event_log: EventLogConfig = field(default_factory=EventLogConfig)
@@ -243,6 +255,7 @@ class Config:
     spark: SparkConfig = field(default_factory=SparkConfig)
     subscriptions: Mapping[str, SubscriptionConfig] = field(default_factory=dict)
     subscribers: Mapping[str, SubscriberConfig] = field(default_factory=dict)
+    classes: Mapping[str, ClassConfig] = field(default_factory=dict)
 
     def subscriber(self, name: str) -> SubscriberConfig:
         """The [subscribers.NAME] a command names."""
@@ -489,6 +502,7 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
     if not config.spark.master.strip():
         raise ConfigError("spark.master: expected a Spark master URL such as local[*]")
     _check_subscriptions(config)
+    _check_classes(config)
 
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -550,6 +564,51 @@ def _check_subscriptions(config: Config) -> None:
                     f"{subjects[messages.broker_subject]}; every reader sends to subjects of its own"
                 )
             subjects[messages.broker_subject] = f"{key}.formats.messages.broker_subject"
+
+
+def child_column(spec: str) -> tuple[str, str]:
+    """(child table, value column) of a multi_valued entry "child_table.value_column"; the last
+    dot separates them."""
+    table, dot, column = spec.rpartition(".")
+    if not dot or not table.strip() or not column.strip():
+        raise ValueError(f"expected \"child_table.value_column\", got {spec!r}")
+    return table, column
+
+
+def _check_classes(config: Config) -> None:
+    """A class's attributes name a child table each, a child table serves one attribute of one
+    class, and a reference names a class."""
+    children: dict[str, str] = {}
+    with_children = [name for name, cls in config.classes.items() if cls.multi_valued]
+    formats = [("output", config.output)] + [(f"subscribers.{n}.formats", s.output_config())
+                                              for n, s in config.subscribers.items()]
+    for where, output in formats:
+        if with_children and output.publishes_changes:
+            raise ConfigError(
+                f"{where}: change tables and messages carry a table's columns, and class {with_children[0]!r} has "
+                "multi-valued attributes (classes.*.multi_valued), which have none; publish it as XDS only")
+    for name, cls in config.classes.items():
+        key = f"classes.{name}"
+        if not name.strip():
+            raise ConfigError(f"{key}: expected the parent table's name")
+        for attribute, spec in cls.multi_valued.items():
+            where = f"{key}.multi_valued.{attribute}"
+            if not attribute.strip():
+                raise ConfigError(f"{where}: expected an attribute name")
+            try:
+                child, _ = child_column(spec)
+            except ValueError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+            if child.lower() == name.lower() or child.lower() in (c.lower() for c in config.classes):
+                raise ConfigError(f"{where}: {child!r} is a class of its own, not a child table")
+            if child.lower() in children:
+                raise ConfigError(f"{where}: child table {child!r} is also {children[child.lower()]}; "
+                                  "a child table holds the values of one attribute")
+            children[child.lower()] = where
+        for attribute, target in cls.references.items():
+            where = f"{key}.references.{attribute}"
+            if not attribute.strip() or not target.strip():
+                raise ConfigError(f"{where}: expected an attribute = \"class\" of another published class")
 
 
 def parse_time_of_day(text: str, key: str = "time_of_day") -> dt.time:

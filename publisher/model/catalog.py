@@ -4,7 +4,9 @@ Reflected on the driver once per cycle and handed to Spark workers as plain, pic
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +14,9 @@ from sqlalchemy import Engine, inspect
 from sqlalchemy import types as sqltypes
 from sqlalchemy.exc import NoSuchTableError
 
+from publisher.config import ClassConfig
 from publisher.model.keys import KeyKind, writable_key_column
+from publisher.model.logical import ChildLink, LogicalClassError, child_links, class_config
 from publisher.model.values import ValueType, shown, value_type_of, xml_problem
 
 VIEW_KEY_PREFIX = "pk_"
@@ -44,12 +48,29 @@ class ColumnInfo:
 
 
 @dataclass(frozen=True)
+class MultiValued:
+    """A multi-valued attribute of a logical class: the rows of a child table (`model.logical`)."""
+
+    attribute: ColumnInfo
+    """The attribute as the event log names it, with the value column's type."""
+    table: str
+    value: ColumnInfo
+    """The child's column whose values the attribute holds."""
+    links: tuple[ColumnInfo, ...]
+    """The child's columns holding the parent's key, in the parent's key order (with its key kinds)."""
+
+
+@dataclass(frozen=True)
 class TableInfo:
-    """A published table or view; a view marks its key columns with a `pk_` prefix."""
+    """A published table or view; a view marks its key columns with a `pk_` prefix. As a logical
+    class (`[classes.NAME]`) it also has multi-valued attributes and references."""
 
     name: str
     columns: tuple[ColumnInfo, ...]
     is_view: bool = False
+    multi_valued: tuple[MultiValued, ...] = ()
+    references: tuple[tuple[str, str], ...] = ()
+    """(attribute, class) pairs: the attribute's values are keys of that class."""
 
     def __hash__(self) -> int:
         return self._hash
@@ -57,7 +78,21 @@ class TableInfo:
     @functools.cached_property
     def _hash(self) -> int:
         """Computed once: tables key the per-table caches of every change a worker lays out."""
-        return hash((self.name, self.columns, self.is_view))
+        return hash((self.name, self.columns, self.is_view, self.multi_valued, self.references))
+
+    @property
+    def is_logical(self) -> bool:
+        """A class with child tables or references: resolved object by object (`rules.columnar`
+        leaves it to `pipeline.objects`)."""
+        return bool(self.multi_valued or self.references)
+
+    @functools.cached_property
+    def multi_valued_names(self) -> frozenset[str]:
+        return frozenset(m.attribute.name for m in self.multi_valued)
+
+    def reference(self, attribute: str) -> str | None:
+        """The class whose keys the attribute's values are, or None."""
+        return dict(self.references).get(attribute)
 
     @functools.cached_property
     def key_columns(self) -> tuple[tuple[str, KeyKind], ...]:
@@ -73,15 +108,24 @@ class TableInfo:
         return tuple(sorted(self.columns, key=lambda c: c.ordinal))
 
     def column(self, name: str) -> ColumnInfo | None:
-        """Look a column up as the event log names it: exact spelling first, then ignoring case."""
-        for c in self.columns:
+        """Look a column (or multi-valued attribute) up as the event log names it: exact
+        spelling first, then ignoring case."""
+        attributes = (*self.columns, *(m.attribute for m in self.multi_valued))
+        for c in attributes:
             if c.name == name:
                 return c
         lowered = name.lower()
-        for c in self.columns:
+        for c in attributes:
             if c.name.lower() == lowered:
                 return c
         return None
+
+
+@functools.lru_cache(maxsize=256)
+def child_table(multi: MultiValued) -> TableInfo:
+    """A child table as query-back reads it: its link columns as the key (spelled as the
+    parent's), its value column as the one value."""
+    return TableInfo(multi.table, (*multi.links, multi.value))
 
 
 @dataclass(frozen=True)
@@ -136,11 +180,14 @@ class PublishedTables:
         return f"table {shown(name)} is not published ({why})"
 
 
-def reflect_catalog(engine: Engine, schema: str | None, published: PublishedTables) -> Catalog:
-    """Reflect every table of the allow-list that `schema` holds.
+def reflect_catalog(engine: Engine, schema: str | None, published: PublishedTables,
+                    classes: Mapping[str, ClassConfig] | None = None) -> Catalog:
+    """Reflect every table of the allow-list that `schema` holds, with the child tables and
+    references of those that are logical classes (`classes`).
 
     The allow-list's names match exactly, else ignoring case. Only names the database itself
-    lists are ever handed to it, so event log text never reaches SQL.
+    lists are ever handed to it, so event log text never reaches SQL. A class the database
+    cannot carry raises `LogicalClassError`, before any event is read.
     """
     inspector = inspect(engine)
     dialect = engine.dialect.name
@@ -161,8 +208,92 @@ def reflect_catalog(engine: Engine, schema: str | None, published: PublishedTabl
             tables[name] = info
         else:
             refused[name] = problem
+    if classes:
+        tables = _logical_classes(inspector, dialect, schema, tables, classes)
     existing = tuple(n for n in sorted(kinds) if n not in tables and n not in refused)
     return Catalog(tables, refused, existing, where)
+
+
+def _logical_classes(inspector, dialect: str, schema: str | None, tables: dict[str, TableInfo],  # type: ignore[no-untyped-def]
+                     classes: Mapping[str, ClassConfig]) -> dict[str, TableInfo]:
+    """The published tables, those configured as classes with their multi-valued attributes
+    and references."""
+    out = dict(tables)
+    for name, table in tables.items():
+        cls = class_config(classes, name)
+        if cls is None:
+            continue
+        keys = [c for c in table.columns if c.is_key]
+        links = child_links(inspector, schema, name, [c.name for c in keys], cls)
+        multi = tuple(_multi_valued(inspector, dialect, schema, table, keys, link) for link in links)
+        out[name] = dataclasses.replace(table, multi_valued=multi)
+    for name, table in list(out.items()):
+        cls = class_config(classes, name)
+        if cls is not None and cls.references:
+            out[name] = dataclasses.replace(table, references=_references(out[name], cls, out))
+    missing = [name for name in classes if class_config({n: ClassConfig() for n in out}, name) is None]
+    if missing:
+        raise LogicalClassError(f"classes.{missing[0]}: no published table {missing[0]!r}")
+    return out
+
+
+def _multi_valued(inspector, dialect: str, schema: str | None, parent: TableInfo, keys: list[ColumnInfo],  # type: ignore[no-untyped-def]
+                  link: ChildLink) -> MultiValued:
+    child = _reflect_table(inspector, dialect, schema, link.table, False)
+    where = f"classes.{parent.name}.multi_valued.{link.attribute}"
+    value = child.column(link.value)
+    assert value is not None
+    if parent.column(link.attribute) is not None:
+        raise LogicalClassError(f"{where}: {parent.name!r} has a column {link.attribute!r} already")
+    problem = xml_problem(link.attribute)
+    if problem is not None:
+        raise LogicalClassError(f"{where}: attribute name {link.attribute!r} {problem}")
+    linked = []
+    for key, column_name in zip(keys, link.links, strict=True):
+        column = child.column(column_name)
+        assert column is not None
+        check_link(link, key, column)
+        linked.append(dataclasses.replace(column, is_key=True, key_position=key.key_position))
+    value = dataclasses.replace(value, is_key=False, key_position=0)
+    attribute = ColumnInfo(link.attribute, value.value_type, False, sql_type=value.sql_type, length=value.length,
+                           precision=value.precision, scale=value.scale)
+    return MultiValued(attribute, link.table, value, tuple(linked))
+
+
+def check_link(link: ChildLink, key: ColumnInfo, column: ColumnInfo) -> None:
+    """A child's link column must spell its values in a table_key as the parent's key column
+    does (text holding an integer key would spell `idu=01`, an object the consumer lacks)."""
+    if column.key_kind is not key.key_kind or column.value_type is not key.value_type:
+        raise LogicalClassError(
+            f"classes.{link.parent}.multi_valued.{link.attribute}: {link.table}.{column.name} ({column.sql_type}) "
+            f"holds {link.parent}.{key.name} ({key.sql_type}), whose values a table_key spells otherwise")
+
+
+def column_info(name: str, sql_type: sqltypes.TypeEngine[Any], dialect: str) -> ColumnInfo:
+    """What `check_link` compares of a column, from its reflected type."""
+    return ColumnInfo(name, value_type_of(sql_type), False, sql_type=_type_name(sql_type),
+                      key_kind=key_kind_of(sql_type, dialect))
+
+
+def _references(table: TableInfo, cls: ClassConfig, tables: Mapping[str, TableInfo]) -> tuple[tuple[str, str], ...]:
+    """Each reference's attribute and the class it names, which has a key of one column (the
+    value is that key)."""
+    out = []
+    for attribute, target_name in cls.references.items():
+        where = f"classes.{table.name}.references.{attribute}"
+        column = table.column(attribute)
+        if column is None or column.is_key:
+            raise LogicalClassError(f"{where}: {table.name!r} has no attribute {attribute!r} "
+                                    "(a value column or a multi-valued attribute)")
+        target = next((t for n, t in tables.items() if n == target_name), None) or next(
+            (t for n, t in tables.items() if n.lower() == target_name.lower()), None)
+        if target is None:
+            raise LogicalClassError(f"{where}: {target_name!r} is not a published table")
+        if len(target.key_columns) != 1:
+            raise LogicalClassError(f"{where}: {target.name!r} has a key of {len(target.key_columns)} columns; "
+                                    "a reference's value is the key of a class keyed by one column")
+        out.append((column.name, target.name))
+    return tuple(out)
 
 
 def _unpublishable(info: TableInfo) -> str | None:
