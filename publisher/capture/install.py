@@ -27,6 +27,13 @@ delete, which row triggers would. Inserts and deletes are logged per row.
 SQLite exception: it has no base64 function and triggers cannot use CTEs, so a binary
 (BLOB) column is logged as a field query-back event (type 7 on insert, 8 on update) without
 values; the publisher reads the value back and base64-encodes it.
+
+Logical classes (`model.logical`): a class's child tables get triggers with its parent's.
+A child row is a value of the attribute, logged against the parent's table and key (spelled
+as the parent's triggers spell it): a type 2 without an old value when it comes, without a new
+value when it goes; its key is its links and value, so changing either is a removal and an
+addition (PostgreSQL pairs a statement's rows by that key: a swap logs nothing). Row style, or
+a BLOB on SQLite: a type 8 of the attribute, one per parent an update changes.
 """
 from __future__ import annotations
 
@@ -44,11 +51,12 @@ from typing import Literal
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy import types as sqltypes
 
-from publisher.config import Config
+from publisher.config import ClassConfig, Config
 from publisher.database import is_sqlite, table_schema
-from publisher.model.catalog import PublishedTables
+from publisher.model.catalog import PublishedTables, check_link, column_info
 from publisher.model.events import EVENT_LOG_COLUMNS, EventType
 from publisher.model.keys import writable_key_column
+from publisher.model.logical import LogicalClassError, child_links, child_of, child_tables, class_config
 from publisher.model.values import ValueType, value_type_of
 from publisher.model.valuetext import function_settings_sql, value_text_sql
 
@@ -78,11 +86,37 @@ class _Column:
 
 
 @dataclasses.dataclass(frozen=True)
+class _MultiValued:
+    """What a child table's rows are: values of an attribute of their parent's object."""
+
+    attribute: str
+    value: _Column
+    parent: str
+    parent_key: tuple[tuple[str, _Column], ...]
+    """(the parent's key column, the child's column holding it), in the parent's key order."""
+
+
+@dataclasses.dataclass(frozen=True)
 class _Table:
     name: str
     key: tuple[_Column, ...]
-    """Key columns in primary-key order, the order of their parts in a table_key."""
+    """Key columns in primary-key order: what tells the table's rows apart."""
     values: tuple[_Column, ...]
+    multi_valued: _MultiValued | None = None
+    """Set for a child table of a logical class, whose rows are logged against the parent."""
+
+    @property
+    def logged_name(self) -> str:
+        """The table_name of the table's events: the parent's for a child table."""
+        return self.multi_valued.parent if self.multi_valued else self.name
+
+    @property
+    def logged_key(self) -> tuple[tuple[str, _Column], ...]:
+        """(name, column) of each part of the events' table_key, in order: a child's links, as
+        the parent's key columns."""
+        if self.multi_valued:
+            return self.multi_valued.parent_key
+        return tuple((c.name, c) for c in self.key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,11 +169,14 @@ def triggered_tables(config: Config, engine: Engine) -> tuple[str, ...]:
 
     They are what is published when ``publisher.tables`` is empty: found by the names this
     module gives the triggers, so installing capture on a table is what puts it on the list.
+    A configured child table is not listed: it is no class, its triggers log its parent's.
     """
+    children = child_tables(config.classes)
     with engine.connect() as conn:
         if is_sqlite(engine):
             rows = conn.execute(text("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'"))
-            return _carrying(rows, lambda t: {sqlite_trigger_name(t, s) for s in SQLITE_TRIGGER_SUFFIXES.values()})
+            found = _carrying(rows, lambda t: {sqlite_trigger_name(t, s) for s in SQLITE_TRIGGER_SUFFIXES.values()})
+            return tuple(t for t in found if t.lower() not in children)
         rows = conn.execute(
             text(
                 "SELECT t.tgname, c.relname FROM pg_catalog.pg_trigger t "
@@ -149,13 +186,17 @@ def triggered_tables(config: Config, engine: Engine) -> tuple[str, ...]:
             ),
             {"schema": table_schema(config, engine)},
         )
-        return _carrying(rows, lambda t: {_postgresql_identifier(postgresql_trigger_name(t))})
+        found = _carrying(rows, lambda t: {_postgresql_identifier(postgresql_trigger_name(t))})
+        return tuple(t for t in found if t.lower() not in children)
 
 
 def published_tables(config: Config, engine: Engine) -> PublishedTables:
-    """The allow-list of a cycle: ``publisher.tables`` when set, else the triggered tables."""
+    """The allow-list of a cycle: ``publisher.tables`` when set, else the triggered tables;
+    never a configured child table, whose rows are published as their parent's values."""
     if config.publisher.tables:
-        return PublishedTables(config.publisher.tables, configured=True)
+        children = child_tables(config.classes)
+        names = tuple(t for t in config.publisher.tables if t.lower() not in children)
+        return PublishedTables(names, configured=True)
     return PublishedTables(triggered_tables(config, engine), configured=False)
 
 
@@ -194,12 +235,16 @@ def subscription_ddl(config: Config, engine: Engine) -> list[str]:
 
 
 def trigger_sql(config: Config, engine: Engine, table: str, style: Style) -> list[str]:
-    """Statements that (re)install the capture triggers of one table, replacing any earlier ones."""
+    """Statements that (re)install the capture triggers of one table, replacing any earlier ones:
+    for a logical class's parent, those of its child tables too; for a child table, its own as
+    a child of its class."""
     _check_style(style, table)
     dialect = _dialect(config, engine)
-    reflected = _reflect(engine, dialect.schema, table)
-    dialect.check(reflected)
-    return dialect.trigger_sql(reflected, style)
+    statements = []
+    for reflected in _captured(config, engine, dialect.schema, table):
+        dialect.check(reflected)
+        statements += dialect.trigger_sql(reflected, style)
+    return statements
 
 
 def install_capture(
@@ -218,8 +263,11 @@ def install_capture(
     statements = event_log_ddl(config, engine)
     if config.subscriptions or config.subscribers:
         statements += subscription_ddl(config, engine)
+    named = {t.lower() for t in tables}
     for table in tables:
-        statements += trigger_sql(config, engine, table, style)
+        child = child_of(config.classes, table)
+        if child is None or child.class_name.lower() not in named:  # else installed with its class
+            statements += trigger_sql(config, engine, table, style)
     if not dry_run:
         _execute(engine, statements)
     return statements
@@ -242,7 +290,37 @@ def _check_style(style: str, table: str | None = None) -> None:
         raise CaptureError(f"unknown capture style {style!r}{where}, expected one of {expected}")
 
 
-def _reflect(engine: Engine, schema: str | None, table: str) -> _Table:
+def _captured(config: Config, engine: Engine, schema: str | None, table: str) -> list[_Table]:
+    """The tables whose triggers capture the named one: itself, and a class's child tables."""
+    child = child_of(config.classes, table)
+    parent = _reflect(engine, schema, child.class_name if child else table)
+    cls = child.cls if child else class_config(config.classes, parent.name)
+    children = _children(engine, schema, parent, cls) if cls else []
+    return children if child else [parent, *children]
+
+
+def _children(engine: Engine, schema: str | None, parent: _Table, cls: ClassConfig) -> list[_Table]:
+    """The class's child tables, each logging its rows as values of its attribute."""
+    dialect = engine.dialect.name
+    children = []
+    try:
+        for link in child_links(inspect(engine), schema, parent.name, [c.name for c in parent.key], cls):
+            child = _reflect(engine, schema, link.table, named_in_key=False)
+            columns = {c.name: c for c in (*child.key, *child.values)}
+            parent_key = tuple((k.name, columns[c]) for k, c in zip(parent.key, link.links, strict=True))
+            for (name, column), key in zip(parent_key, parent.key, strict=True):
+                check_link(link, column_info(name, key.sql_type, dialect), column_info(column.name, column.sql_type,
+                                                                                       dialect))
+            multi_valued = _MultiValued(link.attribute, columns[link.value], parent.name, parent_key)
+            children.append(dataclasses.replace(child, multi_valued=multi_valued))
+    except LogicalClassError as exc:
+        raise CaptureError(str(exc)) from None
+    return children
+
+
+def _reflect(engine: Engine, schema: str | None, table: str, named_in_key: bool = True) -> _Table:
+    """The table's columns and key; ``named_in_key``: its key columns' names are written in
+    table_keys (a child table's are not: it logs its parent's)."""
     inspector = inspect(engine)
     where = f"schema {schema}" if schema else "the database"
     tables = inspector.get_table_names(schema=schema)
@@ -263,7 +341,7 @@ def _reflect(engine: Engine, schema: str | None, table: str) -> _Table:
         raise CaptureError(
             f"table {name!r} has no primary key; a table_key needs one to name the changed row"
         )
-    for key_name in key_names:
+    for key_name in key_names if named_in_key else ():
         if not writable_key_column(key_name):
             raise CaptureError(
                 f"table {name!r}: key column {key_name!r} cannot be named in a table_key: "
@@ -409,6 +487,8 @@ class _Dialect(abc.ABC):
     def insert_events(self, table: _Table, style: Style, new: str = "NEW") -> list[_Event]:
         """The events of a new row (an insert, or an update that gave a row a new key): the
         logged values first, so that they make one `<add>`, then the field query-backs."""
+        if table.multi_valued:
+            return self.value_events(table, style, "new", new)
         if style == "row" or not table.values:
             return [_Event(EventType.INSERT_ROW_QUERY_BACK, "new", None, None, None, _TRUE)]
         logged, read_back = [], []
@@ -426,7 +506,10 @@ class _Dialect(abc.ABC):
         return logged + read_back
 
     def update_events(self, table: _Table, style: Style, old: str = "OLD", new: str = "NEW") -> list[_Event]:
-        """The events of an update that kept the key."""
+        """The events of an update that kept the key; none for a child row that kept its links
+        and value, as its other columns are not published."""
+        if table.multi_valued:
+            return []
         if style == "row":
             changed = _any(self.changed(c, old, new) for c in table.values)
             if changed == _FALSE:
@@ -443,13 +526,36 @@ class _Dialect(abc.ABC):
             events.append(_Event(event_type, "new", column.name, old_text, new_text, self.changed(column, old, new)))
         return events
 
-    def delete_events(self) -> list[_Event]:
+    def delete_events(self, table: _Table, style: Style, old: str = "OLD") -> list[_Event]:
+        """The events of a row gone (a delete, or an update that took a row's key away)."""
+        if table.multi_valued:
+            return self.value_events(table, style, "old", old)
         return [_Event(EventType.DELETE_ROW, "old", None, None, None, _TRUE)]
+
+    def value_events(self, table: _Table, style: Style, side: Literal["old", "new"], row: str) -> list[_Event]:
+        """A child row come or gone, against its parent's key: the attribute's value added or
+        removed (type 2 from or to NULL), or in row style or for a value the trigger cannot
+        write, a type 8 that has the publisher read the attribute back. A row whose links or
+        value are NULL (SQLite allows NULL key columns) is no value of any object."""
+        assert table.multi_valued
+        attribute, value = table.multi_valued.attribute, table.multi_valued.value
+        linked = _all(f"{self.ref(row, c)} IS NOT NULL" for _, c in table.logged_key)
+        if not self.logs_multi_value(value, style):
+            return [_Event(EventType.UPDATE_FIELD_QUERY_BACK, side, attribute, None, None, linked)]
+        ref = self.ref(row, value)
+        text_sql = self.as_text(ref, value)
+        old, new = (text_sql, None) if side == "old" else (None, text_sql)
+        return [_Event(EventType.UPDATE_FIELD, side, attribute, old, new, _all([linked, f"{ref} IS NOT NULL"]))]
+
+    def logs_multi_value(self, value: _Column, style: Style) -> bool:
+        """Whether a child's rows log their values; if not, they log query-backs, one per
+        parent object an update statement changes."""
+        return style == "field" and self.logs_value(value)
 
     def event_values(self, table: _Table, event: _Event, key_sql: str) -> dict[str, str]:
         return {
             "type_sql": str(int(event.event_type)),
-            "table_name_sql": _literal(table.name),
+            "table_name_sql": _literal(table.logged_name),
             "key_sql": key_sql,
             "column_sql": self.null() if event.column is None else _literal(event.column),
             "old_sql": event.old or self.null(),
@@ -485,7 +591,7 @@ class _SQLite(_Dialect):
         return _all(self._compare_text(c, "OLD", "IS", "NEW") for c in table.key)
 
     def check(self, table: _Table) -> None:
-        for column in table.key:
+        for _, column in table.logged_key:
             if column.value_type is ValueType.OCTET:
                 raise CaptureError(
                     f"table {table.name!r}: binary key column {column.name!r} cannot be written "
@@ -494,21 +600,31 @@ class _SQLite(_Dialect):
 
     def key_sql(self, table: _Table, row: Literal["OLD", "NEW"]) -> str:
         parts = []
-        for column in table.key:
+        for name, column in table.logged_key:
             ref = self.ref(row, column)
             if column.value_type is ValueType.INT:
                 value = f"CAST({ref} AS TEXT)"
             else:
                 value = self.render("key_value", value=ref)
-            parts.append(f"{_literal(column.name + '=')} || {value}")
+            parts.append(f"{_literal(name + '=')} || {value}")
         return " || '+' || ".join(parts)
+
+    def moved_events(self, table: _Table, style: Style) -> list[_Event]:
+        """The events of an update that changed the key (a child's: its links or value): the old
+        row's, then the new row's. A child's query-backs name the parent object, so the new
+        row's is logged only for another parent than the old row's."""
+        gone, come = self.delete_events(table, style), self.insert_events(table, style)
+        if table.multi_valued and not self.logs_multi_value(table.multi_valued.value, style):
+            other = _any(self.changed(c, "OLD", "NEW") for _, c in table.logged_key)
+            come = [dataclasses.replace(e, condition=_all([other, e.condition])) for e in come]
+        return gone + come
 
     def trigger_sql(self, table: _Table, style: Style) -> list[str]:
         changed = self.key_changed(table)
         kept = self.key_kept(table)
         moved = [
             dataclasses.replace(e, condition=_all([changed, e.condition]))
-            for e in self.delete_events() + self.insert_events(table, style)
+            for e in self.moved_events(table, style)
         ]
         updates = [
             dataclasses.replace(e, condition=_all([kept, e.condition]))
@@ -517,7 +633,7 @@ class _SQLite(_Dialect):
         triggers = {
             "INSERT": self.insert_events(table, style),
             "UPDATE": moved + updates,
-            "DELETE": self.delete_events(),
+            "DELETE": self.delete_events(table, style),
         }
         statements = []
         for operation, events in triggers.items():
@@ -579,13 +695,24 @@ class _PostgreSQL(_Dialect):
         return f'{self.as_text(ref, column)} COLLATE "C"'
 
     def key_sql(self, table: _Table, row: str) -> str:
+        return self._key_text(table.logged_key, row)
+
+    def identity_sql(self, table: _Table, row: str) -> str:
+        """What pairs an UPDATE statement's old and new rows: the logged key, or for a child
+        row its key, links and value, since its values are a set: a row whose link or value
+        changed is a value removed and another added."""
+        if table.multi_valued is None:
+            return self.key_sql(table, row)
+        return self._key_text(tuple((c.name, c) for c in table.key), row)
+
+    def _key_text(self, parts: Sequence[tuple[str, _Column]], row: str) -> str:
         function = self.qualify(KEY_VALUE_FUNCTION)
-        parts = []
-        for column in table.key:
+        texts = []
+        for name, column in parts:
             text = self.as_text(self.ref(row, column), column)
             value = text if column.value_type is ValueType.INT else f"{function}({text})"
-            parts.append(f"{_literal(column.name + '=')} || {value}")
-        return " || '+' || ".join(parts)
+            texts.append(f"{_literal(name + '=')} || {value}")
+        return " || '+' || ".join(texts)
 
     def check(self, table: _Table) -> None:
         """A statement trigger fires for the table a statement names, not for its partitions or
@@ -632,7 +759,7 @@ class _PostgreSQL(_Dialect):
             old_key=self.key_sql(table, "OLD"),
             new_key=self.key_sql(table, "NEW"),
             on_insert=_indent(self.log_events(table, inserted), 8),
-            on_delete=_indent(self.log_events(table, self.delete_events()), 8),
+            on_delete=_indent(self.log_events(table, self.delete_events(table, style)), 8),
             settings=settings,
         )
         on_update = self.render(
@@ -663,25 +790,36 @@ class _PostgreSQL(_Dialect):
 
         Old and new rows are paired by their table_key's text, byte for byte: a key its type
         calls equal but spells otherwise ('alice' and 'Alice' under a case-insensitive
-        collation) names another object for the consumer."""
+        collation) names another object for the consumer. A child table's rows are paired by
+        their whole identity (`identity_sql`), so none is kept: values are removed, then added."""
         old_rows, new_rows = self.quote(POSTGRESQL_OLD_ROWS), self.quote(POSTGRESQL_NEW_ROWS)
         old_key, new_key = self.key_sql(table, "_o"), self.key_sql(table, "_n")
-        same_key = f'({old_key}) COLLATE "C" = ({new_key}) COLLATE "C"'
-        kinds = [
-            (f"{old_rows} AS _o", f"NOT EXISTS (SELECT FROM {new_rows} AS _n WHERE {same_key})", old_key,
-             self.delete_events()),
-            (f"{old_rows} AS _o JOIN {new_rows} AS _n ON {same_key}", _TRUE, new_key,
-             self.update_events(table, style, "_o", "_n")),
-            (f"{new_rows} AS _n", f"NOT EXISTS (SELECT FROM {old_rows} AS _o WHERE {same_key})", new_key,
-             self.insert_events(table, style, "_n")),
-        ]
+        same = f'({self.identity_sql(table, "_o")}) COLLATE "C" = ({self.identity_sql(table, "_n")}) COLLATE "C"'
+        old_only = f"NOT EXISTS (SELECT FROM {new_rows} AS _n WHERE {same})"
+        new_only = f"NOT EXISTS (SELECT FROM {old_rows} AS _o WHERE {same})"
+        gone, come = self.delete_events(table, style, "_o"), self.insert_events(table, style, "_n")
+        if table.multi_valued and not self.logs_multi_value(table.multi_valued.value, style):
+            # One query-back per parent object whose values the statement changed.
+            (gone_event,), (come_event,) = gone, come
+            parents = self.render(
+                "child_parents", old_rows=old_rows, new_rows=new_rows, old_key=old_key, new_key=new_key,
+                old_only=_all([gone_event.condition, old_only]), new_only=_all([come_event.condition, new_only]),
+            )
+            kinds = [(parents, _TRUE, "_k.k", [dataclasses.replace(come_event, condition=_TRUE)])]
+        else:
+            kinds = [
+                (f"{old_rows} AS _o", old_only, old_key, gone),
+                (f"{old_rows} AS _o JOIN {new_rows} AS _n ON {same}", _TRUE, new_key,
+                 self.update_events(table, style, "_o", "_n")),
+                (f"{new_rows} AS _n", new_only, new_key, come),
+            ]
         return "\n".join(
             self.render(
                 "log_rows",
                 rows=rows,
                 condition=_all(["v.logged", condition]),
                 fields=self._values(events),
-                table_name_sql=_literal(table.name),
+                table_name_sql=_literal(table.logged_name),
                 key_sql=key_sql,
                 **self.event_log_fields(),
             )
@@ -715,7 +853,7 @@ class _PostgreSQL(_Dialect):
                 yield self.render(
                     "log_fields",
                     fields=rows,
-                    table_name_sql=_literal(table.name),
+                    table_name_sql=_literal(table.logged_name),
                     key_sql=key_sql,
                     **self.event_log_fields(),
                 )
