@@ -20,6 +20,9 @@ class OperationKind(str, enum.Enum):
 class Value:
     type: ValueType
     text: str
+    association_ref: str | None = None
+    """A reference's (type dn): the referenced object's association, for the consumer to resolve;
+    None when no such object exists (a dangling reference)."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,8 @@ class AttrChange:
     remove_all: bool = False
     remove: Value | None = None
     add: Value | None = None
+    more: tuple[Value, ...] = ()
+    """Further values added with `add`: every current value of a multi-valued attribute."""
 
     @property
     def is_empty(self) -> bool:

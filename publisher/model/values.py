@@ -32,6 +32,8 @@ class ValueType(str, enum.Enum):
     STATE = "state"
     TIME = "time"
     STRING = "string"
+    DN = "dn"
+    """A reference to another published object (`association-ref`); never a column's own type."""
 
 
 class BadValueError(ValueError):

@@ -20,7 +20,7 @@ from publisher.errors import OutputStateError
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import Status
 from publisher.outputs.reject_lines import column_reject_lines
-from publisher.outputs.xds import build_document
+from publisher.outputs.xds import DANGLING_REFERENCE, build_document
 from publisher.pipeline.acknowledge import IdRun, StatusRun, joined_runs
 from publisher.pipeline.failpoints import reached
 
@@ -44,6 +44,8 @@ class DocumentWritten:
     name: str
     operations: int
     bytes: int
+    dangling: int = 0
+    """References published without association-ref: the object they name does not exist."""
 
 
 def document_name(cycle: int, index: int) -> str:
@@ -161,7 +163,7 @@ def write_documents(
         path = directory / document_name(cycle, index)
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_bytes(data)
-        staged.append((tmp, path, DocumentWritten(path.name, len(xml), len(data))))
+        staged.append((tmp, path, DocumentWritten(path.name, len(xml), len(data), data.count(DANGLING_REFERENCE))))
     if not staged:
         return []
     sync_file_system(directory)
@@ -173,7 +175,7 @@ def write_documents(
     return [written for _, _, written in staged]
 
 
-STAGED_SCHEMA = "part int, piece int, operations int, bytes long"
+STAGED_SCHEMA = "part int, piece int, operations int, bytes long, dangling long"
 
 
 def staged_name(cycle: int, part: int, piece: int) -> str:
@@ -208,7 +210,8 @@ def write_documents_distributed(
             name = staged_name(cycle, part, len(pieces))
             with open(Path(target) / name, "wb") as handle:
                 handle.write(data)
-            pieces.append({"part": part, "piece": len(pieces), "operations": len(pending), "bytes": len(data)})
+            pieces.append({"part": part, "piece": len(pieces), "operations": len(pending), "bytes": len(data),
+                           "dangling": data.count(DANGLING_REFERENCE)})
             pending.clear()
 
         for batch in batches:
@@ -236,7 +239,7 @@ def write_documents_distributed(
         os.replace(directory / staged_name(cycle, piece["part"], piece["piece"]), directory / name)
         if index == 0:
             reached("write")
-        written.append(DocumentWritten(name, piece["operations"], piece["bytes"]))
+        written.append(DocumentWritten(name, piece["operations"], piece["bytes"], piece["dangling"]))
     fsync_directory(directory)
     return written
 

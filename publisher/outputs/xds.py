@@ -59,10 +59,22 @@ def _element(tag: str, text: str | None) -> str:
 _VALUE_OPEN = {t: f'<value type="{_attr(t.value)}"' for t in ValueType}
 
 
+DANGLING_REFERENCE = b'<value type="dn">'
+"""How a document spells a reference to an object that does not exist: without association-ref."""
+
+
 def _value(value: Value) -> str:
+    opened = _VALUE_OPEN[value.type]
+    if value.association_ref is not None:
+        opened += f' association-ref="{_attr(value.association_ref)}"'
     if value.text is None:
-        return _VALUE_OPEN[value.type] + "/>"
-    return f"{_VALUE_OPEN[value.type]}>{_text(value.text)}</value>"
+        return opened + "/>"
+    return f"{opened}>{_text(value.text)}</value>"
+
+
+def _values(change: AttrChange) -> str:
+    assert change.add is not None
+    return _value(change.add) + "".join([_value(v) for v in change.more])
 
 
 def _add_body(attrs: tuple[AttrChange, ...]) -> str:
@@ -70,7 +82,7 @@ def _add_body(attrs: tuple[AttrChange, ...]) -> str:
         if attr.remove_all or attr.remove is not None:
             raise ValueError(f"an add operation cannot remove values (attribute {attr.name!r})")
     return "".join(
-        [f'<add-attr attr-name="{_name(a.name)}">{_value(a.add)}</add-attr>' for a in attrs if a.add is not None]
+        [f'<add-attr attr-name="{_name(a.name)}">{_values(a)}</add-attr>' for a in attrs if a.add is not None]
     )
 
 
@@ -80,7 +92,7 @@ def _modify_body(attrs: tuple[AttrChange, ...]) -> str:
             f'<modify-attr attr-name="{_name(a.name)}">'
             f'{"<remove-all-values/>" if a.remove_all else ""}'
             f'{"" if a.remove is None else "<remove-value>" + _value(a.remove) + "</remove-value>"}'
-            f'{"" if a.add is None else "<add-value>" + _value(a.add) + "</add-value>"}'
+            f'{"" if a.add is None else "<add-value>" + _values(a) + "</add-value>"}'
             "</modify-attr>"
             for a in attrs
             if not a.is_empty
@@ -115,7 +127,7 @@ def _texts(op: Operation) -> Iterator[tuple[str, str | None]]:
     yield "association", op.association
     for attr in op.attrs:
         yield f"attribute name {attr.name!r}", attr.name
-        for part, value in (("removed", attr.remove), ("added", attr.add)):
+        for part, value in (("removed", attr.remove), ("added", attr.add), *(("added", v) for v in attr.more)):
             if value is not None:
                 yield f"{part} value of attribute {attr.name!r}", value.text
 

@@ -69,6 +69,8 @@ class CycleResult:
     messages: int = 0
     brokered: int = 0
     """Messages the broker stored (metadata messages included)."""
+    dangling_references: int = 0
+    """Reference values published without association-ref: the object they name does not exist."""
 
     @property
     def idle(self) -> bool:
@@ -85,6 +87,7 @@ class CycleResult:
             "change_rows": self.change_rows,
             "messages": self.messages,
             "brokered": self.brokered,
+            "dangling_references": self.dangling_references,
             "path": "spark" if self.distributed else "driver",
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
@@ -164,6 +167,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
         change_rows=formats.change_rows,
         messages=formats.messages,
         brokered=formats.brokered,
+        dangling_references=sum(d.dangling for d in documents),
     )
 
 
@@ -183,7 +187,7 @@ def _plan(config: Config, engine: Engine, subscriber: str | None) -> CyclePlan |
     if window is None or acknowledgement is None:
         return None
     schema = table_schema(config, engine)
-    catalog = reflect_catalog(engine, schema, published_tables(config, engine))
+    catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
     subscription = None if subscriber is None else tracked(config, subscriber, catalog)
     tables = catalog.tables if subscription is None else tracked_tables(catalog, subscription)
     operations = OperationContext(

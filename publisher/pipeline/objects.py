@@ -11,6 +11,7 @@ value that cannot be published.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -19,7 +20,7 @@ from typing import Any
 
 from publisher.model.events import Status
 from publisher.pipeline.queryback import CurrentRows, QueryBackContext
-from publisher.rules.operations import OperationContext, PublishedOperation, object_operations
+from publisher.rules.operations import OperationContext, PublishedOperation, References, object_operations
 from publisher.rules.precedence import CurrentRow, decide, needs_query_back, position
 
 SLICE_EVENTS = 5000
@@ -123,7 +124,7 @@ def _publish_slice(
             wanted[group[0]["class_name"]].append(group[0]["canonical_key"])
     current = reader.read(wanted) if wanted else {}
     _add(spent, "query_back", time.perf_counter() - started)
-    return _decided(groups, current, ctx, spent)
+    return _decided(groups, current, ctx, spent, reader)
 
 
 def _decided(
@@ -131,24 +132,62 @@ def _decided(
     current: Mapping[tuple[str, str], CurrentRow],
     ctx: ObjectsContext,
     spent: dict[str, float],
+    reader: CurrentRows | None = None,
 ) -> list[StatusNote | PublishedOperation]:
+    """Precedence and operations of objects whose current rows are read; `reader` reads the
+    objects their references name (a class with references never comes without one)."""
     decided = time.perf_counter()
     out: list[StatusNote | PublishedOperation] = []
     decisions_of = []
+    tables = ctx.operations.tables
     for group in groups:
         group.sort(key=position)
         row = current.get((group[0]["class_name"], group[0]["canonical_key"]))
-        decisions = decide(group, row, ctx.operations.insert_row_operation == "add")
+        multi_valued = tables[group[0]["class_name"]].multi_valued_names
+        decisions = decide(group, row, ctx.operations.insert_row_operation == "add", multi_valued)
         decisions_of.append((group, decisions, row))
         for event, decision in zip(group, decisions, strict=True):
             if decision.status is not Status.SUCCESS:
                 out.append(StatusNote(int(event["record_id"]), decision.status, decision.reason or ""))
     built = time.perf_counter()
     _add(spent, "precedence", built - decided)
+    references = _references(groups, current, ctx, reader, spent)
     for group, decisions, row in decisions_of:
-        out.extend(object_operations(group, decisions, row, ctx.operations))
+        out.extend(object_operations(group, decisions, row, ctx.operations, references))
     _add(spent, "xml", time.perf_counter() - built)
     return out
+
+
+def _references(
+    groups: list[list[Mapping[str, Any]]],
+    current: Mapping[tuple[str, str], CurrentRow],
+    ctx: ObjectsContext,
+    reader: CurrentRows | None,
+    spent: dict[str, float],
+) -> References | None:
+    """The objects the slice's references name, read in bulk: which of them exist."""
+    tables = ctx.operations.tables
+    named = [g for g in groups if tables[g[0]["class_name"]].references]
+    if not named:
+        return None
+    assert reader is not None, "a class with references is resolved object by object, with a reader"
+    started = time.perf_counter()
+    references = References(tables, ctx.operations.schema_label)
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for group in named:
+        table = tables[group[0]["class_name"]]
+        row = current.get((table.name, group[0]["canonical_key"]))
+        for attribute, target in table.references:
+            texts = [t for e in group if e["attr_name"] == attribute for t in (e["old_text"], e["new_text"])]
+            if row is not None:
+                texts += [row.values.get(attribute), *row.multi.get(attribute, ())]
+            for text in texts:
+                found = None if text is None else references.target(target, text)
+                if found is not None:
+                    wanted[found[0]].add(found[1])
+    existing = reader.read({name: sorted(keys) for name, keys in wanted.items()}, children=False)
+    _add(spent, "query_back", time.perf_counter() - started)
+    return dataclasses.replace(references, existing=frozenset(existing))
 
 
 def _add(spent: dict[str, float], step: str, seconds: float) -> None:

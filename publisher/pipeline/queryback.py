@@ -8,6 +8,7 @@ as its trigger spells it.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from sqlalchemy.exc import DataError
 from sqlalchemy.types import NullType
 
 from publisher.errors import root_cause
-from publisher.model.catalog import TableInfo
+from publisher.model.catalog import TableInfo, child_table
 from publisher.model.keys import KeyPart, bound_value, canonical_key_of, format_key, key_values
 from publisher.model.values import BadValueError, ValueType, logged_unchanged, shown
 from publisher.model.valuetext import encode_read, settings_sql, value_text_sql
@@ -50,6 +51,8 @@ probes took 0.3 ms. Off only discourages a scan: a table or view without an inde
 is still scanned. Set in query-back's own session, not in the mirror's full-table reads."""
 
 Published = tuple[str, dict[str, str | None], dict[str, str]]
+_ChildValues = tuple[dict[str, tuple[str, ...]], dict[str, str]]
+"""An object's values of each multi-valued attribute, and why an attribute cannot be published."""
 """(canonical_key, published text per value column, problems per value column) of one row."""
 
 
@@ -78,22 +81,53 @@ class CurrentRows:
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
-    def read(self, wanted: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], CurrentRow]:
-        """The current row of each wanted object (class name → canonical keys) that still exists."""
+    def read(self, wanted: Mapping[str, Sequence[str]], children: bool = True) -> dict[tuple[str, str], CurrentRow]:
+        """The current row of each wanted object (class name → canonical keys) that still exists,
+        with the values of its multi-valued attributes (unless `children` is False: only whether
+        it exists matters)."""
         if self._conn is None:
             self._conn = self._stack.enter_context(_session(self.ctx, _INDEX_LOOKUPS))
         found: dict[tuple[str, str], CurrentRow] = {}
         try:
             for class_name, keys in wanted.items():
                 table = self.ctx.tables[class_name]
-                reading = self._readings.get(class_name)
-                if reading is None:
-                    reading = self._readings[class_name] = _Reading(table, self.ctx.schema, self._conn.dialect)
-                for name, key, row, problems in _read_keys(self._conn, reading, keys):
-                    found[(name, key)] = CurrentRow(row, problems)
+                reading = self._reading(table)
+                rows = {key: (row, problems) for _, key, row, problems in _read_keys(self._conn, reading, keys)}
+                multi = self._children(table, list(rows)) if children else {}
+                for key, (row, problems) in rows.items():
+                    values, troubles = multi.get(key, ({}, {}))
+                    found[(table.name, key)] = CurrentRow(row, {**problems, **troubles}, values)
         finally:
             self._conn.rollback()
         return found
+
+    def _reading(self, table: TableInfo, spelling: TableInfo | None = None) -> _Reading:
+        reading = self._readings.get(table.name)
+        if reading is None:
+            assert self._conn is not None
+            reading = self._readings[table.name] = _Reading(table, self.ctx.schema, self._conn.dialect, spelling)
+        return reading
+
+    def _children(self, table: TableInfo, keys: Sequence[str]) -> dict[str, _ChildValues]:
+        """Per parent key: every value of each multi-valued attribute, and the attributes with
+        a value that cannot be published; one SELECT per child table and chunk of keys."""
+        out: dict[str, _ChildValues] = {}
+        if not keys:
+            return out
+        for multi in table.multi_valued:
+            assert self._conn is not None
+            reading = self._reading(child_table(multi), table)
+            values: dict[str, list[str]] = defaultdict(list)
+            for _, key, row, problems in _read_keys(self._conn, reading, keys):
+                name = multi.attribute.name
+                entry = out.setdefault(key, ({}, {}))
+                if problems:
+                    entry[1][name] = next(iter(problems.values()))
+                elif row[multi.value.name] is not None:
+                    values[key].append(row[multi.value.name])  # type: ignore[arg-type]
+            for key, texts in values.items():
+                out.setdefault(key, ({}, {}))[0][multi.attribute.name] = tuple(sorted(texts))
+        return out
 
 
 def current_rows(ctx: QueryBackContext, wanted: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], CurrentRow]:
@@ -113,7 +147,7 @@ def _read_keys(
     table = reading.table
 
     def query(chunk: Sequence[str]) -> Select[Any]:
-        return reading.select().where(reading.key_in([key_values(k, table.key_columns) for k in chunk]))
+        return reading.select().where(reading.key_in([key_values(k, reading.spelling) for k in chunk]))
 
     for start in range(0, len(keys), CHUNK):
         records, refused = _select(conn, query, keys[start : start + CHUNK])
@@ -133,6 +167,19 @@ def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[Published]:
         streamed = conn.execution_options(stream_results=True, yield_per=CHUNK)
         for records in streamed.execute(reading.select()).partitions():
             yield from reading.published(records)
+
+
+def scan_children(ctx: QueryBackContext, table: TableInfo) -> Iterator[tuple[str, str, str | None, str | None]]:
+    """Every row of a logical class's child tables as (parent key, attribute, value text,
+    why it cannot be published); what the mirror's objects hold besides their rows."""
+    with _session(ctx) as conn:
+        for multi in table.multi_valued:
+            reading = _Reading(child_table(multi), ctx.schema, conn.dialect, table)
+            streamed = conn.execution_options(stream_results=True, yield_per=CHUNK)
+            for records in streamed.execute(reading.select()).partitions():
+                for key, row, problems in reading.published(records):
+                    problem = next(iter(problems.values()), None)
+                    yield key, multi.attribute.name, row.get(multi.value.name), problem
 
 
 @contextmanager
@@ -156,8 +203,12 @@ class _Reading:
     """How one table's rows are read: every column as its logged text, keys compared as typed
     values (or as that text, where a column's text is not exact: see `matched_as_text`)."""
 
-    def __init__(self, table: TableInfo, schema: str | None, dialect: Dialect) -> None:
+    def __init__(
+        self, table: TableInfo, schema: str | None, dialect: Dialect, spelling: TableInfo | None = None
+    ) -> None:
         self.table = table
+        self.spelling = (spelling or table).key_columns
+        """How the rows' keys are spelled: a child table's, as its parent's key (`spelling`)."""
         self.sql_table = Table(table.name, MetaData(), *(Column(c.name) for c in table.columns), schema=schema)
         quote = dialect.identifier_preparer.quote
         self.texts: dict[str, ColumnElement[Any]] = {
@@ -223,9 +274,9 @@ class _Reading:
         for record, values, troubles in zip(records, rows, problems, strict=True):
             key_texts = [str(record[i]) for i in self.key_indices]
             try:
-                key = canonical_key_of(key_texts, table.key_columns)
+                key = canonical_key_of(key_texts, self.spelling)
             except ValueError as exc:
-                parts = zip(table.key_columns, key_texts, strict=True)
+                parts = zip(self.spelling, key_texts, strict=True)
                 problem = f"{table.name}: the row's key cannot be published: {exc}"
                 out.append((format_key(KeyPart(name, text) for (name, _), text in parts), {},
                             {c.name: problem for c in table.columns}))

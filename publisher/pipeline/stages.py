@@ -17,6 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from publisher.config import OutputConfig
 from publisher.model.arrow import arrow_schema_of, rows_batch
@@ -138,14 +139,18 @@ def resolve_batches(
     run (the Spark path in each partition after a shuffle by object). Objects are resolved as
     column operations (`rules.columnar`), those with query-back events in slices of about
     SLICE_EVENTS events once their current rows are read; object by object
-    (`objects.publish_objects`) where the column rules leave it to them, and with the formats
-    on, whose changes are described per operation. `spent` gets the seconds of each step."""
+    (`objects.publish_objects`) where the column rules leave it to them, for logical classes
+    (child tables, references), and with the formats on, whose changes are described per
+    operation. `spent` gets the seconds of each step."""
     schema = arrow_schema_of(RESOLVED_SCHEMA)
     with CurrentRows(ctx.query_back) as reader:
         for chunk in _object_chunks(batches):
             if ctx.operations.changes:
                 yield from _per_object(chunk.to_pylist(), ctx, spent, schema, reader)
                 continue
+            logical, chunk = _split_logical(chunk, ctx)
+            if logical.num_rows:
+                yield from _per_object(logical.to_pylist(), ctx, spent, schema, reader)
             started = time.perf_counter()
             simple, query_back = split_by_query_back(chunk)
             operations = simple_operations(simple, ctx.operations)
@@ -156,6 +161,16 @@ def resolve_batches(
                 yield from _as_resolved(operations, schema).to_batches(RESOLVED_BATCH_ROWS)
             for part in _object_slices(query_back, SLICE_EVENTS):
                 yield from _resolve_query_back(part, reader, ctx, spent, schema)
+
+
+def _split_logical(chunk: pa.Table, ctx: ObjectsContext) -> tuple[pa.Table, pa.Table]:
+    """(events of logical classes, the others): child tables and references are resolved
+    object by object."""
+    logical = [name for name, table in ctx.operations.tables.items() if table.is_logical]
+    if not logical or not chunk.num_rows:
+        return chunk.slice(0, 0), chunk
+    mask = pc.fill_null(pc.is_in(chunk["class_name"], pa.array(logical, pa.string())), False)
+    return chunk.filter(mask), chunk.filter(pc.invert(mask))
 
 
 def _resolve_query_back(

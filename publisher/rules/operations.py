@@ -11,6 +11,7 @@ from typing import Any
 
 from publisher.model.catalog import TableInfo
 from publisher.model.events import EventType
+from publisher.model.keys import canonical_key_of
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType
 from publisher.outputs.xds import build_operation
@@ -39,34 +40,86 @@ def operation_kind(event_type: int, insert_row_operation: str = "modify") -> Ope
     return OperationKind.MODIFY
 
 
+@dataclass(frozen=True)
+class References:
+    """How a reference's value is published: as the referenced object's association, with
+    association-ref when that object exists (`existing`, read for the slice being built)."""
+
+    tables: Mapping[str, TableInfo]
+    schema_label: str
+    existing: frozenset[tuple[str, str]] = frozenset()
+    """(class name, canonical key) of the referenced objects found."""
+
+    def target(self, class_name: str, text: str) -> tuple[str, str] | None:
+        """(class name, canonical key) a reference's value names, or None if it names no key."""
+        table = self.tables.get(class_name)
+        if table is None:
+            return None
+        try:
+            return table.name, canonical_key_of([text], table.key_columns)
+        except ValueError:
+            return None
+
+    def value(self, class_name: str, text: str) -> Value:
+        target = self.target(class_name, text)
+        if target is None:
+            return Value(ValueType.DN, text)
+        named = association(target[1], target[0], self.schema_label)
+        return Value(ValueType.DN, named, named if target in self.existing else None)
+
+
+@dataclass(frozen=True)
+class _Values:
+    """How one object's values are published: its table's references resolved by `references`."""
+
+    table: TableInfo
+    references: References | None
+
+    def one(self, name: str, value_type: ValueType, text: str | None) -> Value | None:
+        if text is None:
+            return None
+        target = self.table.reference(name)
+        if target is None or self.references is None:
+            return Value(value_type, text)
+        return self.references.value(target, text)
+
+    def change(self, name: str, value_type: ValueType, texts: Sequence[str], remove_all: bool) -> AttrChange:
+        """Every value of a multi-valued attribute (after removing all, when `remove_all`)."""
+        values = [v for v in (self.one(name, value_type, t) for t in texts) if v is not None]
+        return AttrChange(name, remove_all=remove_all, add=values[0] if values else None, more=tuple(values[1:]))
+
+
 def attr_changes(unit: Mapping[str, Any], table: TableInfo, row: Mapping[str, str | None] | None,
-                 kind: OperationKind) -> list[AttrChange]:
-    """What one surviving event changes; query-back events take values from the current row."""
+                 kind: OperationKind, multi: Mapping[str, Sequence[str]] | None = None,
+                 references: References | None = None) -> list[AttrChange]:
+    """What one surviving event changes; query-back events take values from the current row
+    (a multi-valued attribute: every value it has)."""
     event_type = int(unit["effective_type"])
     name = unit["attr_name"]
+    values = _Values(table, references)
     if event_type == EventType.DELETE_ROW:
         return []
+    current = row or {}
+    multi = multi or {}
     if event_type in (EventType.INSERT_ROW_QUERY_BACK, EventType.UPDATE_ROW_QUERY_BACK):
-        current = row or {}
+        remove_all = kind is OperationKind.MODIFY
         return [
-            AttrChange(c.name, remove_all=kind is OperationKind.MODIFY, add=_value(c.value_type, current.get(c.name)))
+            AttrChange(c.name, remove_all=remove_all, add=values.one(c.name, c.value_type, current.get(c.name)))
             for c in table.value_columns
-        ]
+        ] + [values.change(m.attribute.name, m.attribute.value_type, multi.get(m.attribute.name, ()), remove_all)
+             for m in table.multi_valued]
     value_type = ValueType(unit["value_type"])
     if event_type == EventType.INSERT_FIELD:
-        return [AttrChange(name, add=_value(value_type, unit["new_text"]))]
+        return [AttrChange(name, add=values.one(name, value_type, unit["new_text"]))]
     if event_type == EventType.UPDATE_FIELD:
-        return [AttrChange(name, remove=_value(value_type, unit["old_text"]), add=_value(value_type, unit["new_text"]))]
+        return [AttrChange(name, remove=values.one(name, value_type, unit["old_text"]),
+                           add=values.one(name, value_type, unit["new_text"]))]
     if event_type == EventType.UPDATE_FIELD_REMOVE_ALL:
-        return [AttrChange(name, remove_all=True, add=_value(value_type, unit["new_text"]))]
-    current_value = _value(value_type, (row or {}).get(name))
-    if event_type == EventType.INSERT_FIELD_QUERY_BACK:
-        return [AttrChange(name, add=current_value)]
-    return [AttrChange(name, remove_all=True, add=current_value)]
-
-
-def _value(value_type: ValueType, text: str | None) -> Value | None:
-    return None if text is None else Value(value_type, text)
+        return [AttrChange(name, remove_all=True, add=values.one(name, value_type, unit["new_text"]))]
+    remove_all = event_type != EventType.INSERT_FIELD_QUERY_BACK
+    if name in table.multi_valued_names:
+        return [values.change(name, value_type, multi.get(name, ()), remove_all)]
+    return [AttrChange(name, remove_all=remove_all, add=values.one(name, value_type, current.get(name)))]
 
 
 def build_operation_xml(group: Mapping[str, Any], ctx: OperationContext) -> bytes | None:
@@ -76,7 +129,8 @@ def build_operation_xml(group: Mapping[str, Any], ctx: OperationContext) -> byte
     kind = OperationKind(group["kind"])
     row = _as_dict(group.get("row"))
     units: Sequence[Mapping[str, Any]] = group["units"]
-    attrs = [change for unit in units for change in attr_changes(unit, table, row, kind)]
+    multi, references = group.get("multi"), group.get("references")
+    attrs = [change for unit in units for change in attr_changes(unit, table, row, kind, multi, references)]
     operation = Operation(
         kind=kind,
         class_name=table.name,
@@ -87,6 +141,15 @@ def build_operation_xml(group: Mapping[str, Any], ctx: OperationContext) -> byte
     if operation.changes_nothing and not _announces(units):
         return None
     return build_operation(operation)
+
+
+_ADD = OperationKind.ADD.value
+
+
+def _adds_value(unit: Mapping[str, Any], table: TableInfo | None) -> bool:
+    """A logged value added to a multi-valued attribute, and nothing removed."""
+    return (table is not None and unit["attr_name"] in table.multi_valued_names
+            and int(unit["effective_type"]) == EventType.UPDATE_FIELD and unit["old_text"] is None)
 
 
 def _announces(units: Sequence[Mapping[str, Any]]) -> bool:
@@ -117,16 +180,19 @@ def object_operations(
     decisions: Sequence[Decision],
     current: CurrentRow | None,
     ctx: OperationContext,
+    references: References | None = None,
 ) -> list[PublishedOperation]:
     """One object's operations: its published events in processing order, consecutive events
-    of one kind merged into one operation."""
+    of one kind merged into one operation. A value added to a multi-valued attribute right
+    after the object's `<add>` joins it: the new object arrives with its values."""
     groups: list[dict[str, Any]] = []
+    table = ctx.tables[events[0]["class_name"]] if events else None
     for event, decision in zip(events, decisions, strict=True):
         if decision.outcome not in PUBLISHED:
             continue
         kind = operation_kind(decision.effective_type, ctx.insert_row_operation).value
         unit = {**event, "effective_type": decision.effective_type}
-        if groups and groups[-1]["kind"] == kind:
+        if groups and (groups[-1]["kind"] == kind or (groups[-1]["kind"] == _ADD and _adds_value(unit, table))):
             groups[-1]["units"].append(unit)
             continue
         groups.append({
@@ -134,6 +200,8 @@ def object_operations(
             "canonical_key": event["canonical_key"],
             "kind": kind,
             "row": None if current is None else current.values,
+            "multi": None if current is None else current.multi,
+            "references": references,
             "position": {"time": event["position_time"], "record_id": event["record_id"]},
             "units": [unit],
         })

@@ -35,6 +35,8 @@ _ROW_QB = frozenset(int(t) for t in ROW_QUERY_BACK)
 _FIELD_QB = frozenset(int(t) for t in FIELD_QUERY_BACK)
 _LOGGED_FIELD = frozenset(int(t) for t in LOGGED_VALUES)
 _DELETE = int(EventType.DELETE_ROW)
+_INSERTING = frozenset(int(t) for t in (EventType.INSERT_FIELD, EventType.INSERT_ROW_QUERY_BACK,
+                                        EventType.INSERT_FIELD_QUERY_BACK))
 QUERY_BACK_TYPES = _ROW_QB | _FIELD_QB
 
 
@@ -45,6 +47,8 @@ class CurrentRow:
 
     values: Mapping[str, str | None]
     problems: Mapping[str, str] = field(default_factory=dict)
+    multi: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Every value of each multi-valued attribute (its child table's rows), in text order."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,8 @@ def needs_query_back(events: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def decide(
-    events: Sequence[Mapping[str, Any]], current: CurrentRow | None, insert_row_adds: bool = False
+    events: Sequence[Mapping[str, Any]], current: CurrentRow | None, insert_row_adds: bool = False,
+    multi_valued: frozenset[str] = frozenset(),
 ) -> list[Decision]:
     """The decision for each of one object's publishable events, given in processing order.
 
@@ -88,16 +93,20 @@ def decide(
     would take the value away again; with no such event, the delete and what follows it carry
     the field's state, and the field's query-backs are redundant. With `insert_row_adds` (a
     type 5 publishes an `<add>`, which a consumer refuses for an object it holds) the same goes
-    for row query-backs, and deletes always stand.
+    for row query-backs, and deletes always stand. An event of a `multi_valued` attribute (a
+    child row's) that a delete of the object takes along (`_taken_by_delete`) is redundant.
     """
     exists = current is not None
     problems: Mapping[str, str] = current.problems if current is not None else {}
-    winners = _Winners(events, exists, problems, insert_row_adds)
+    taken = _taken_by_delete(events, multi_valued) if multi_valued else frozenset()
+    winners = _Winners(events, exists, problems, insert_row_adds, taken)
     decisions = []
     for index, event in enumerate(events):
         t = event["event_type_code"]
         name = event["attr_name"]
-        if t in _ROW_QB:
+        if index in taken:
+            decisions.append(Decision(Outcome.REDUNDANT, winners.field_type.get(name, t)))
+        elif t in _ROW_QB:
             if not exists:
                 decisions.append(Decision(Outcome.VANISHED, t, VANISHED_REASON))
             elif problems:
@@ -124,13 +133,40 @@ def decide(
     return decisions
 
 
+def _taken_by_delete(events: Sequence[Mapping[str, Any]], multi_valued: frozenset[str]) -> frozenset[int]:
+    """The events of multi-valued attributes a delete of the object makes redundant: those the
+    delete follows with nothing but such events between (a parent deleted with its children:
+    one `<delete>`), and those after a delete before the object is inserted again (there is no
+    object to change)."""
+    is_child = [e["attr_name"] in multi_valued and e["event_type_code"] != _DELETE for e in events]
+    taken: set[int] = set()
+    pending: list[int] = []
+    gone = False
+    for index, event in enumerate(events):
+        if is_child[index]:
+            if gone:
+                taken.add(index)
+            else:
+                pending.append(index)
+            continue
+        t = event["event_type_code"]
+        if t == _DELETE:
+            taken.update(pending)
+            gone = True
+        elif t in _INSERTING:
+            gone = False
+        pending = []
+    return frozenset(taken)
+
+
 class _Winners:
     """Which query-back events of an object take effect: `row`, the index of the winning row
     query-back (None: none wins); `fields`, the winning field query-back's index per field;
     `field_type`, the strongest type (7 < 8) logged per field."""
 
     def __init__(
-        self, events: Sequence[Mapping[str, Any]], exists: bool, problems: Mapping[str, str], rows_after_delete: bool
+        self, events: Sequence[Mapping[str, Any]], exists: bool, problems: Mapping[str, str], rows_after_delete: bool,
+        taken: frozenset[int] = frozenset(),
     ) -> None:
         last_delete = max((i for i, e in enumerate(events) if e["event_type_code"] == _DELETE), default=-1)
         self.row: int | None = None
@@ -144,7 +180,7 @@ class _Winners:
             elif t in _FIELD_QB:
                 name = event["attr_name"]
                 self.field_type[name] = max(self.field_type.get(name, t), t)
-                if index > last_delete and exists and name not in problems:
+                if index > last_delete and exists and name not in problems and index not in taken:
                     self.fields.setdefault(name, index)
 
 

@@ -10,11 +10,16 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lxml import etree
 from sqlalchemy import Engine, func, select
 
 from publisher.config import Config
+
+if TYPE_CHECKING:
+    from publisher.model.catalog import TableInfo
+    from publisher.rules.operations import References
 
 Objects = dict[str, dict[str, set[str]]]
 """Objects by association: attribute name → its values (an attribute with no value is absent)."""
@@ -153,10 +158,11 @@ def _source(config: Config, engine: Engine, subscriber: str | None = None) -> tu
     from publisher.database import association_schema, table_schema
     from publisher.model.catalog import reflect_catalog
     from publisher.model.operation import association
-    from publisher.pipeline.queryback import QueryBackContext, scan_table
+    from publisher.pipeline.queryback import QueryBackContext, scan_children, scan_table
+    from publisher.rules.operations import References
 
     schema = table_schema(config, engine)
-    catalog = reflect_catalog(engine, schema, published_tables(config, engine))
+    catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
     tables = catalog.tables
     if subscriber is not None:
         from publisher.pipeline.subscribers import tracked
@@ -167,14 +173,30 @@ def _source(config: Config, engine: Engine, subscriber: str | None = None) -> tu
     label = association_schema(config, engine)
     objects: Objects = {}
     problems: list[Difference] = []
+    references = References(tables, label)
     for table in tables.values():
         for key, row, row_problems in scan_table(ctx, table):
             name = association(key, table.name, label)
-            objects[name] = {column: {value} for column, value in row.items() if value is not None}
+            objects[name] = {column: {_published(table, column, value, references)}
+                             for column, value in row.items() if value is not None}
             for column, reason in row_problems.items():
                 objects[name].pop(column, None)
                 problems.append(Difference(name, column, f"cannot be published: {reason}", ""))
+        for key, attribute, value, problem in scan_children(ctx, table) if table.multi_valued else ():
+            name = association(key, table.name, label)
+            if name not in objects:
+                continue
+            if problem is not None:
+                problems.append(Difference(name, attribute, f"cannot be published: {problem}", ""))
+            elif value is not None:
+                objects[name].setdefault(attribute, set()).add(_published(table, attribute, value, references))
     return len(tables), objects, problems
+
+
+def _published(table: TableInfo, attribute: str, value: str, references: References) -> str:
+    """A value's text as the consumer holds it: a reference's, the referenced object's association."""
+    target = table.reference(attribute)
+    return value if target is None else references.value(target, value).text
 
 
 def compare(mirror: Mirror, source: Objects, source_problems: Iterable[Difference] = ()) -> list[Difference]:
