@@ -88,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     install = with_config(commands.add_parser(
         "install", help="create the event log table and the capture triggers",
         description="Creates the event log table (if missing) and (re)creates the triggers of each named "
-        "table, reflecting its columns and primary key.",
+        "table, reflecting its columns and primary key. A table configured as a logical class "
+        "([classes.NAME]) gets the triggers of its child tables too, which log their rows as values of "
+        "the parent's multi-valued attributes (README, \"Logical classes\").",
     ))
     install.add_argument("--table", action="append", default=[], metavar="T", help="table to capture (repeatable)")
     install.add_argument(
@@ -339,6 +341,7 @@ def _parse_key(text: str) -> int:
 def _install(config: Config, args: argparse.Namespace) -> int:
     from publisher.capture.install import install_capture
     from publisher.database import connect
+    from publisher.model.logical import installed_children
 
     statements = install_capture(config, connect(config), args.table, args.style, args.dry_run)
     if args.dry_run:
@@ -346,8 +349,10 @@ def _install(config: Config, args: argparse.Namespace) -> int:
             print(statement.rstrip().rstrip(";") + ";\n")
     else:
         names = ", ".join(args.table) or "no tables"
-        print(f"installed the event log {config.event_log.table} and the {args.style} triggers of {names}",
-              file=sys.stderr)
+        children = [f"{child} (values of {table}.{attribute})" for table, attribute, child in
+                    installed_children(config.classes, args.table)]
+        print(f"installed the event log {config.event_log.table} and the {args.style} triggers of {names}"
+              + (f"; child tables: {', '.join(children)}" if children else ""), file=sys.stderr)
     return 0
 
 

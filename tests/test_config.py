@@ -73,6 +73,16 @@ def test_renamed_columns_and_lists(tmp_path):
         ("[database]\nurl = 'not a url'\n", "database.url: 'not a url' is not a SQLAlchemy URL"),
         ("database = 3\n", "database: expected a table"),
         ("[spark]\nmaster = ''\n", "spark.master"),
+        ("[classes.usr.multi_valued]\nphone = 'usr_phone'\n",
+         "classes.usr.multi_valued.phone: expected \"child_table.value_column\", got 'usr_phone'"),
+        ("[classes.usr.multi_valued]\nphone = 'p.n'\nmail = 'P.m'\n",
+         "classes.usr.multi_valued.mail: child table 'P' is also classes.usr.multi_valued.phone"),
+        ("[classes.usr.multi_valued]\nmember = 'grp.idu'\n[classes.grp]\n",
+         "classes.usr.multi_valued.member: 'grp' is a class of its own, not a child table"),
+        ("[classes.usr.references]\nmanager = ''\n", "classes.usr.references.manager: expected an attribute"),
+        ("[classes.usr.multi_valued]\nphone = 'p.n'\n[output.messages]\nenabled = true\n",
+         "output: change tables and messages carry a table's columns, and class 'usr' has multi-valued"),
+        ("classes = 3\n", "classes: expected a table of named entries"),
     ],
 )
 def test_bad_configuration_names_the_key(tmp_path, body, fragment):

@@ -14,7 +14,7 @@ from lxml import etree
 from schemas import OTHER_USER
 from sqlalchemy import text
 
-from publisher.config import ClassConfig
+from publisher.config import ClassConfig, ConfigError
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value
 from publisher.model.values import ValueType
 from publisher.outputs.xds import DANGLING_REFERENCE, build_operation
@@ -246,3 +246,45 @@ def test_a_parent_deleted_and_inserted_again_keeps_only_its_new_values(logical: 
         (replaced,) = operations
         assert _shape(replaced, "phone") == ["remove-all-values", "add-value"]
         assert _values(replaced, "phone", "add-value") == ["555-2"]
+
+
+@pytest.mark.parametrize(("classes", "message"), [
+    ({"nope": ClassConfig()}, "classes.nope: no published table 'nope'"),
+    ({"usr": ClassConfig(references={"manager": "gone"})}, "classes.usr.references.manager: 'gone' is not a published"),
+    ({"usr": ClassConfig(references={"boss": "usr"})}, "classes.usr.references.boss: 'usr' has no attribute 'boss'"),
+    ({"grp": ClassConfig(references={"name": "pair"})},
+     "classes.grp.references.name: 'pair' has a key of 2 columns; a reference's value is the key of a class keyed"),
+    ({"usr": ClassConfig(multi_valued={"fname": "usr_phone.phone"})},
+     "classes.usr.multi_valued.fname: 'usr' has a column 'fname' already"),
+    ({"usr": ClassConfig(multi_valued={"phone": "usr_phone.kind"})},
+     "classes.usr.multi_valued.phone: the primary key of 'usr_phone' is (idu, phone); it must be the columns"),
+    ({"usr": ClassConfig(multi_valued={"phone": "usr_phones.phone"})},
+     "classes.usr.multi_valued.phone: child table 'usr_phones' does not exist"),
+])
+def test_a_class_the_tables_cannot_carry_is_refused_before_any_event_is_read(
+        spark, database, tmp_path, classes, message) -> None:
+    h = Harness(spark, database, tmp_path, user=OTHER_USER, tables=("usr", "grp", "pair"))
+    h.db.execute(*_ddl(h.dialect, h.db.schema),
+                 f"CREATE TABLE {h.table('pair')} (a INTEGER, b INTEGER, PRIMARY KEY (a, b))")
+    h.install("usr", "grp", "pair")
+    _run(h, "INSERT INTO {usr} (idu, fname) VALUES (1, 'Ann')")
+    h.config = dataclasses.replace(h.config, classes=classes)
+    with pytest.raises(ConfigError) as refused:
+        h.poll()
+    assert message in str(refused.value)
+    assert set(h.statuses().values()) == {"N"}
+
+
+def test_the_command_line_refuses_a_bad_class_with_exit_2(sqlite_database, tmp_path, capsys) -> None:
+    from publisher.cli import main
+
+    config = tmp_path / "publisher.toml"
+    config.write_text(f'[database]\nurl = "{sqlite_database.url}"\n[output]\ndirectory = "{tmp_path / "out"}"\n'
+                      '[classes.usr.multi_valued]\nphone = "usr_phone.number"\n', encoding="utf-8")
+    sqlite_database.execute(*_ddl("sqlite", None))
+    assert main(["install", "-c", str(config), "--table", "usr"]) == 2
+    assert "classes.usr.multi_valued.phone: table 'usr_phone' has no column 'number'" in capsys.readouterr().err
+    config.write_text(config.read_text(encoding="utf-8").replace('"usr_phone.number"', '"usr_phone.phone"'),
+                      encoding="utf-8")
+    assert main(["install", "-c", str(config), "--table", "usr"]) == 0
+    assert "; child tables: usr_phone (values of usr.phone)" in capsys.readouterr().err

@@ -56,6 +56,15 @@ class ChildOf:
     cls: ClassConfig
 
 
+def installed_children(classes: Mapping[str, ClassConfig], tables: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(class, attribute, child table) of each child table `install --table` names or installs
+    with its class."""
+    named = {t.lower() for t in tables}
+    return [(name, attribute, child_column(spec)[0])
+            for name, cls in classes.items() for attribute, spec in cls.multi_valued.items()
+            if name.lower() in named or child_column(spec)[0].lower() in named]
+
+
 def child_of(classes: Mapping[str, ClassConfig], table: str) -> ChildOf | None:
     """The class whose multi-valued attribute the table holds (compared ignoring case, as table
     names are), with only that attribute: naming a child installs that child alone."""
