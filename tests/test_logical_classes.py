@@ -288,3 +288,35 @@ def test_the_command_line_refuses_a_bad_class_with_exit_2(sqlite_database, tmp_p
                       encoding="utf-8")
     assert main(["install", "-c", str(config), "--table", "usr"]) == 0
     assert "; child tables: usr_phone (values of usr.phone)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_subscribers_get_the_attributes_they_track_and_resolve_references_they_do_not(
+        spark, database, tmp_path, style) -> None:
+    from publisher.config import SubscriberConfig, SubscriptionConfig
+    from publisher.service.checkouts import check_out
+
+    h = Harness(spark, database, tmp_path, user=OTHER_USER, tables=())
+    h.config = dataclasses.replace(
+        h.config, classes=CLASSES,
+        subscriptions={"groups": SubscriptionConfig(tables=("grp",)),
+                       "names": SubscriptionConfig(tables=("usr",), columns={"usr": ("fname", "phone")})},
+        subscribers={"g": SubscriberConfig("groups", str(tmp_path / "g")),
+                     "n": SubscriberConfig("names", str(tmp_path / "n"))},
+    )
+    h.db.execute(*_ddl(h.dialect, h.db.schema))
+    h.install("usr", "grp", style=style)
+    _run(h, "INSERT INTO {usr} (idu, fname, manager) VALUES (1, 'Ann', NULL), (2, 'Bob', 1)",
+         "INSERT INTO {usr_phone} (idu, phone) VALUES (1, '555-1')",
+         "INSERT INTO {grp} (gid, name) VALUES (7, 'staff')",
+         "INSERT INTO {grp_member} (gid, idu) VALUES (7, 1), (7, 99)")
+    for name in ("g", "n"):
+        assert check_out(spark, h.engine, h.config, name).events > 0
+        assert [str(d) for d in verify(h.config, h.engine, subscriber=name)] == []
+    documents = {name: [etree.parse(str(p)).getroot() for p in sorted((tmp_path / name).glob("*.xml"))]
+                 for name in ("g", "n")}
+    members = {v.text: v.get("association-ref") for d in documents["g"] for v in d.iter("value")
+               if v.get("type") == "dn"}
+    assert members == {h.association("idu=1"): h.association("idu=1"), h.association("idu=99"): None}
+    names = {a.get("attr-name") for d in documents["n"] for a in d.iter("add-attr", "modify-attr")}
+    assert names == {"fname", "phone"}

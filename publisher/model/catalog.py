@@ -260,6 +260,12 @@ def _multi_valued(inspector, dialect: str, schema: str | None, parent: TableInfo
     return MultiValued(attribute, link.table, value, tuple(linked))
 
 
+def referenced_tables(catalog: Catalog, tables: Mapping[str, TableInfo]) -> dict[str, TableInfo]:
+    """The classes the tables' references name: read to tell whether a referenced object exists,
+    whether or not they are published (a subscriber may not track them)."""
+    return {target: catalog.tables[target] for table in tables.values() for _, target in table.references}
+
+
 def check_link(link: ChildLink, key: ColumnInfo, column: ColumnInfo) -> None:
     """A child's link column must spell its values in a table_key as the parent's key column
     does (text holding an integer key would spell `idu=01`, an object the consumer lacks)."""

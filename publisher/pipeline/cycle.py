@@ -26,7 +26,7 @@ from publisher.capture.install import published_tables
 from publisher.config import Config
 from publisher.database import association_schema, publisher_user, table_schema
 from publisher.errors import OutputStateError, StageFailedError, root_cause
-from publisher.model.catalog import reflect_catalog
+from publisher.model.catalog import referenced_tables, reflect_catalog
 from publisher.model.events import Status
 from publisher.outputs.files import WINDOW_FILE, next_cycle_number, pin_window, pinned_window, unpin_window
 from publisher.outputs.formats import FormatsWritten
@@ -201,7 +201,8 @@ def _plan(config: Config, engine: Engine, subscriber: str | None) -> CyclePlan |
         output=output,
         classify=ClassifyContext(catalog, publisher_user(config, engine), config.publisher.allow_loopback,
                                  subscription),
-        objects=ObjectsContext(QueryBackContext(config.database.sqlalchemy_url(), schema, tables), operations),
+        objects=ObjectsContext(QueryBackContext(config.database.sqlalchemy_url(), schema,
+                                                {**referenced_tables(catalog, tables), **tables}), operations),
         future_events=config.publisher.future_events,
         batch_size=config.publisher.batch_size,
         formats=config.output if config.output.publishes_changes else None,

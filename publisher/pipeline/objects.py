@@ -172,7 +172,7 @@ def _references(
         return None
     assert reader is not None, "a class with references is resolved object by object, with a reader"
     started = time.perf_counter()
-    references = References(tables, ctx.operations.schema_label)
+    references = References(ctx.query_back.tables, ctx.operations.schema_label)
     wanted: dict[str, set[str]] = defaultdict(set)
     for group in named:
         table = tables[group[0]["class_name"]]

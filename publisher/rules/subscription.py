@@ -8,6 +8,7 @@ is rejected and recorded, as the status mode would.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -88,7 +89,10 @@ def tracked_tables(catalog: Catalog, tracked: SubscriptionFilter) -> dict[str, T
     for name in tracked.tables:
         table = catalog.tables[name]
         columns = tracked.columns.get(name)
-        kept[name] = table if columns is None else TableInfo(
-            table.name, tuple(c for c in table.columns if c.name in columns), table.is_view
+        kept[name] = table if columns is None else dataclasses.replace(
+            table,
+            columns=tuple(c for c in table.columns if c.name in columns),
+            multi_valued=tuple(m for m in table.multi_valued if m.attribute.name in columns),
+            references=tuple((a, target) for a, target in table.references if a in columns),
         )
     return kept

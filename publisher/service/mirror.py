@@ -173,7 +173,7 @@ def _source(config: Config, engine: Engine, subscriber: str | None = None) -> tu
     label = association_schema(config, engine)
     objects: Objects = {}
     problems: list[Difference] = []
-    references = References(tables, label)
+    references = References(catalog.tables, label)
     for table in tables.values():
         for key, row, row_problems in scan_table(ctx, table):
             name = association(key, table.name, label)
