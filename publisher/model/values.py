@@ -36,6 +36,10 @@ class ValueType(str, enum.Enum):
     """A reference to another published object (`association-ref`); never a column's own type."""
 
 
+COLUMN_VALUE_TYPES = tuple(t for t in ValueType if t is not ValueType.DN)
+"""The types a column's values are published as; a reference is published as dn instead."""
+
+
 class BadValueError(ValueError):
     """A value that cannot be published as its column's type; permanent for its event."""
 
