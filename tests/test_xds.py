@@ -255,7 +255,15 @@ def lxml_operation(op: Operation) -> bytes:
     sub = etree.SubElement
 
     def value(parent: etree._Element, v: Value) -> None:
-        sub(parent, "value", {"type": v.type.value}).text = v.text
+        attributes = {"type": v.type.value}
+        if v.association_ref is not None:
+            attributes["association-ref"] = v.association_ref
+        sub(parent, "value", attributes).text = v.text
+
+    def values(parent: etree._Element, attr: AttrChange) -> None:
+        assert attr.add is not None
+        for v in (attr.add, *attr.more):
+            value(parent, v)
 
     root = etree.Element(op.kind.value, {"class-name": op.class_name, "event-id": str(op.event_id)})
     sub(root, "association").text = op.association
@@ -264,7 +272,7 @@ def lxml_operation(op: Operation) -> bytes:
             if attr.remove_all or attr.remove is not None:
                 raise ValueError(f"an add operation cannot remove values (attribute {attr.name!r})")
             if attr.add is not None:
-                value(sub(root, "add-attr", {"attr-name": attr.name}), attr.add)
+                values(sub(root, "add-attr", {"attr-name": attr.name}), attr)
     elif op.kind is OperationKind.MODIFY:
         for attr in op.attrs:
             if attr.is_empty:
@@ -275,7 +283,7 @@ def lxml_operation(op: Operation) -> bytes:
             if attr.remove is not None:
                 value(sub(modify_attr, "remove-value"), attr.remove)
             if attr.add is not None:
-                value(sub(modify_attr, "add-value"), attr.add)
+                values(sub(modify_attr, "add-value"), attr)
     elif op.attrs:
         raise ValueError("a delete operation carries no attributes")
     return etree.tostring(root, encoding="UTF-8")
@@ -315,9 +323,11 @@ REFUSED_CHAR = st.one_of(
     st.characters(categories=["Cs"]),
     st.sampled_from("\ufffe\uffff"),
 )
-VALUE = st.builds(Value, st.sampled_from(ValueType), XML_TEXT | st.none())
-CHANGE = st.builds(AttrChange, XML_TEXT, st.booleans(), st.none() | VALUE, st.none() | VALUE)
-ADD_CHANGE = st.builds(AttrChange, XML_TEXT, add=st.none() | VALUE)
+VALUE = st.builds(Value, st.sampled_from(ValueType), XML_TEXT | st.none(),
+                  st.none() | st.text().map(lambda s: "".join(c for c in s if xml_char(c))))
+MORE = st.lists(VALUE, max_size=3).map(tuple)
+CHANGE = st.builds(AttrChange, XML_TEXT, st.booleans(), st.none() | VALUE, st.none() | VALUE, MORE)
+ADD_CHANGE = st.builds(AttrChange, XML_TEXT, add=st.none() | VALUE, more=MORE)
 
 
 def operations(
