@@ -34,28 +34,39 @@ def _events(*events: tuple) -> list[dict]:
             for i, (t, a, o, n) in enumerate(events, 1)]
 
 
-@pytest.mark.parametrize(("events", "current", "outcomes"), [
+PARENT = CurrentRow({"fname": "A"}, multi={"phone": ("3",)})
+
+
+@pytest.mark.parametrize(("events", "current", "outcomes", "carrier"), [
     # the children's removals right before the parent's delete go with it
-    ([(2, "phone", "1", None), (2, "phone", "2", None), (4, None, None, None)], None,
-     ["redundant", "redundant", "survives"]),
-    # ... and those logged after it (a cascade that fires later), until the parent is back
-    ([(4, None, None, None), (8, "phone", None, None), (1, "fname", None, "Ann"), (2, "phone", None, "3")],
-     CurrentRow({"fname": "Ann"}, multi={"phone": ("3",)}),
-     ["survives", "redundant", "survives", "survives"]),
+    ([(2, "phone", "1", None), (2, "phone", "2", None), (4, None, None, None)], PARENT,
+     ["redundant", "redundant", "survives"], None),
+    # ... and those logged after it (a cascade that fires later), until the parent is back,
+    # whose insert carries the current values: the values logged with it are redundant
+    ([(4, None, None, None), (8, "phone", None, None), (1, "fname", None, "A"), (2, "phone", None, "3")], PARENT,
+     ["survives", "redundant", "survives", "redundant"], 2),
+    # a child written before its parent cannot make a change ahead of the parent's <add>
+    ([(2, "phone", None, "3"), (8, "phone", None, None), (1, "fname", None, "A")], PARENT,
+     ["redundant", "redundant", "survives"], 2),
+    # an insert beaten by a field query-back of its column carries nothing: the values stand
+    ([(1, "fname", None, "A"), (8, "fname", None, None), (2, "phone", None, "3")], PARENT,
+     ["redundant", "wins", "survives"], None),
     # a removal followed by another change first stands: the delete comes later
-    ([(2, "phone", "1", None), (2, "fname", "A", "B"), (4, None, None, None)], None,
-     ["survives", "survives", "survives"]),
+    ([(2, "phone", "1", None), (2, "fname", "A", "B"), (4, None, None, None)], PARENT,
+     ["survives", "survives", "survives"], None),
+    # the object is gone: its values went with it (or come with its insert, if that is still to come)
+    ([(2, "phone", "1", None), (2, "fname", "A", "B"), (2, "phone", None, "2")], None,
+     ["redundant", "survives", "redundant"], None),
     # the parent's row query-back after its delete carries the values (and beats the delete)
-    ([(4, None, None, None), (8, "phone", None, None), (5, None, None, None), (8, "phone", None, None)],
-     CurrentRow({}, multi={"phone": ("3",)}), ["redundant", "redundant", "wins", "redundant"]),
-    # a field query-back of a child after the delete boundary still wins once the parent is back
-    ([(4, None, None, None), (8, "phone", None, None), (1, "fname", None, "A"), (8, "phone", None, None)],
-     CurrentRow({"fname": "A"}, multi={"phone": ("3",)}), ["survives", "redundant", "survives", "wins"]),
+    ([(4, None, None, None), (8, "phone", None, None), (5, None, None, None), (8, "phone", None, None)], PARENT,
+     ["redundant", "redundant", "wins", "redundant"], None),
 ])
-def test_a_delete_takes_its_childrens_events_along(events, current, outcomes) -> None:
+def test_a_parents_delete_and_insert_take_its_childrens_events_along(events, current, outcomes, carrier) -> None:
     decisions = decide(_events(*events), current, multi_valued=frozenset({"phone"}))
     assert [d.outcome for d in decisions] == outcomes
     assert {d.status.value for d in decisions} == {"S"}
+    assert [i for i, d in enumerate(decisions) if d.carries] == ([] if carrier is None else [carrier])
+    assert all(d.carries == ("phone",) for d in decisions if d.carries)
 
 
 def test_a_multi_valued_attribute_and_references_in_xds() -> None:

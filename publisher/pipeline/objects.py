@@ -119,8 +119,9 @@ def _publish_slice(
 ) -> list[StatusNote | PublishedOperation]:
     started = time.perf_counter()
     wanted: dict[str, list[str]] = defaultdict(list)
+    tables = ctx.operations.tables
     for group in groups:
-        if needs_query_back(group):
+        if needs_query_back(group) or tables[group[0]["class_name"]].multi_valued:
             wanted[group[0]["class_name"]].append(group[0]["canonical_key"])
     current = reader.read(wanted) if wanted else {}
     _add(spent, "query_back", time.perf_counter() - started)

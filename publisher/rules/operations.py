@@ -93,14 +93,21 @@ def attr_changes(unit: Mapping[str, Any], table: TableInfo, row: Mapping[str, st
                  kind: OperationKind, multi: Mapping[str, Sequence[str]] | None = None,
                  references: References | None = None) -> list[AttrChange]:
     """What one surviving event changes; query-back events take values from the current row
-    (a multi-valued attribute: every value it has)."""
+    (a multi-valued attribute: every value it has), and so does an insert for the multi-valued
+    attributes it carries."""
+    changes = _event_changes(unit, table, row, kind, multi or {}, _Values(table, references))
+    carried = [m.attribute for m in table.multi_valued if m.attribute.name in unit.get("carries", ())]
+    return changes + [_Values(table, references).change(a.name, a.value_type, (multi or {}).get(a.name, ()),
+                                                         kind is OperationKind.MODIFY) for a in carried]
+
+
+def _event_changes(unit: Mapping[str, Any], table: TableInfo, row: Mapping[str, str | None] | None,
+                   kind: OperationKind, multi: Mapping[str, Sequence[str]], values: _Values) -> list[AttrChange]:
     event_type = int(unit["effective_type"])
     name = unit["attr_name"]
-    values = _Values(table, references)
     if event_type == EventType.DELETE_ROW:
         return []
     current = row or {}
-    multi = multi or {}
     if event_type in (EventType.INSERT_ROW_QUERY_BACK, EventType.UPDATE_ROW_QUERY_BACK):
         remove_all = kind is OperationKind.MODIFY
         return [
@@ -143,15 +150,6 @@ def build_operation_xml(group: Mapping[str, Any], ctx: OperationContext) -> byte
     return build_operation(operation)
 
 
-_ADD = OperationKind.ADD.value
-
-
-def _adds_value(unit: Mapping[str, Any], table: TableInfo | None) -> bool:
-    """A logged value added to a multi-valued attribute, and nothing removed."""
-    return (table is not None and unit["attr_name"] in table.multi_valued_names
-            and int(unit["effective_type"]) == EventType.UPDATE_FIELD and unit["old_text"] is None)
-
-
 def _announces(units: Sequence[Mapping[str, Any]]) -> bool:
     """An insert's row query-back publishes even with nothing to set: on a table of key
     columns only (a membership, a grant) the operation itself is the news that the object exists."""
@@ -183,16 +181,14 @@ def object_operations(
     references: References | None = None,
 ) -> list[PublishedOperation]:
     """One object's operations: its published events in processing order, consecutive events
-    of one kind merged into one operation. A value added to a multi-valued attribute right
-    after the object's `<add>` joins it: the new object arrives with its values."""
+    of one kind merged into one operation."""
     groups: list[dict[str, Any]] = []
-    table = ctx.tables[events[0]["class_name"]] if events else None
     for event, decision in zip(events, decisions, strict=True):
         if decision.outcome not in PUBLISHED:
             continue
         kind = operation_kind(decision.effective_type, ctx.insert_row_operation).value
-        unit = {**event, "effective_type": decision.effective_type}
-        if groups and (groups[-1]["kind"] == kind or (groups[-1]["kind"] == _ADD and _adds_value(unit, table))):
+        unit = {**event, "effective_type": decision.effective_type, "carries": decision.carries}
+        if groups and groups[-1]["kind"] == kind:
             groups[-1]["units"].append(unit)
             continue
         groups.append({

@@ -57,6 +57,9 @@ class Decision:
     effective_type: int
     """The type the event publishes as: a field query-back takes the strongest type (7 < 8) of its field."""
     reason: str | None = None
+    carries: tuple[str, ...] = ()
+    """The multi-valued attributes whose current values the event publishes besides its own: an
+    object's insert carries them (see `decide`)."""
 
     @property
     def status(self) -> Status:
@@ -93,19 +96,31 @@ def decide(
     would take the value away again; with no such event, the delete and what follows it carry
     the field's state, and the field's query-backs are redundant. With `insert_row_adds` (a
     type 5 publishes an `<add>`, which a consumer refuses for an object it holds) the same goes
-    for row query-backs, and deletes always stand. An event of a `multi_valued` attribute (a
-    child row's) that a delete of the object takes along (`_taken_by_delete`) is redundant.
+    for row query-backs, and deletes always stand.
+
+    A logical class's `multi_valued` attributes (child rows, logged as the parent's events) are
+    read with every object, so `current` None means the object is gone: then their events are
+    redundant (the object's delete took the values, or its insert, still to come, will carry
+    them). The object's insert after its last delete carries their current values, like a field
+    query-back, so the values logged around it are redundant (a child written before its parent
+    cannot make a change ahead of the object's `<add>`); and the events a delete takes along
+    (`_taken_by_delete`) are redundant.
     """
     exists = current is not None
     problems: Mapping[str, str] = current.problems if current is not None else {}
     taken = _taken_by_delete(events, multi_valued) if multi_valued else frozenset()
-    winners = _Winners(events, exists, problems, insert_row_adds, taken)
+    winners = _Winners(events, exists, problems, insert_row_adds, taken, multi_valued)
     decisions = []
     for index, event in enumerate(events):
         t = event["event_type_code"]
         name = event["attr_name"]
-        if index in taken:
+        if index in taken or (name in multi_valued and not exists):
             decisions.append(Decision(Outcome.REDUNDANT, winners.field_type.get(name, t)))
+        elif index == winners.carrier:
+            if t in _FIELD_QB:
+                decisions.append(Decision(Outcome.WINS, winners.field_type[name], carries=winners.carried))
+            else:
+                decisions.append(Decision(Outcome.SURVIVES, t, carries=winners.carried))
         elif t in _ROW_QB:
             if not exists:
                 decisions.append(Decision(Outcome.VANISHED, t, VANISHED_REASON))
@@ -166,7 +181,7 @@ class _Winners:
 
     def __init__(
         self, events: Sequence[Mapping[str, Any]], exists: bool, problems: Mapping[str, str], rows_after_delete: bool,
-        taken: frozenset[int] = frozenset(),
+        taken: frozenset[int] = frozenset(), multi_valued: frozenset[str] = frozenset(),
     ) -> None:
         last_delete = max((i for i, e in enumerate(events) if e["event_type_code"] == _DELETE), default=-1)
         self.row: int | None = None
@@ -182,6 +197,25 @@ class _Winners:
                 self.field_type[name] = max(self.field_type.get(name, t), t)
                 if index > last_delete and exists and name not in problems and index not in taken:
                     self.fields.setdefault(name, index)
+        self.carrier: int | None = None
+        """The object's insert that carries its multi-valued attributes (`carried`)."""
+        self.carried: tuple[str, ...] = ()
+        if multi_valued and exists and self.row is None:
+            inserts = (i for i, e in enumerate(events) if i > last_delete and self._inserts(i, e, multi_valued))
+            self.carrier = next(inserts, None)
+        if self.carrier is not None:
+            self.carried = tuple(sorted(multi_valued - set(problems)))
+            self.fields.update(dict.fromkeys(self.carried, self.carrier))
+
+    def _inserts(self, index: int, event: Mapping[str, Any], multi_valued: frozenset[str]) -> bool:
+        """A published event of the object's own insert: a type 1 no query-back beats, or the
+        winning type 7 of its column."""
+        name = event["attr_name"]
+        if name in multi_valued:
+            return False
+        t = event["event_type_code"]
+        return (t == EventType.INSERT_FIELD and name not in self.fields) or (
+            t == EventType.INSERT_FIELD_QUERY_BACK and self.fields.get(name) == index)
 
 
 def _unreadable(reason: str) -> str:
