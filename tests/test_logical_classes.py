@@ -57,6 +57,8 @@ PARENT = CurrentRow({"fname": "A"}, multi={"phone": ("3",)})
     # the object is gone: its values went with it (or come with its insert, if that is still to come)
     ([(2, "phone", "1", None), (2, "fname", "A", "B"), (2, "phone", None, "2")], None,
      ["redundant", "survives", "redundant"], None),
+    # two child rows whose values publish the same text: removing one leaves the value held
+    ([(2, "phone", "3", None), (2, "phone", "1", None)], PARENT, ["redundant", "survives"], None),
     # the parent's row query-back after its delete carries the values (and beats the delete)
     ([(4, None, None, None), (8, "phone", None, None), (5, None, None, None), (8, "phone", None, None)], PARENT,
      ["redundant", "redundant", "wins", "redundant"], None),

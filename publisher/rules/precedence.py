@@ -104,7 +104,8 @@ def decide(
     them). The object's insert after its last delete carries their current values, like a field
     query-back, so the values logged around it are redundant (a child written before its parent
     cannot make a change ahead of the object's `<add>`); and the events a delete takes along
-    (`_taken_by_delete`) are redundant.
+    (`_taken_by_delete`) are redundant, and so is the removal of a value the attribute still
+    holds (two child rows whose values publish the same text: one removed, the other stays).
     """
     exists = current is not None
     problems: Mapping[str, str] = current.problems if current is not None else {}
@@ -114,7 +115,7 @@ def decide(
     for index, event in enumerate(events):
         t = event["event_type_code"]
         name = event["attr_name"]
-        if index in taken or (name in multi_valued and not exists):
+        if index in taken or (name in multi_valued and (not exists or _still_held(event, current))):
             decisions.append(Decision(Outcome.REDUNDANT, winners.field_type.get(name, t)))
         elif index == winners.carrier:
             if t in _FIELD_QB:
@@ -146,6 +147,13 @@ def decide(
         else:
             decisions.append(Decision(Outcome.SURVIVES, t))
     return decisions
+
+
+def _still_held(event: Mapping[str, Any], current: CurrentRow | None) -> bool:
+    """A value removed from a multi-valued attribute that holds it now."""
+    old = event["old_text"]
+    return (current is not None and event["event_type_code"] == EventType.UPDATE_FIELD and event["new_text"] is None
+            and old is not None and old in current.multi.get(event["attr_name"], ()))
 
 
 def _taken_by_delete(events: Sequence[Mapping[str, Any]], multi_valued: frozenset[str]) -> frozenset[int]:
