@@ -390,28 +390,19 @@ CASCADE, which SQLite runs before the parent's own triggers). SQLite's windows m
 two statements of a transaction, and a value in the cycle before its parent's insert is
 published as a <modify> ahead of the object's <add>, which the consumer refuses
 (test_sqlite_a_value_in_the_cycle_before_its_parents_insert); off until that is fixed."""
-SAME_TEXT_VALUES = False
-"""Whether field-style scenarios may give one object two values that publish the same text
-(timestamps within one second: XDS times are whole seconds; SQLite REALs that differ past
-their 15th digit). Removing one publishes a <remove-value> of that text, and the consumer loses
-the value the other row still has (test_two_timestamps_of_one_second_are_one_published_value);
-off until fixed."""
 
 
 @dataclass(frozen=True)
 class Allowed:
     """What a logical scenario may do that fails for a known reason in some dialects and styles
-    (see SQLITE_VALUES_FIRST and SAME_TEXT_VALUES): log values before their parent's insert, and
-    give an object values that publish the same text."""
+    (see SQLITE_VALUES_FIRST): log values before their parent's insert."""
 
     values_first: bool = True
-    same_text_values: bool = True
 
 
 def allowed(dialect: str, style: str) -> Allowed:
     """Everything, but what fails for a known reason in the dialect and style."""
-    field = style == "field"
-    return Allowed(SQLITE_VALUES_FIRST or not field or dialect != "sqlite", SAME_TEXT_VALUES or not field)
+    return Allowed(SQLITE_VALUES_FIRST or style != "field" or dialect != "sqlite")
 
 
 @dataclass(frozen=True)
@@ -499,7 +490,10 @@ SAME_TEXT = {
     ("sqlite", "REAL"): FLOATS.filter(lambda f: f != 0 and math.isfinite(math.nextafter(f, math.inf))
                                       and math.isfinite(math.nextafter(f, -math.inf))).map(_next_floats),
 }
-"""Of a dialect's types, distinct values that publish the same text (see SAME_TEXT_VALUES)."""
+"""Of a dialect's types, distinct values that publish the same text (timestamps within one
+second: XDS times are whole seconds; SQLite REALs that differ past their 15th digit), which a
+child's pool is half the time: removing one must not take the text from the consumer while
+another row holds it (test_two_timestamps_of_one_second_are_one_published_value)."""
 
 
 @st.composite
@@ -536,7 +530,7 @@ def logical_schemas(draw: st.DrawFn, dialect: str, allowed: Allowed = Allowed()
             allowed.values_first))
         values = spec.column(value).type
         same_text = SAME_TEXT.get((dialect, values.ddl))
-        if same_text is not None and allowed.same_text_values and draw(st.booleans()):
+        if same_text is not None and draw(st.booleans()):
             pool = draw(same_text)
         else:
             pool = draw(st.lists(values.literals, min_size=1, max_size=3))
