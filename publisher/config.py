@@ -47,6 +47,8 @@ class DatabaseConfig:
         database = url.database or ""
         if url.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not database.startswith("file:"):
             url = url.set(database=os.path.abspath(database))
+        if url.get_backend_name() in MYSQL_BACKENDS:
+            url = _mysql_url(url)
         return url.render_as_string(hide_password=False)
 
     def display_url(self) -> str:
@@ -74,6 +76,22 @@ class DatabaseConfig:
 
 
 _INLINE_PASSWORD = re.compile(r"(://[^/@:]*:)([^@]*)@")
+
+MYSQL_BACKENDS = ("mysql", "mariadb")
+MYSQL_DEFAULT_DRIVER = "pymysql"
+"""The driver a bare mysql:// or mariadb:// URL gets: PyMySQL is pure Python, so it installs
+with the publisher everywhere, with no client library or compiler (README, MariaDB and MySQL)."""
+
+
+def _mysql_url(url: Any) -> Any:
+    """A MySQL/MariaDB URL with the default driver where it names none, and utf8mb4 unless it
+    asks for a character set: the server's utf8mb3 default would garble every character
+    outside the Basic Multilingual Plane."""
+    if "+" not in url.drivername:
+        url = url.set(drivername=f"{url.drivername}+{MYSQL_DEFAULT_DRIVER}")
+    if "charset" not in url.query:
+        url = url.update_query_dict({"charset": "utf8mb4"})
+    return url
 
 
 def mask_url(url: str) -> str:
@@ -247,6 +265,16 @@ class ClassConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """Prometheus metrics served over HTTP by `publisher run` (README, "Metrics")."""
+
+    port: int = 0
+    """The port of http://ADDRESS:PORT/metrics; 0 = no metrics served."""
+    address: str = "127.0.0.1"
+    """The address to listen on; "0.0.0.0" for every interface (the metrics name tables and users)."""
+
+
+@dataclass(frozen=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     event_log: EventLogConfig = field(default_factory=EventLogConfig)
@@ -256,6 +284,7 @@ class Config:
     subscriptions: Mapping[str, SubscriptionConfig] = field(default_factory=dict)
     subscribers: Mapping[str, SubscriberConfig] = field(default_factory=dict)
     classes: Mapping[str, ClassConfig] = field(default_factory=dict)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     def subscriber(self, name: str) -> SubscriberConfig:
         """The [subscribers.NAME] a command names."""
@@ -501,6 +530,10 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
         )
     if not config.spark.master.strip():
         raise ConfigError("spark.master: expected a Spark master URL such as local[*]")
+    if not 0 <= config.metrics.port <= 65535:
+        raise ConfigError(f"metrics.port: expected a TCP port from 1 to 65535, or 0 (off), got {config.metrics.port}")
+    if not config.metrics.address.strip():
+        raise ConfigError("metrics.address: expected an address to listen on, e.g. 127.0.0.1 or 0.0.0.0")
     _check_subscriptions(config)
     _check_classes(config)
 

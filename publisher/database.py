@@ -4,6 +4,7 @@ from __future__ import annotations
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
+from publisher import dialects
 from publisher.config import Config, ConfigError
 
 
@@ -41,6 +42,11 @@ def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
+def is_mysql(engine: Engine) -> bool:
+    """Whether the engine speaks to MySQL or MariaDB."""
+    return dialects.is_mysql(engine.dialect.name)
+
+
 def table_schema(config: Config, engine: Engine) -> str | None:
     """The schema that qualifies table names in SQL: none on SQLite, which has no schemas."""
     if is_sqlite(engine):
@@ -54,8 +60,9 @@ def association_schema(config: Config, engine: Engine) -> str:
         return config.database.schema
     if is_sqlite(engine):
         return "main"
+    current = "SELECT DATABASE()" if is_mysql(engine) else "SELECT current_schema()"
     with engine.connect() as conn:
-        return str(conn.execute(text("SELECT current_schema()")).scalar_one())
+        return str(conn.execute(text(current)).scalar_one())
 
 
 def publisher_user(config: Config, engine: Engine) -> str | None:

@@ -1,6 +1,7 @@
-"""Shared fixtures: one SparkSession per run, and real SQLite and PostgreSQL databases.
+"""Shared fixtures: one SparkSession per run, and real SQLite, PostgreSQL and MariaDB databases.
 
-PostgreSQL tests isolate themselves in a schema of their own, dropped afterwards.
+PostgreSQL tests isolate themselves in a schema of their own, MariaDB tests in a database of
+their own (MariaDB's schemas), dropped afterwards.
 """
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 POSTGRES_URL = os.environ.get("PUBLISHER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+MARIADB_URL = os.environ.get("PUBLISHER_TEST_MARIADB_URL", "mysql://root@127.0.0.1:3306/test")
+DIALECTS = tuple(os.environ.get("PUBLISHER_TEST_DIALECTS", "sqlite,postgresql").split(","))
+"""The databases every test of the `database` fixture runs on."""
 
 
 @dataclass
@@ -26,6 +30,10 @@ class TestDatabase:
     url: str
     schema: str | None
     engine: Engine
+
+    def quote(self, name: str) -> str:
+        """An identifier as this database quotes it, whatever it holds."""
+        return self.engine.dialect.identifier_preparer.quote_identifier(name)
 
     def qualified(self, name: str) -> str:
         return f"{self.schema}.{name}" if self.schema else name
@@ -60,13 +68,33 @@ def _postgresql() -> Iterator[TestDatabase]:
         engine.dispose()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+def _mariadb() -> Iterator[TestDatabase]:
+    from publisher.config import DatabaseConfig
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    engine = create_engine(DatabaseConfig(url=MARIADB_URL).sqlalchemy_url(), pool_pre_ping=True)
+    with engine.begin() as conn:
+        conn.execute(text(f"CREATE DATABASE {schema} CHARACTER SET utf8mb4"))
+    try:
+        yield TestDatabase("mariadb", MARIADB_URL, schema, engine)
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP DATABASE {schema}"))
+        engine.dispose()
+
+
+def open_database(dialect: str, tmp_path: Path) -> Iterator[TestDatabase]:
+    if dialect == "sqlite":
+        return _sqlite(tmp_path)
+    if dialect == "postgresql":
+        return _postgresql()
+    return _mariadb()
+
+
+@pytest.fixture(params=DIALECTS)
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestDatabase]:
-    """Each test using it runs once on SQLite and once on the real PostgreSQL server."""
-    if request.param == "sqlite":
-        yield from _sqlite(tmp_path)
-    else:
-        yield from _postgresql()
+    """Each test using it runs on SQLite, the real PostgreSQL server and the real MariaDB server."""
+    yield from open_database(request.param, tmp_path)
 
 
 @pytest.fixture
@@ -77,6 +105,11 @@ def sqlite_database(tmp_path: Path) -> Iterator[TestDatabase]:
 @pytest.fixture
 def postgresql_database() -> Iterator[TestDatabase]:
     yield from _postgresql()
+
+
+@pytest.fixture
+def mariadb_database() -> Iterator[TestDatabase]:
+    yield from _mariadb()
 
 
 @pytest.fixture(scope="session")

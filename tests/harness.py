@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,10 @@ USR_DDL = {
     "postgresql": (
         "CREATE TABLE {schema}.usr (idu INTEGER PRIMARY KEY, fname VARCHAR(64), lname VARCHAR(64), photo BYTEA, "
         "age INTEGER, active BOOLEAN, born TIMESTAMPTZ)"
+    ),
+    "mariadb": (
+        "CREATE TABLE {schema}.usr (idu INTEGER PRIMARY KEY, fname VARCHAR(64), lname VARCHAR(64), photo BLOB, "
+        "age INTEGER, active BOOLEAN, born DATETIME(6))"
     ),
 }
 
@@ -101,6 +106,9 @@ class Harness:
         """Insert one usr row by SQL (the state a query-back event reads); unnamed columns are NULL."""
         row = {name: values.get(name) for name in USR_COLUMNS}
         row["idu"] = idu
+        born = row["born"]
+        if self.dialect == "mariadb" and isinstance(born, dt.datetime) and born.tzinfo is not None:
+            row["born"] = born.astimezone(dt.UTC).replace(tzinfo=None)  # a DATETIME holds UTC, as published
         with self.engine.begin() as conn:
             conn.execute(
                 text(

@@ -13,6 +13,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from publisher.cli import main
+from publisher.config import Config, DatabaseConfig
+from publisher.database import connect
 
 
 def sqlite_config(tmp_path: Path, extra: str = "") -> Path:
@@ -211,11 +213,25 @@ def test_verify_help_says_what_it_does():
     assert "Replays the XDS documents" in " ".join(out.split()) and "--documents DIR" in out
 
 
+@pytest.mark.parametrize("url", ["mysql://root@127.0.0.1:3306/test", "mariadb://root@127.0.0.1:3306/test",
+                                 "mysql+pymysql://root@127.0.0.1:3306/test?charset=utf8mb4"])
+def test_a_mysql_or_mariadb_url_works_out_of_the_box(url):
+    """A bare scheme gets the driver installed with the publisher, and utf8mb4 unless the URL
+    asks for another character set."""
+    engine = connect(Config(database=DatabaseConfig(url=url)))
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT @@character_set_client, DATABASE()").one() == ("utf8mb4", "test")
+    assert engine.url.drivername.endswith("+pymysql")
+    engine.dispose()
+
+
 @pytest.mark.parametrize(("url", "code", "message"), [
     ("foo://x", 2, "publisher: database.url: 'foo://x': 'foo' is not a database or driver SQLAlchemy knows "
      "(e.g. sqlite:///demo.db or postgresql://user@host/db)"),
-    ("mysql://idm:s3cret@127.0.0.1/x", 1, "publisher: database.url: 'mysql://idm:***@127.0.0.1/x' needs the Python "
-     "module 'MySQLdb' (driver mysql+mysqldb), which is not installed here"),
+    ("mysql+mysqldb://idm:s3cret@127.0.0.1/x", 1, "publisher: database.url: 'mysql+mysqldb://idm:***@127.0.0.1/x' "
+     "needs the Python module 'MySQLdb' (driver mysql+mysqldb), which is not installed here"),
+    ("mssql://idm:s3cret@127.0.0.1/x", 1, "publisher: database.url: 'mssql://idm:***@127.0.0.1/x' needs the Python "
+     "module 'pyodbc' (driver mssql+pyodbc), which is not installed here"),
 ])
 def test_a_database_url_that_cannot_load_is_one_line(tmp_path, capsys, url, code, message):
     config = tmp_path / "url.toml"

@@ -40,6 +40,9 @@ def set_event_time(h: Harness, record_id: int, offset: str) -> None:
     sign, amount = offset[0], offset[1:].strip()
     if h.dialect == "sqlite":
         value = f"strftime('%Y-%m-%d %H:%M:%f', 'now', '{sign}{amount}')"
+    elif h.dialect == "mariadb":
+        number, unit = amount.split()
+        value = f"UTC_TIMESTAMP(6) {sign} INTERVAL {number} {unit.rstrip('s').upper()}"
     else:
         value = f"now() {sign} interval '{amount}'"
     h.db.execute(
@@ -319,7 +322,8 @@ def test_view_with_pk_prefixed_key_columns(spark, cycle_path, database, tmp_path
 # --- the real triggers end to end (§1, §3, §4) -----------------------------------------------
 
 
-BORN_LITERAL = {"sqlite": "'2001-02-03 04:05:06'", "postgresql": "'2001-02-03 04:05:06+00'"}
+BORN_LITERAL = {"sqlite": "'2001-02-03 04:05:06'", "postgresql": "'2001-02-03 04:05:06+00'",
+                "mariadb": "'2001-02-03 04:05:06'"}
 BORN_EPOCH = "981173106"  # 2001-02-03T04:05:06Z
 
 

@@ -225,12 +225,12 @@ def test_megabyte_values_publish_intact_or_are_rejected_with_a_short_reason(spar
 
 
 def test_characters_xml_cannot_carry_are_rejected_and_the_rest_encoded(spark, cycle_path, database, tmp_path):
-    weird, odd = "we\x01ird", "odd"
+    weird, odd, odd_column = "we\x01ird", "odd", "c\x02"
     h = make(spark, cycle_path, database, tmp_path, tables=TEST_TABLES + (weird, odd))
     h.db.execute(
         GRP_DDL.format(table=h.table("grp")),
-        f'CREATE TABLE {h.table(chr(34) + weird + chr(34))} (id INTEGER PRIMARY KEY, v VARCHAR(9))',
-        f'CREATE TABLE {h.table(odd)} (id INTEGER PRIMARY KEY, "c\x02" VARCHAR(9))',
+        f'CREATE TABLE {h.table(h.db.quote(weird))} (id INTEGER PRIMARY KEY, v VARCHAR(9))',
+        f'CREATE TABLE {h.table(odd)} (id INTEGER PRIMARY KEY, {h.db.quote(odd_column)} VARCHAR(9))',
         f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (2, 'a\x03b')",
     )
     bad_values = ["a\x01b", "\x1b[31mred", "x\ufffe", "v\x0bt", "\x08"] + (["nul\x00"] if h.dialect == "sqlite" else [])

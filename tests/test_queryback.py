@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from publisher.config import DatabaseConfig
 from publisher.model.catalog import PublishedTables, reflect_catalog
 from publisher.model.keys import KeyKind, canonical_key_of
 from publisher.pipeline.queryback import CurrentRows, QueryBackContext
@@ -18,7 +19,8 @@ KEY_TEXTS = st.text(st.characters(blacklist_categories=("Cs",), blacklist_charac
 
 def _reader(database, table: str) -> CurrentRows:
     catalog = reflect_catalog(database.engine, database.schema, PublishedTables((table,), True))
-    return CurrentRows(QueryBackContext(database.url, database.schema, catalog.tables))
+    url = DatabaseConfig(url=database.url).sqlalchemy_url()
+    return CurrentRows(QueryBackContext(url, database.schema, catalog.tables))
 
 
 def test_text_keys_with_array_syntax_are_found_as_themselves(database):

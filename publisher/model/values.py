@@ -40,6 +40,13 @@ COLUMN_VALUE_TYPES = tuple(t for t in ValueType if t is not ValueType.DN)
 """The types a column's values are published as; a reference is published as dn instead."""
 
 
+def _is_mysql_boolean(sql_type: sqltypes.TypeEngine[Any]) -> bool:
+    """MySQL and MariaDB make a BOOLEAN column TINYINT(1), and reflect it so."""
+    from sqlalchemy.dialects.mysql import TINYINT
+
+    return isinstance(sql_type, TINYINT) and sql_type.display_width == 1
+
+
 class BadValueError(ValueError):
     """A value that cannot be published as its column's type; permanent for its event."""
 
@@ -50,7 +57,7 @@ def value_type_of(sql_type: sqltypes.TypeEngine[Any]) -> ValueType:
         sql_type = sql_type.impl_instance
     if isinstance(sql_type, sqltypes._Binary):
         return ValueType.OCTET
-    if isinstance(sql_type, sqltypes.Boolean):
+    if isinstance(sql_type, sqltypes.Boolean) or _is_mysql_boolean(sql_type):
         return ValueType.STATE
     if isinstance(sql_type, sqltypes.Integer):
         return ValueType.INT

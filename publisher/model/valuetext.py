@@ -9,6 +9,7 @@ triggers log it with, under the same session settings, and both texts then go th
 """
 from __future__ import annotations
 
+from publisher.dialects import is_mysql
 from publisher.model.values import ValueType, encode_current, encode_logged
 
 TEXT_SETTINGS: tuple[tuple[str, str], ...] = (
@@ -20,11 +21,17 @@ TEXT_SETTINGS: tuple[tuple[str, str], ...] = (
 """PostgreSQL settings that change a value's text; the capture functions and query-back's
 sessions both run with these, whatever the changing session set."""
 
+MYSQL_TIME_ZONE = "+00:00"
+"""The time_zone a MySQL/MariaDB TIMESTAMP is read in; the capture triggers set it around their
+work and put the changing session's back, and query-back's sessions run with it."""
+
 
 def value_text_sql(dialect: str, ref: str, value_type: ValueType) -> str:
     """SQL for the text of the value `ref` (an already quoted column reference).
 
     PostgreSQL: binary as base64 without line breaks, everything else its `::text`.
+    MySQL/MariaDB: binary as base64 without line breaks (TO_BASE64 breaks every 76 characters),
+    everything else its cast to utf8mb4 text, whatever the changing session's character set.
     SQLite: `CAST(... AS TEXT)`, which is what storing into the event log's TEXT columns does;
     a binary value stays bytes (SQLite has no base64), and query-back encodes it in Python.
     """
@@ -32,13 +39,20 @@ def value_text_sql(dialect: str, ref: str, value_type: ValueType) -> str:
         if value_type is ValueType.OCTET:
             return f"translate(encode({ref}, 'base64'), E'\\n', '')"
         return f"{ref}::text"
+    if is_mysql(dialect):
+        if value_type is ValueType.OCTET:
+            return f"REPLACE(TO_BASE64({ref}), CHAR(10 USING ascii), '')"
+        return f"CAST({ref} AS CHAR CHARACTER SET utf8mb4)"
     if value_type is ValueType.OCTET:
         return ref
     return f"CAST({ref} AS TEXT)"
 
 
 def settings_sql(dialect: str, local: bool) -> list[str]:
-    """Statements that put a session (or, with `local`, a transaction) on TEXT_SETTINGS."""
+    """Statements that put a session (or, with `local`, a transaction) on TEXT_SETTINGS; a
+    MySQL/MariaDB session on MYSQL_TIME_ZONE (which has no transaction scope)."""
+    if is_mysql(dialect):
+        return [f"SET time_zone = '{MYSQL_TIME_ZONE}'"]
     if dialect != "postgresql":
         return []
     scope = "SET LOCAL" if local else "SET"

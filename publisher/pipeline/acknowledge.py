@@ -33,6 +33,7 @@ from sqlalchemy import (
 
 from publisher.config import Config
 from publisher.database import table_schema
+from publisher.dialects import is_mysql
 from publisher.errors import TransientError
 from publisher.model.events import Status
 from publisher.pipeline.failpoints import reached
@@ -288,4 +289,5 @@ def refresh_statistics(engine: Engine, config: Config) -> None:
 
 def analyse(conn: Connection, table: Table) -> None:
     """ANALYZE the event log, within the connection's transaction."""
-    conn.exec_driver_sql(f"ANALYZE {conn.dialect.identifier_preparer.format_table(table)}")
+    keyword = "ANALYZE TABLE" if is_mysql(conn.dialect.name) else "ANALYZE"
+    conn.exec_driver_sql(f"{keyword} {conn.dialect.identifier_preparer.format_table(table)}")

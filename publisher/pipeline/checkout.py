@@ -51,6 +51,7 @@ from sqlalchemy import (
     text,
 )
 
+from publisher.dialects import is_mysql
 from publisher.errors import OutputStateError
 
 SUBSCRIBER_TABLE_SUFFIX = "_subscriber"
@@ -267,8 +268,19 @@ def checked_in(engine: Engine, event_log: str, schema: str | None, subscriber: s
         conn.commit()
 
 
+def require_check_outs(dialect: str) -> None:
+    """Subscribers need a database that can tell which events a check-out's snapshot holds."""
+    if is_mysql(dialect):
+        raise MissingStateError(
+            "subscribers need PostgreSQL or SQLite: a MariaDB/MySQL trigger can read no transaction id, and "
+            "the server shows no snapshot of the transactions running, so a check-out could not tell an event "
+            "committed after it from one it took; publish this event log in status mode (no [subscribers])"
+        )
+
+
 def require_state_tables(engine: Engine, event_log: str, schema: str | None) -> None:
     """The subscribers' state tables exist, or an error that says how to make them."""
+    require_check_outs(engine.dialect.name)
     for name in (f"{event_log}{SUBSCRIBER_TABLE_SUFFIX}", f"{event_log}{CHECKIN_TABLE_SUFFIX}"):
         if not inspect(engine).has_table(name, schema=schema):
             where = f" in schema {schema}" if schema else ""

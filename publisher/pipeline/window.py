@@ -32,6 +32,7 @@ from sqlalchemy import (
 
 from publisher.config import Config
 from publisher.database import table_schema
+from publisher.dialects import is_mysql
 from publisher.errors import OutputStateError
 from publisher.model.events import EVENT_LOG_COLUMNS, Status
 from publisher.pipeline.checkout import CheckOutWindow, check_out_predicate
@@ -104,7 +105,7 @@ def readable_time(column: ColumnElement[Any], dialect: str) -> ColumnElement[Any
     """
     if dialect == "sqlite":
         return case((column.op("GLOB")(_ISO_DATE), func.julianday(column)), else_=null())
-    if dialect == "postgresql":
+    if dialect == "postgresql" or is_mysql(dialect):
         return case((extract("year", column).between(1, 9999), column), else_=null())
     return column
 
@@ -126,9 +127,12 @@ def _time_key(column: ColumnElement[Any], dialect: str) -> ColumnElement[Any]:
 
 
 def _time_now(dialect: str) -> ColumnElement[Any]:
-    """The database's current time, comparable with `_time_key`."""
+    """The database's current time, comparable with `_time_key`; on MySQL/MariaDB in UTC, as
+    their event log's DATETIME is written."""
     if dialect == "sqlite":
         return func.julianday("now")
+    if is_mysql(dialect):
+        return func.utc_timestamp(6)
     return func.now()
 
 

@@ -1,7 +1,8 @@
 """One publisher per event log, enforced by the database itself.
 
 PostgreSQL: a session-level advisory lock on a connection held for the process's lifetime; the
-server drops it when that connection closes, so also when the process dies. Elsewhere: a row in
+server drops it when that connection closes, so also when the process dies. MySQL/MariaDB: a
+named lock (GET_LOCK) on such a connection, with the same lifetime. SQLite: a row in
 `<event_log>_lock` with an owner and a lease that a daemon thread renews; an expired lease, or
 one whose owner is a dead process on this host, may be taken over. Lease times come from the
 clocks of the publishers' hosts, so they should be roughly in step.
@@ -19,7 +20,20 @@ from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Column, Connection, Double, Engine, MetaData, String, Table, create_engine, select, text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Double,
+    Engine,
+    MetaData,
+    String,
+    Table,
+    create_engine,
+    func,
+    select,
+    text,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.pool import NullPool
@@ -27,6 +41,7 @@ from sqlalchemy.schema import CreateTable
 
 from publisher.config import Config
 from publisher.database import table_schema
+from publisher.dialects import is_mysql
 from publisher.errors import root_cause
 
 log = logging.getLogger("publisher")
@@ -99,8 +114,11 @@ class PublisherLock:
         self.held = False
         self._lost = threading.Event()
         self._backend: _Backend
-        if make_url(config.database.sqlalchemy_url()).get_backend_name() == "postgresql":
+        backend = make_url(config.database.sqlalchemy_url()).get_backend_name()
+        if backend == "postgresql":
             self._backend = _AdvisoryLock(config, self.owner, subscriber)
+        elif is_mysql(backend):
+            self._backend = _NamedLock(config, self.owner, subscriber)
         else:
             self._backend = _LeaseRow(config, self.owner, lease_seconds, subscriber)
         self._renewer: threading.Thread | None = None
@@ -280,6 +298,64 @@ class _AdvisoryLock(_Backend):
                 pass
             self.connection = None
         self.engine.dispose()
+
+
+class _NamedLock(_AdvisoryLock):
+    """GET_LOCK on a dedicated autocommit connection. A named lock is the server's, not the
+    database's, so its name holds the database; names are at most 64 characters, so a hash.
+    The server tells only which connection holds a named lock, so the holder writes its host:pid
+    beside its connection id in `<event_log>_lock_owner`, for a waiting publisher to name it."""
+
+    def __init__(self, config: Config, owner: str, subscriber: str | None) -> None:
+        self.config = config
+        self.locked = locked_name(config, subscriber)
+        self.engine = create_engine(config.database.sqlalchemy_url(), poolclass=NullPool)
+        self.connection = None
+        self.name = config.event_log.table
+        self.lock_name = ""
+        self.owner = owner
+        self.owners = Table(
+            f"{config.event_log.table}_lock_owner",
+            MetaData(),
+            Column("name", String(64), primary_key=True),
+            Column("connection_id", BigInteger, nullable=False),
+            Column("owner", String(255), nullable=False),
+            schema=table_schema(config, self.engine),
+        )
+
+    def _connect(self) -> Connection:
+        if self.connection is None:
+            self.connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            schema = self.config.database.schema or str(self.connection.execute(text("SELECT DATABASE()")).scalar())
+            self.name = f"{schema}.{self.locked}"
+            self.lock_name = f"{APPLICATION_NAME}:{advisory_key(schema, self.locked) & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+        return self.connection
+
+    def try_acquire(self) -> str | None:
+        conn = self._connect()
+        conn.execute(CreateTable(self.owners, if_not_exists=True))
+        if conn.execute(text("SELECT GET_LOCK(:name, 0)"), {"name": self.lock_name}).scalar() == 1:
+            t = self.owners
+            conn.execute(t.delete().where(t.c.name == self.lock_name))
+            conn.execute(t.insert().values(name=self.lock_name, connection_id=func.connection_id(), owner=self.owner))
+            return None
+        return self._holder(conn)
+
+    def _holder(self, conn: Connection) -> str:
+        holder = conn.execute(text("SELECT IS_USED_LOCK(:name)"), {"name": self.lock_name}).scalar()
+        if holder is None:
+            return "another session (it has just let go)"
+        t = self.owners
+        owner = conn.execute(
+            select(t.c.owner).where(t.c.name == self.lock_name, t.c.connection_id == holder)
+        ).scalar()
+        if owner is not None:
+            return describe_owner(str(owner))
+        row = conn.execute(
+            text("SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = :id"), {"id": holder}
+        ).first()
+        user, host = row if row is not None else ("unknown", "unknown")
+        return f"the database connection {holder} (user {user} from {host})"
 
 
 class _LeaseRow(_Backend):

@@ -1,0 +1,212 @@
+"""What every dialect's capture shares: identifiers, templates, the event log DDL and the events
+each change logs."""
+from __future__ import annotations
+
+import abc
+import functools
+import string
+import textwrap
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+from sqlalchemy import Engine
+
+from publisher.capture.tables import Column, Event, Style, Table
+from publisher.config import Config
+from publisher.database import table_schema
+from publisher.model.events import EVENT_LOG_COLUMNS, EventType
+from publisher.model.valuetext import value_text_sql
+
+TRUE = "TRUE"
+FALSE = "FALSE"
+
+
+@functools.cache
+def _template(dialect: str, name: str) -> string.Template:
+    """A template without its leading comment lines, which document it for readers only."""
+    lines = (_sql_dir() / dialect / f"{name}.sql").read_text(encoding="utf-8").splitlines()
+    while lines and lines[0].startswith("--"):
+        lines.pop(0)
+    return string.Template("\n".join(lines).rstrip())
+
+
+def _sql_dir() -> Path:
+    """Find the templates in an installed wheel (``publisher/sql``) or a source checkout."""
+    here = Path(__file__).parent.parent
+    candidates = (here / "sql", here.parent / "sql")
+    for path in candidates:
+        if path.is_dir():
+            return path
+    raise FileNotFoundError(f"SQL templates not found in {', '.join(map(str, candidates))}")
+
+
+def literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def all_of(conditions: Iterable[str]) -> str:
+    parts = [c for c in conditions if c != TRUE]
+    if FALSE in parts:
+        return FALSE
+    if len(parts) <= 1:
+        return parts[0] if parts else TRUE
+    return " AND ".join(f"({c})" for c in parts)
+
+
+def any_of(conditions: Iterable[str]) -> str:
+    parts = [c for c in conditions if c != FALSE]
+    if TRUE in parts:
+        return TRUE
+    return " OR ".join(parts) or FALSE
+
+
+def indent(text: str, spaces: int) -> str:
+    return textwrap.indent(text, " " * spaces)
+
+
+class Dialect(abc.ABC):
+    """What both dialects share: identifiers, the event log DDL and the events each change logs."""
+
+    name: str
+
+    def __init__(self, config: Config, engine: Engine) -> None:
+        self.config = config
+        self.engine = engine
+        self.schema = table_schema(config, engine)
+        self.preparer = engine.dialect.identifier_preparer
+
+    def quote(self, name: str) -> str:
+        return self.preparer.quote(name)
+
+    def literal(self, text: str) -> str:
+        """A string literal of the dialect's SQL."""
+        return literal(text)
+
+    def qualify(self, name: str) -> str:
+        """A schema object's name as SQL; SQLite trigger bodies must not name a schema."""
+        if self.schema is None:
+            return self.quote(name)
+        return f"{self.quote(self.schema)}.{self.quote(name)}"
+
+    def render(self, template: str, **values: str) -> str:
+        return _template(self.name, template).substitute(values)
+
+    def event_log_fields(self) -> dict[str, str]:
+        """The event log's identifiers, by their role names, for every template that writes it."""
+        columns = self.config.event_log.columns
+        names = {role: self.quote(getattr(columns, role)) for role in (*EVENT_LOG_COLUMNS, "transaction_id")}
+        return {"event_log": self.qualify(self.config.event_log.table), **names}
+
+    def event_log_ddl(self) -> list[str]:
+        fields = self.event_log_fields()
+        index = self.quote(f"{self.config.event_log.table}_status_idx")
+        return [
+            self.render("event_log", **fields),
+            self.render("event_log_index", index=index, **fields),
+        ]
+
+    @abc.abstractmethod
+    def check(self, table: Table) -> None:
+        """Raise CaptureError if the table cannot carry this dialect's triggers."""
+
+    @abc.abstractmethod
+    def trigger_sql(self, table: Table, style: Style) -> list[str]:
+        ...
+
+    def ref(self, row: str, column: Column) -> str:
+        """A column of a row: OLD or NEW in a row trigger, a transition table's alias otherwise."""
+        return f"{row}.{self.quote(column.name)}"
+
+    def as_text(self, ref: str, column: Column) -> str:
+        """A value as the event log stores it: the text query-back reads it as, too."""
+        return value_text_sql(self.name, ref, column.value_type)
+
+    def logs_value(self, column: Column) -> bool:
+        """Whether a trigger can write the column's value, or must log a field query-back."""
+        return True
+
+    @abc.abstractmethod
+    def changed(self, column: Column, old: str, new: str) -> str:
+        """Whether the column's published text differs between the rows `old` and `new`."""
+
+    def null(self) -> str:
+        return "NULL"
+
+    def insert_events(self, table: Table, style: Style, new: str = "NEW") -> list[Event]:
+        """The events of a new row (an insert, or an update that gave a row a new key): the
+        logged values first, so that they make one `<add>`, then the field query-backs."""
+        if table.multi_valued:
+            return self.value_events(table, style, "new", new)
+        if style == "row" or not table.values:
+            return [Event(EventType.INSERT_ROW_QUERY_BACK, "new", None, None, None, TRUE)]
+        logged, read_back = [], []
+        for column in table.values:
+            value = self.ref(new, column)
+            if self.logs_value(column):
+                logged.append(Event(EventType.INSERT_FIELD, "new", column.name, None, self.as_text(value, column),
+                                     f"{value} IS NOT NULL"))
+            else:
+                read_back.append(Event(EventType.INSERT_FIELD_QUERY_BACK, "new", column.name, None, None,
+                                        f"{value} IS NOT NULL"))
+        all_null = all_of(f"{self.ref(new, c)} IS NULL" for c in table.values)
+        first = table.values[0].name
+        logged.append(Event(EventType.INSERT_FIELD, "new", first, None, None, all_null))
+        return logged + read_back
+
+    def update_events(self, table: Table, style: Style, old: str = "OLD", new: str = "NEW") -> list[Event]:
+        """The events of an update that kept the key; none for a child row that kept its links
+        and value, as its other columns are not published."""
+        if table.multi_valued:
+            return []
+        if style == "row":
+            changed = any_of(self.changed(c, old, new) for c in table.values)
+            if changed == FALSE:
+                return []
+            return [Event(EventType.UPDATE_ROW_QUERY_BACK, "new", None, None, None, changed)]
+        events = []
+        for column in table.values:
+            if self.logs_value(column):
+                event_type = EventType.UPDATE_FIELD
+                old_text = self.as_text(self.ref(old, column), column)
+                new_text = self.as_text(self.ref(new, column), column)
+            else:
+                event_type, old_text, new_text = EventType.UPDATE_FIELD_QUERY_BACK, None, None
+            events.append(Event(event_type, "new", column.name, old_text, new_text, self.changed(column, old, new)))
+        return events
+
+    def delete_events(self, table: Table, style: Style, old: str = "OLD") -> list[Event]:
+        """The events of a row gone (a delete, or an update that took a row's key away)."""
+        if table.multi_valued:
+            return self.value_events(table, style, "old", old)
+        return [Event(EventType.DELETE_ROW, "old", None, None, None, TRUE)]
+
+    def value_events(self, table: Table, style: Style, side: Literal["old", "new"], row: str) -> list[Event]:
+        """A child row come or gone, against its parent's key: the attribute's value added or
+        removed (type 2 from or to NULL), or in row style or for a value the trigger cannot
+        write, a type 8 that has the publisher read the attribute back. A row whose links or
+        value are NULL (SQLite allows NULL key columns) is no value of any object."""
+        assert table.multi_valued
+        attribute, value = table.multi_valued.attribute, table.multi_valued.value
+        linked = all_of(f"{self.ref(row, c)} IS NOT NULL" for _, c in table.logged_key)
+        if not self.logs_multi_value(value, style):
+            return [Event(EventType.UPDATE_FIELD_QUERY_BACK, side, attribute, None, None, linked)]
+        ref = self.ref(row, value)
+        text_sql = self.as_text(ref, value)
+        old, new = (text_sql, None) if side == "old" else (None, text_sql)
+        return [Event(EventType.UPDATE_FIELD, side, attribute, old, new, all_of([linked, f"{ref} IS NOT NULL"]))]
+
+    def logs_multi_value(self, value: Column, style: Style) -> bool:
+        """Whether a child's rows log their values; if not, they log query-backs, one per
+        parent object an update statement changes."""
+        return style == "field" and self.logs_value(value)
+
+    def event_values(self, table: Table, event: Event, key_sql: str) -> dict[str, str]:
+        return {
+            "type_sql": str(int(event.event_type)),
+            "table_name_sql": self.literal(table.logged_name),
+            "key_sql": key_sql,
+            "column_sql": self.null() if event.column is None else self.literal(event.column),
+            "old_sql": event.old or self.null(),
+            "new_sql": event.new or self.null(),
+        }

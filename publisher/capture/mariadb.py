@@ -1,0 +1,227 @@
+"""MariaDB and MySQL capture: three row triggers per table (see `rows`), logging what the
+PostgreSQL and SQLite triggers log for the same changes.
+
+What these databases do otherwise, and how capture meets it:
+
+- Identifiers are quoted with backticks, which mean an identifier whatever the sql_mode
+  (`ANSI_QUOTES` makes double quotes identifiers too); string literals never hold a backslash,
+  whose meaning `NO_BACKSLASH_ESCAPES` changes, and concatenation is CONCAT, never `||`.
+- A TIMESTAMP's text depends on the session's time_zone: the triggers log it in UTC.
+- A value's text is utf8mb4 whatever the column's character set (latin1, utf8mb3) or the
+  changing session's; "did the column change" compares those texts' bytes, as a collation
+  (case-insensitive, or PAD SPACE, as utf8mb4_bin is) would call 'a' and 'A ' equal.
+- Foreign key actions (ON DELETE CASCADE, ON UPDATE SET NULL, ...) change rows without firing
+  their triggers, so a table whose rows they change is refused, but for a child table's cascade
+  from its parent: the parent's delete is logged, and takes the object's values with it.
+- A column whose value has no text (BIT, spatial and other types SQLAlchemy does not know) is
+  refused.
+- DDL commits implicitly, so `execute` undoes a failed install by hand (`restore`).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy import types as sqltypes
+from sqlalchemy.dialects import mysql
+
+from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
+from publisher.capture.tables import CaptureError, Column, Table
+from publisher.model.values import ValueType
+from publisher.model.valuetext import MYSQL_TIME_ZONE
+
+MARIADB_NAME_CHARACTERS = 64
+"""The longest trigger name MariaDB and MySQL accept."""
+CHANGING_ACTIONS = ("CASCADE", "SET NULL", "SET DEFAULT")
+"""Foreign key actions that change the referencing rows, without firing their triggers."""
+
+
+def mariadb_trigger_name(table: str, suffix: str) -> str:
+    """`<table>_publisher_<suffix>`; where that is too long, the table's name is cut and marked
+    with a digest of the whole, so that two long tables sharing a prefix keep their triggers."""
+    name = f"{table}_publisher_{suffix}"
+    if len(name) <= MARIADB_NAME_CHARACTERS:
+        return name
+    marked = f"_{hashlib.sha256(table.encode('utf-8')).hexdigest()[:8]}_publisher_{suffix}"
+    return table[: MARIADB_NAME_CHARACTERS - len(marked)] + marked
+
+
+def mariadb_trigger_names(table: str) -> set[str]:
+    return {mariadb_trigger_name(table, s) for s in ROW_TRIGGER_SUFFIXES.values()}
+
+
+class MariaDB(RowTriggers):
+    """Every event is one INSERT in an IF of its condition, in a trigger that logs in UTC."""
+
+    name = "mariadb"
+
+    def quote(self, name: str) -> str:
+        return str(self.preparer.quote_identifier(name))
+
+    def literal(self, text: str) -> str:
+        """A utf8mb4 hex literal where the text holds a backslash, which the server's sql_mode
+        would otherwise decide the meaning of."""
+        if "\\" in text:
+            return f"_utf8mb4 X'{text.encode('utf-8').hex()}'"
+        return "'" + text.replace("'", "''") + "'"
+
+    def trigger_name(self, table: str, suffix: str) -> str:
+        return mariadb_trigger_name(table, suffix)
+
+    def render(self, template: str, **values: str) -> str:
+        if template == "create_trigger":
+            values = {**values, "time_zone": self.literal(MYSQL_TIME_ZONE)}
+        return super().render(template, **values)
+
+    def _published(self, row: str, column: Column) -> str:
+        """What tells two values' published texts apart: the text's bytes; a binary value's own
+        bytes, which its base64 spells one to one."""
+        ref = self.ref(row, column)
+        if column.value_type is ValueType.OCTET:
+            return ref
+        return f"CAST({self.as_text(ref, column)} AS BINARY)"
+
+    def changed(self, column: Column, old: str, new: str) -> str:
+        return f"NOT ({self.same(column, old, new)})"
+
+    def same(self, column: Column, old: str, new: str) -> str:
+        return f"{self._published(old, column)} <=> {self._published(new, column)}"
+
+    def key_sql(self, table: Table, row: str) -> str:
+        parts = []
+        for name, column in table.logged_key:
+            value = self.as_text(self.ref(row, column), column)
+            if column.value_type is not ValueType.INT:
+                value = self.render("key_value", value=value)
+            parts.append(f"{self.literal(name + '=')}, {value}")
+        return "CONCAT(" + ", '+', ".join(parts) + ")"
+
+    def check(self, table: Table) -> None:
+        for column in (*table.key, *table.values):
+            if isinstance(column.sql_type, mysql.BIT | sqltypes.NullType):
+                kind = "BIT" if isinstance(column.sql_type, mysql.BIT) else "an unknown (e.g. spatial)"
+                raise CaptureError(
+                    f"table {table.name!r}: column {column.name!r} is of {kind} type, whose values have "
+                    "no text to log; publish it through a view or a generated column"
+                )
+        self._check_reflected(table)
+        self._check_foreign_keys(table)
+
+    def _check_reflected(self, table: Table) -> None:
+        """SQLAlchemy reads a MySQL table from SHOW CREATE TABLE, which under ANSI_QUOTES writes
+        a name's double quotes doubled, and it keeps them so: a trigger would name no column."""
+        query = text(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table"
+        )
+        with self.engine.connect() as conn:
+            names = set(conn.execute(query, {"schema": self.schema, "table": table.name}).scalars())
+        for column in (*table.key, *table.values):
+            if column.name not in names:
+                raise CaptureError(
+                    f"table {table.name!r}: column {column.name!r} was misread (its table has no such column); "
+                    "with ANSI_QUOTES in the installing session's sql_mode, a name holding a double quote is "
+                    "read wrong: install from a session without it"
+                )
+
+    def _check_foreign_keys(self, table: Table) -> None:
+        query = text(
+            "SELECT CONSTRAINT_NAME, REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE "
+            "FROM information_schema.REFERENTIAL_CONSTRAINTS "
+            "WHERE CONSTRAINT_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table"
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(query, {"schema": self.schema, "table": table.name}).all()
+        parent = table.multi_valued.parent if table.multi_valued else None
+        for name, referenced, on_update, on_delete in rows:
+            actions = [f"ON UPDATE {on_update}"] if on_update in CHANGING_ACTIONS else []
+            if on_delete in CHANGING_ACTIONS and not (on_delete == "CASCADE" and referenced == parent):
+                actions.append(f"ON DELETE {on_delete}")
+            if actions:
+                raise CaptureError(
+                    f"table {table.name!r}: foreign key {name!r} to {referenced!r} has {' and '.join(actions)}, "
+                    "whose changes fire no trigger on MariaDB/MySQL and would never be logged"
+                )
+
+
+def triggered(conn: Connection, schema: str | None) -> list[tuple[str, str]]:
+    """(trigger, table) of the schema's triggers named as capture names them; names compared
+    ignoring case where the server stores them folded (lower_case_table_names 1 or 2)."""
+    rows = conn.execute(
+        text(
+            "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, @@lower_case_table_names FROM information_schema.TRIGGERS "
+            "WHERE TRIGGER_SCHEMA = COALESCE(:schema, DATABASE())"
+        ),
+        {"schema": schema},
+    ).all()
+    found = []
+    for trigger, table, folded in rows:
+        names = mariadb_trigger_names(table)
+        if trigger in names or (folded and trigger.lower() in {n.lower() for n in names}):
+            found.append((trigger, table))
+    return found
+
+
+def execute(engine: Engine, schema: str | None, statements: Sequence[str]) -> None:
+    """Run the statements; every DDL statement commits on its own, so if one fails, the schema's
+    tables and triggers are put back as they were (`restore`) and the error raised."""
+    with engine.connect() as conn:
+        before = _snapshot(conn, schema)
+        try:
+            for statement in statements:
+                conn.exec_driver_sql(statement)
+            conn.commit()
+        except Exception:
+            conn.rollback()
+            restore(conn, schema, before)
+            conn.invalidate()  # restore changed its sql_mode and character set
+            raise
+
+
+_Snapshot = tuple[set[str], dict[str, tuple[str, str, str]]]
+
+
+def _snapshot(conn: Connection, schema: str | None) -> _Snapshot:
+    """The schema's tables, and its triggers' definitions: (statement, sql_mode, character set)."""
+    where = "COALESCE(:schema, DATABASE())"
+    tables = conn.execute(
+        text(f"SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = {where}"), {"schema": schema}
+    ).scalars()
+    triggers = conn.execute(
+        text(
+            "SELECT TRIGGER_NAME, ACTION_TIMING, EVENT_MANIPULATION, EVENT_OBJECT_TABLE, ACTION_STATEMENT, "
+            f"SQL_MODE, CHARACTER_SET_CLIENT FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = {where}"
+        ),
+        {"schema": schema},
+    ).all()
+    definitions = {}
+    for name, timing, event, table, body, sql_mode, charset in triggers:
+        statement = f"CREATE TRIGGER {_q(conn, schema, name)} {timing} {event} ON {_q(conn, schema, table)} " \
+                    f"FOR EACH ROW {body}"
+        definitions[name] = (statement, sql_mode, charset)
+    return set(tables), definitions
+
+
+def restore(conn: Connection, schema: str | None, before: _Snapshot) -> None:
+    """Drop the tables and triggers made since `before`, and re-create the triggers dropped or
+    replaced since, in the sql_mode and character set they were made in."""
+    tables, triggers = before
+    now_tables, now_triggers = _snapshot(conn, schema)
+    for name, definition in now_triggers.items():
+        if triggers.get(name) != definition:
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {_q(conn, schema, name)}")
+    for name in sorted(now_tables - tables):
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {_q(conn, schema, name)}")
+    for name, (statement, sql_mode, charset) in triggers.items():
+        if now_triggers.get(name) != (statement, sql_mode, charset):
+            conn.execute(text("SET SESSION sql_mode = :mode"), {"mode": sql_mode})
+            conn.exec_driver_sql(f"SET NAMES {charset}")
+            conn.exec_driver_sql(statement)
+    conn.commit()
+
+
+def _q(conn: Connection, schema: str | None, name: str) -> str:
+    preparer = conn.dialect.identifier_preparer
+    quoted = preparer.quote_identifier(name)
+    return f"{preparer.quote_identifier(schema)}.{quoted}" if schema else quoted

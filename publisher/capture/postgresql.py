@@ -1,0 +1,255 @@
+"""PostgreSQL capture: a row trigger for inserts and deletes, a statement trigger for updates."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+from collections.abc import Iterator, Sequence
+
+from sqlalchemy import text
+
+from publisher.capture.dialect import TRUE, Dialect, all_of, indent, literal
+from publisher.capture.tables import CaptureError, Column, Event, Style, Table
+from publisher.model.values import ValueType
+from publisher.model.valuetext import function_settings_sql
+
+KEY_VALUE_FUNCTION = "publisher_key_value"
+POSTGRESQL_NAME_BYTES = 63
+"""PostgreSQL cuts longer identifiers (NAMEDATALEN - 1), at a character boundary."""
+POSTGRESQL_OLD_ROWS = "_publisher_old"
+POSTGRESQL_NEW_ROWS = "_publisher_new"
+"""The transition tables of the UPDATE statement trigger."""
+
+
+def postgresql_trigger_name(table: str) -> str:
+    """The row trigger of inserts and deletes: the one `triggered_tables` looks for, and the
+    table's switch: while it is dropped or disabled, the UPDATE trigger logs nothing either."""
+    return f"{table}_publisher"
+
+
+def postgresql_update_trigger_name(table: str) -> str:
+    """The statement trigger of updates."""
+    return _postgresql_name(table, "_publisher_upd")
+
+
+def postgresql_identifier(name: str) -> str:
+    return name.encode("utf-8")[:POSTGRESQL_NAME_BYTES].decode("utf-8", errors="ignore")
+
+
+def _postgresql_name(table: str, suffix: str) -> str:
+    """The name of a trigger or function of the table's: the table's name and the suffix.
+
+    Where PostgreSQL would cut that, the table's name is cut instead and marked with a digest
+    of the whole: a cut suffix would give the UPDATE trigger or function the name of the row
+    trigger or function, and a cut table name two long tables sharing a prefix one function."""
+    name = table + suffix
+    if len(name.encode("utf-8")) <= POSTGRESQL_NAME_BYTES:
+        return name
+    marked = f"_{hashlib.sha256(table.encode('utf-8')).hexdigest()[:8]}{suffix}"
+    room = POSTGRESQL_NAME_BYTES - len(marked.encode("utf-8"))
+    return table.encode("utf-8")[:room].decode("utf-8", errors="ignore") + marked
+
+
+class PostgreSQL(Dialect):
+    """Per table: a row trigger and its plpgsql function for inserts and deletes (field events
+    in one INSERT per row), and a statement trigger and its function for updates."""
+
+    name = "postgresql"
+
+    def quote(self, name: str) -> str:
+        """Every identifier quoted: PL/pgSQL reads some names SQL leaves bare (`NEW.by`,
+        `NEW.loop`, `NEW.strict`) as its own keywords."""
+        return '"' + name.replace('"', '""') + '"'
+
+    def event_log_ddl(self) -> list[str]:
+        return super().event_log_ddl() + [
+            self.render("event_log_transaction", **self.event_log_fields()),
+            self.render("key_value_function", function=self.qualify(KEY_VALUE_FUNCTION)),
+        ]
+
+    def null(self) -> str:
+        return "NULL::text"
+
+    def changed(self, column: Column, old: str, new: str) -> str:
+        return f"{self._published(old, column)} IS DISTINCT FROM {self._published(new, column)}"
+
+    def _published(self, row: str, column: Column) -> str:
+        """What tells two values' published texts apart: the text itself, byte for byte (the
+        type's equality calls 1.5 and 1.50, or 'alice' and 'Alice' under a case-insensitive
+        collation, equal); a binary value's bytes, which its base64 spells one to one."""
+        ref = self.ref(row, column)
+        if column.value_type is ValueType.OCTET:
+            return ref
+        return f'{self.as_text(ref, column)} COLLATE "C"'
+
+    def key_sql(self, table: Table, row: str) -> str:
+        return self._key_text(table.logged_key, row)
+
+    def identity_sql(self, table: Table, row: str) -> str:
+        """What pairs an UPDATE statement's old and new rows: the logged key, or for a child
+        row its key, links and value, since its values are a set: a row whose link or value
+        changed is a value removed and another added."""
+        if table.multi_valued is None:
+            return self.key_sql(table, row)
+        return self._key_text(tuple((c.name, c) for c in table.key), row)
+
+    def _key_text(self, parts: Sequence[tuple[str, Column]], row: str) -> str:
+        function = self.qualify(KEY_VALUE_FUNCTION)
+        texts = []
+        for name, column in parts:
+            text = self.as_text(self.ref(row, column), column)
+            value = text if column.value_type is ValueType.INT else f"{function}({text})"
+            texts.append(f"{literal(name + '=')} || {value}")
+        return " || '+' || ".join(texts)
+
+    def check(self, table: Table) -> None:
+        """A statement trigger fires for the table a statement names, not for its partitions or
+        inheritance children, nor for their parent when the statement names them."""
+        query = text(
+            "SELECT c.relkind = 'p', c.relispartition, "
+            "EXISTS (SELECT FROM pg_catalog.pg_inherits i WHERE i.inhparent = c.oid), "
+            "(SELECT p.relname FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class p ON p.oid = i.inhparent "
+            " WHERE i.inhrelid = c.oid ORDER BY i.inhseqno LIMIT 1) "
+            "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relname = :table AND n.nspname = COALESCE(:schema, current_schema())"
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query, {"table": table.name, "schema": self.schema}).one_or_none()
+        if row is None:
+            return
+        partitioned, partition, has_children, parent = row
+        if partitioned:
+            why = "it is partitioned: an UPDATE that names one of its partitions would not fire its UPDATE trigger"
+        elif partition:
+            why = f"it is a partition of {parent!r}: an UPDATE through {parent!r} would not fire its UPDATE trigger"
+        elif has_children:
+            why = (
+                "it has inheritance children: their rows are read through it, but their inserts and deletes "
+                "fire none of its triggers"
+            )
+        elif parent is not None:
+            why = f"it inherits from {parent!r}: an UPDATE through {parent!r} would not fire its UPDATE trigger"
+        else:
+            return
+        raise CaptureError(f"table {table.name!r} cannot be captured: {why}")
+
+    def trigger_sql(self, table: Table, style: Style) -> list[str]:
+        table_sql = self.qualify(table.name)
+        row_trigger = postgresql_trigger_name(table.name)
+        update_trigger = self.quote(postgresql_update_trigger_name(table.name))
+        row_function = self.qualify(f"{table.name}_publisher_log")
+        update_function = self.qualify(_postgresql_name(table.name, "_publisher_log_upd"))
+        settings = function_settings_sql(self.name)
+        inserted = self.insert_events(table, style)
+        on_row = self.render(
+            "trigger_function",
+            function=row_function,
+            old_key=self.key_sql(table, "OLD"),
+            new_key=self.key_sql(table, "NEW"),
+            on_insert=indent(self.log_events(table, inserted), 8),
+            on_delete=indent(self.log_events(table, self.delete_events(table, style)), 8),
+            settings=settings,
+        )
+        on_update = self.render(
+            "update_function",
+            function=update_function,
+            row_trigger=literal(postgresql_identifier(row_trigger)),
+            on_update=indent(self.log_update(table, style), 4),
+            settings=settings,
+        )
+        return [
+            self.render("drop_trigger", trigger=self.quote(row_trigger), table=table_sql),
+            self.render("drop_trigger", trigger=update_trigger, table=table_sql),
+            on_row,
+            on_update,
+            self.render("create_trigger", trigger=self.quote(row_trigger), table=table_sql, function=row_function),
+            self.render(
+                "create_update_trigger",
+                trigger=update_trigger,
+                table=table_sql,
+                function=update_function,
+                old_rows=self.quote(POSTGRESQL_OLD_ROWS),
+                new_rows=self.quote(POSTGRESQL_NEW_ROWS),
+            ),
+        ]
+
+    def log_update(self, table: Table, style: Style) -> str:
+        """One INSERT per kind of key an UPDATE statement leaves: removed, kept, added.
+
+        Old and new rows are paired by their table_key's text, byte for byte: a key its type
+        calls equal but spells otherwise ('alice' and 'Alice' under a case-insensitive
+        collation) names another object for the consumer. A child table's rows are paired by
+        their whole identity (`identity_sql`), so none is kept: values are removed, then added."""
+        old_rows, new_rows = self.quote(POSTGRESQL_OLD_ROWS), self.quote(POSTGRESQL_NEW_ROWS)
+        old_key, new_key = self.key_sql(table, "_o"), self.key_sql(table, "_n")
+        same = f'({self.identity_sql(table, "_o")}) COLLATE "C" = ({self.identity_sql(table, "_n")}) COLLATE "C"'
+        old_only = f"NOT EXISTS (SELECT FROM {new_rows} AS _n WHERE {same})"
+        new_only = f"NOT EXISTS (SELECT FROM {old_rows} AS _o WHERE {same})"
+        gone, come = self.delete_events(table, style, "_o"), self.insert_events(table, style, "_n")
+        if table.multi_valued and not self.logs_multi_value(table.multi_valued.value, style):
+            # One query-back per parent object whose values the statement changed.
+            (gone_event,), (come_event,) = gone, come
+            parents = self.render(
+                "child_parents", old_rows=old_rows, new_rows=new_rows, old_key=old_key, new_key=new_key,
+                old_only=all_of([gone_event.condition, old_only]), new_only=all_of([come_event.condition, new_only]),
+            )
+            kinds = [(parents, TRUE, "_k.k", [dataclasses.replace(come_event, condition=TRUE)])]
+        else:
+            kinds = [
+                (f"{old_rows} AS _o", old_only, old_key, gone),
+                (f"{old_rows} AS _o JOIN {new_rows} AS _n ON {same}", TRUE, new_key,
+                 self.update_events(table, style, "_o", "_n")),
+                (f"{new_rows} AS _n", new_only, new_key, come),
+            ]
+        return "\n".join(
+            self.render(
+                "log_rows",
+                rows=rows,
+                condition=all_of(["v.logged", condition]),
+                fields=self._values(events),
+                table_name_sql=literal(table.logged_name),
+                key_sql=key_sql,
+                **self.event_log_fields(),
+            )
+            for rows, condition, key_sql, events in kinds
+            if events
+        )
+
+    def _values(self, events: Sequence[Event]) -> str:
+        """The rows (position, event_type, column_name, logged, old_text, new_text) of events."""
+        return ",\n".join(
+            f"    ({position}, {int(e.event_type)}, "
+            f"{self.null() if e.column is None else literal(e.column)}, {e.condition}, "
+            f"{e.old or self.null()}, {e.new or self.null()})"
+            for position, e in enumerate(events, 1)
+        )
+
+    def log_events(self, table: Table, events: Sequence[Event]) -> str:
+        return "\n".join(self._statements(table, events))
+
+    def _statements(self, table: Table, events: Sequence[Event]) -> Iterator[str]:
+        """Consecutive field events of one key share one INSERT; the event order is kept."""
+        runs = itertools.groupby(events, lambda e: (e.column is not None, e.key))
+        for (is_field, key), group in runs:
+            key_sql = "_old_key" if key == "old" else "_new_key"
+            if is_field:
+                rows = ",\n".join(
+                    f"    ({int(e.event_type)}, {literal(e.column or '')}, {e.condition}, "
+                    f"{e.old or self.null()}, {e.new or self.null()})"
+                    for e in group
+                )
+                yield self.render(
+                    "log_fields",
+                    fields=rows,
+                    table_name_sql=literal(table.logged_name),
+                    key_sql=key_sql,
+                    **self.event_log_fields(),
+                )
+                continue
+            for event in group:
+                yield self.render(
+                    "log_event",
+                    condition=event.condition,
+                    **self.event_log_fields(),
+                    **self.event_values(table, event, key_sql),
+                )

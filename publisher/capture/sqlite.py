@@ -1,0 +1,58 @@
+"""SQLite capture: three row triggers per table (see `rows`)."""
+from __future__ import annotations
+
+from publisher.capture.dialect import literal
+from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
+from publisher.capture.tables import CaptureError, Column, Table
+from publisher.model.values import ValueType
+
+SQLITE_TRIGGER_SUFFIXES = ROW_TRIGGER_SUFFIXES
+
+
+def sqlite_trigger_name(table: str, suffix: str) -> str:
+    return f"{table}_publisher_{suffix}"
+
+
+class SQLite(RowTriggers):
+    """Every event is one INSERT guarded by its condition. Trigger bodies name no schema: the
+    schema is None, so `qualify` quotes the bare name."""
+
+    name = "sqlite"
+
+    def trigger_name(self, table: str, suffix: str) -> str:
+        return sqlite_trigger_name(table, suffix)
+
+    def logs_value(self, column: Column) -> bool:
+        return column.value_type is not ValueType.OCTET
+
+    def changed(self, column: Column, old: str, new: str) -> str:
+        return self._compare_text(column, old, "IS NOT", new)
+
+    def same(self, column: Column, old: str, new: str) -> str:
+        return self._compare_text(column, old, "IS", new)
+
+    def _compare_text(self, column: Column, old: str, operator: str, new: str) -> str:
+        """`IS` on values compares 1 and 1.0 equal, and text by the column's collation (NOCASE,
+        RTRIM): the texts are compared, byte for byte."""
+        old_text = self.as_text(self.ref(old, column), column)
+        new_text = self.as_text(self.ref(new, column), column)
+        return f"{old_text} COLLATE BINARY {operator} {new_text} COLLATE BINARY"
+
+    def check(self, table: Table) -> None:
+        for _, column in table.logged_key:
+            if column.value_type is ValueType.OCTET:
+                raise CaptureError(
+                    f"table {table.name!r}: binary key column {column.name!r} cannot be written "
+                    "in a table_key on SQLite, which has no base64 function"
+                )
+
+    def key_sql(self, table: Table, row: str) -> str:
+        parts = []
+        for name, column in table.logged_key:
+            ref = self.ref(row, column)
+            if column.value_type is ValueType.INT:
+                value = f"CAST({ref} AS TEXT)"
+            else:
+                value = self.render("key_value", value=ref)
+            parts.append(f"{literal(name + '=')} || {value}")
+        return " || '+' || ".join(parts)
