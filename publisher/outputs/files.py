@@ -12,15 +12,16 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from publisher.errors import OutputStateError
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import Status
+from publisher.model.operation import OperationKind
 from publisher.outputs.reject_lines import column_reject_lines
-from publisher.outputs.xds import DANGLING_REFERENCE, build_document
+from publisher.outputs.xds import DANGLING_REFERENCE, build_document, operation_kinds
 from publisher.pipeline.acknowledge import IdRun, StatusRun, joined_runs
 from publisher.pipeline.failpoints import reached
 
@@ -46,6 +47,8 @@ class DocumentWritten:
     bytes: int
     dangling: int = 0
     """References published without association-ref: the object they name does not exist."""
+    kinds: Mapping[str, int] = field(default_factory=dict)
+    """Operations by kind (add, modify, delete)."""
 
 
 def document_name(cycle: int, index: int) -> str:
@@ -163,7 +166,8 @@ def write_documents(
         path = directory / document_name(cycle, index)
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_bytes(data)
-        staged.append((tmp, path, DocumentWritten(path.name, len(xml), len(data), data.count(DANGLING_REFERENCE))))
+        staged.append((tmp, path, DocumentWritten(path.name, len(xml), len(data), data.count(DANGLING_REFERENCE),
+                                                  operation_kinds(data))))
     if not staged:
         return []
     sync_file_system(directory)
@@ -175,7 +179,11 @@ def write_documents(
     return [written for _, _, written in staged]
 
 
-STAGED_SCHEMA = "part int, piece int, operations int, bytes long, dangling long"
+STAGED_KINDS = {kind.value: f"{kind.value}_operations" for kind in OperationKind}
+"""The staged-piece columns of the operations by kind."""
+STAGED_SCHEMA = "part int, piece int, operations int, bytes long, dangling long, " + ", ".join(
+    f"{column} long" for column in STAGED_KINDS.values()
+)
 
 
 def staged_name(cycle: int, part: int, piece: int) -> str:
@@ -211,7 +219,8 @@ def write_documents_distributed(
             with open(Path(target) / name, "wb") as handle:
                 handle.write(data)
             pieces.append({"part": part, "piece": len(pieces), "operations": len(pending), "bytes": len(data),
-                           "dangling": data.count(DANGLING_REFERENCE)})
+                           "dangling": data.count(DANGLING_REFERENCE),
+                           **{STAGED_KINDS[kind]: n for kind, n in operation_kinds(data).items()}})
             pending.clear()
 
         for batch in batches:
@@ -239,7 +248,8 @@ def write_documents_distributed(
         os.replace(directory / staged_name(cycle, piece["part"], piece["piece"]), directory / name)
         if index == 0:
             reached("write")
-        written.append(DocumentWritten(name, piece["operations"], piece["bytes"], piece["dangling"]))
+        kinds = {kind: piece[column] for kind, column in STAGED_KINDS.items()}
+        written.append(DocumentWritten(name, piece["operations"], piece["bytes"], piece["dangling"], kinds))
     fsync_directory(directory)
     return written
 

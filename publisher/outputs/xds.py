@@ -202,6 +202,15 @@ def build_document(operations: Iterable[bytes]) -> bytes:
     return b"".join((_document_head(), *operations, _INPUT_CLOSE))
 
 
+_OPERATION_OPENS = {kind.value: f'<{kind.value} class-name="'.encode() for kind in OperationKind}
+
+
+def operation_kinds(document: bytes) -> dict[str, int]:
+    """How many operations of each kind a document holds: its texts are escaped, so an
+    operation's opening tag appears nowhere else."""
+    return {kind: document.count(opening) for kind, opening in _OPERATION_OPENS.items()}
+
+
 _HEARTBEAT_STATUS = b'<status level="success" type="heartbeat"/>'
 
 

@@ -28,7 +28,14 @@ from publisher.database import association_schema, publisher_user, table_schema
 from publisher.errors import OutputStateError, StageFailedError, root_cause
 from publisher.model.catalog import referenced_tables, reflect_catalog
 from publisher.model.events import Status
-from publisher.outputs.files import WINDOW_FILE, next_cycle_number, pin_window, pinned_window, unpin_window
+from publisher.outputs.files import (
+    WINDOW_FILE,
+    DocumentWritten,
+    next_cycle_number,
+    pin_window,
+    pinned_window,
+    unpin_window,
+)
 from publisher.outputs.formats import FormatsWritten
 from publisher.pipeline import failpoints
 from publisher.pipeline.acknowledge import ANALYZE_AFTER, StatusRun, acknowledge_runs, refresh_statistics
@@ -71,6 +78,8 @@ class CycleResult:
     """Messages the broker stored (metadata messages included)."""
     dangling_references: int = 0
     """Reference values published without association-ref: the object they name does not exist."""
+    operation_kinds: dict[str, int] = field(default_factory=dict)
+    """Operations by kind (add, modify, delete)."""
 
     @property
     def idle(self) -> bool:
@@ -168,7 +177,16 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
         messages=formats.messages,
         brokered=formats.brokered,
         dangling_references=sum(d.dangling for d in documents),
+        operation_kinds=_kinds(documents),
     )
+
+
+def _kinds(documents: list[DocumentWritten]) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for document in documents:
+        for kind, count in document.kinds.items():
+            kinds[kind] = kinds.get(kind, 0) + count
+    return kinds
 
 
 def _plan(config: Config, engine: Engine, subscriber: str | None) -> CyclePlan | None:

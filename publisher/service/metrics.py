@@ -1,0 +1,253 @@
+"""Prometheus metrics: `publisher run` serves them over HTTP, `publisher stats --prometheus`
+prints the event log's once (README, "Metrics").
+
+Two sources. What the cycles did is counted by the loop as each cycle ends, per reader of the
+event log (the status mode, or a subscriber): counters that live as long as the process. What
+the event log holds is read from the database at scrape time, with one GROUP BY, so it is right
+whoever changed the rows (a trigger, another publisher, a person setting `E` rows back to `N`)
+and right from the first scrape after a restart.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine, LargeBinary, case, cast, func, or_, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from publisher.config import Config, ConfigError, MetricsConfig
+from publisher.database import is_sqlite, publisher_user, table_schema
+from publisher.model.events import Status
+from publisher.model.operation import OperationKind
+from publisher.pipeline.read import as_utc
+from publisher.pipeline.subscribers import subscriber_backlog
+from publisher.pipeline.window import event_log_table
+
+log = logging.getLogger("publisher")
+STATUS_MODE = ""
+"""The `subscriber` label of the status mode's series."""
+ACKNOWLEDGED = (Status.SUCCESS, Status.WARNING, Status.ERROR)
+"""The statuses a cycle gives the rows it read."""
+STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+"""Seconds: a small cycle's stages take milliseconds, a large one's minutes."""
+
+
+class EventLogCollector(Collector):
+    """The event log as it is now, read at each scrape. `tolerant`: a database that cannot be
+    read gives `publisher_event_log_up 0` instead of failing the scrape (a server keeps going;
+    `stats --prometheus` fails instead)."""
+
+    def __init__(self, config: Config, engine: Engine, tolerant: bool = True) -> None:
+        self.config = config
+        self.engine = engine
+        self.tolerant = tolerant
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("publisher_event_log_up", "1 if the last scrape could read the event log, else 0")
+        try:
+            metrics = list(self._read())
+        except SQLAlchemyError as exc:
+            if not self.tolerant:
+                raise
+            log.warning("metrics: cannot read the event log: %s", self.config.database.redact(str(exc)))
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from metrics
+
+    def _read(self) -> Iterator[Metric]:
+        groups = read_groups(self.config, self.engine)
+        rows = GaugeMetricFamily("publisher_event_log_rows", "Rows of the event log, by status and table",
+                                 labels=["status", "table"])
+        for (status, table), count in _summed(groups, lambda g: (g.status, g.table)).items():
+            rows.add_metric([status, table], count)
+        yield rows
+        yield _per_perpetrator("publisher_rejected_rows", "Rows of the event log marked E (rejected), by table and "
+                               "perpetrator", (g for g in groups if g.status == Status.ERROR.value))
+        user = None if self.config.publisher.allow_loopback else publisher_user(self.config, self.engine)
+        yield _per_perpetrator(
+            "publisher_loopback_rows", "Rows of the event log the status mode passed over as loopback (S, logged by "
+            "the publisher's own user), by table and perpetrator",
+            (g for g in groups if g.status == Status.SUCCESS.value and _is_loopback(g.perpetrator, user)))
+        waiting = GaugeMetricFamily("publisher_waiting_events",
+                                    "Events waiting for the status mode (N rows) or for a subscriber's next check-out",
+                                    labels=["subscriber"])
+        lag = GaugeMetricFamily("publisher_lag_seconds", "Age of the oldest event waiting for the status mode (the "
+                                "oldest N row) or for a subscriber; 0 when none waits", labels=["subscriber"])
+        if self.config.publisher.status_mode:
+            new = [g for g in groups if g.status == Status.NEW.value]
+            waiting.add_metric([STATUS_MODE], sum(g.count for g in new))
+            lag.add_metric([STATUS_MODE], _age(min((g.oldest for g in new if g.oldest), default=None)))
+        for name in sorted(self.config.subscribers):
+            found = subscriber_backlog(self.config, self.engine, name)
+            waiting.add_metric([name], found.waiting)
+            lag.add_metric([name], _age(_utc_of(found.oldest_waiting)))
+        yield waiting
+        yield lag
+
+
+@dataclass(frozen=True)
+class Group:
+    """Rows of one status and table (and perpetrator, where it matters), and the oldest event time."""
+
+    status: str
+    table: str
+    perpetrator: str
+    count: int
+    oldest: dt.datetime | None
+
+
+def read_groups(config: Config, engine: Engine) -> list[Group]:
+    """The event log grouped by status and table in one query, and by perpetrator only for `E`
+    rows and rows that may be loopback: a perpetrator per application user would otherwise
+    multiply the groups."""
+    table = event_log_table(config, table_schema(config, engine))
+    names = config.event_log.columns
+    status, perpetrator = table.c[names.status], table.c[names.perpetrator]
+    user = None if config.publisher.allow_loopback else publisher_user(config, engine)
+    kept = status == Status.ERROR.value
+    if user is not None:
+        kept = or_(kept, func.lower(func.trim(perpetrator)) == user.strip().lower())
+    who = case((kept, perpetrator), else_=None)
+    columns = [_readable(engine, c) for c in (status, table.c[names.table_name], who, table.c[names.event_time])]
+    query = select(columns[0], columns[1], columns[2], func.count(), func.min(columns[3])).group_by(*columns[:3])
+    with engine.connect() as conn:
+        return [Group(_decoded(s), _decoded(t), "" if p is None else _decoded(p), int(n), _utc_of(oldest))
+                for s, t, p, n, oldest in conn.execute(query)]
+
+
+def _readable(engine: Engine, column: Any) -> Any:
+    """SQLite text may hold any bytes: read it as bytes, so one bad value cannot fail a scrape."""
+    return cast(column, LargeBinary) if is_sqlite(engine) else column
+
+
+def _per_perpetrator(name: str, documentation: str, groups: Iterable[Group]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=["table", "perpetrator"])
+    for (table, perpetrator), count in _summed(groups, lambda g: (g.table, g.perpetrator)).items():
+        family.add_metric([table, perpetrator], count)
+    return family
+
+
+def _is_loopback(perpetrator: str, user: str | None) -> bool:
+    """As classification decides it."""
+    return user is not None and perpetrator.strip().casefold() == user.strip().casefold()
+
+
+def _summed(groups: Iterable[Group], key: Any) -> dict[tuple[str, ...], int]:
+    counts: dict[tuple[str, ...], int] = {}
+    for group in groups:
+        counts[key(group)] = counts.get(key(group), 0) + group.count
+    return counts
+
+
+def _decoded(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="backslashreplace")
+    return str(value)
+
+
+def _utc_of(value: Any) -> dt.datetime | None:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        value = _decoded(value)
+    return as_utc(value)
+
+
+def _age(time_: dt.datetime | None) -> float:
+    return 0.0 if time_ is None else max(0.0, (dt.datetime.now(dt.UTC) - time_).total_seconds())
+
+
+class PublisherMetrics:
+    """The registry of one `publisher run`: the event log's gauges and every reader's cycle metrics."""
+
+    def __init__(self, config: Config, engine: Engine) -> None:
+        self.registry = event_log_registry(config, engine)
+        labels = ["subscriber"]
+        self.events = Counter("publisher_events_read", "Events read from the event log by cycles",
+                              labels, registry=self.registry)
+        self.operations = Counter("publisher_operations", "Operations published, by kind",
+                                  [*labels, "kind"], registry=self.registry)
+        self.rows = Counter("publisher_acknowledged_rows", "Rows acknowledged by cycles, by the status they were given "
+                            "(E: rejected)", [*labels, "status"], registry=self.registry)
+        self.documents = Counter("publisher_documents", "XDS documents written", labels, registry=self.registry)
+        self.stages = Histogram("publisher_cycle_stage_duration_seconds", "Time a cycle spent in each stage",
+                                [*labels, "stage"], buckets=STAGE_BUCKETS, registry=self.registry)
+        self.last_success = Gauge("publisher_last_success_timestamp_seconds",
+                                  "When the last successful cycle ended (Unix time)", labels, registry=self.registry)
+        self.failures = Gauge("publisher_consecutive_failures", "Cycles failed in a row since the last success",
+                              labels, registry=self.registry)
+        self.lock = Gauge("publisher_lock_held", "1 while this process holds the reader's lock, else 0",
+                          labels, registry=self.registry)
+
+    def reader(self, subscriber: str | None) -> ReaderMetrics:
+        return ReaderMetrics(self, STATUS_MODE if subscriber is None else subscriber)
+
+    def serve(self, settings: MetricsConfig) -> Any:
+        """Listen on metrics.address:metrics.port; the server, for `shutdown()`."""
+        try:
+            server, _ = start_http_server(settings.port, settings.address, registry=self.registry)
+        except OSError as exc:
+            raise ConfigError(f"metrics.port: cannot serve metrics on {settings.address}:{settings.port}: "
+                              f"{exc.strerror or exc}") from None
+        log.info("serving metrics on http://%s:%d/metrics", settings.address, settings.port)
+        return server
+
+
+class ReaderMetrics:
+    """One reader's series, labelled once; created up front so that every series reads 0
+    before the first cycle rather than being absent."""
+
+    def __init__(self, metrics: PublisherMetrics, subscriber: str) -> None:
+        self.metrics = metrics
+        self.subscriber = subscriber
+        self.events = metrics.events.labels(subscriber)
+        self.operations = {kind.value: metrics.operations.labels(subscriber, kind.value) for kind in OperationKind}
+        self.rows = {status.value: metrics.rows.labels(subscriber, status.value) for status in ACKNOWLEDGED}
+        self.documents = metrics.documents.labels(subscriber)
+        self.last_success = metrics.last_success.labels(subscriber)
+        self.failures = metrics.failures.labels(subscriber)
+        self.lock = metrics.lock.labels(subscriber)
+        self.failures.set(0)
+        self.lock.set(0)
+
+    def cycle_succeeded(self, result: Any) -> None:
+        """`result`: a cycle's, or a check-out's with its windows."""
+        for window in getattr(result, "windows", [result]):
+            self.events.inc(window.events)
+            for kind, count in window.operation_kinds.items():
+                self.operations.get(kind, self.metrics.operations.labels(self.subscriber, kind)).inc(count)
+            for status, count in window.statuses.items():
+                self.rows.get(status, self.metrics.rows.labels(self.subscriber, status)).inc(count)
+            self.documents.inc(window.documents)
+            for stage, seconds in window.seconds.items():
+                if "." not in stage:
+                    self.metrics.stages.labels(self.subscriber, stage).observe(seconds)
+        self.failures.set(0)
+        self.last_success.set(time.time())
+
+    def cycle_failed(self, failures: int) -> None:
+        self.failures.set(failures)
+
+    def lock_held(self, held: bool) -> None:
+        self.lock.set(1 if held else 0)
+
+
+def event_log_registry(config: Config, engine: Engine, tolerant: bool = True) -> CollectorRegistry:
+    """A registry of its own (not the process-wide default) with the event log's gauges."""
+    registry = CollectorRegistry()
+    registry.register(EventLogCollector(config, engine, tolerant))
+    return registry
+
+
+def exposition(config: Config, engine: Engine) -> str:
+    """The event log's gauges once, in the Prometheus text format (`stats --prometheus`)."""
+    return generate_latest(event_log_registry(config, engine, tolerant=False)).decode("utf-8")
+

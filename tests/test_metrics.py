@@ -1,0 +1,295 @@
+"""Prometheus metrics: what `publisher run` serves over HTTP while it drains a backlog, what
+`publisher stats --prometheus` prints, and the `[metrics]` settings.
+
+The expected values come from the backlog each test logs: the changes it makes through the real
+triggers and the rows it writes into the event log by hand.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import TestDatabase
+from prometheus_client.parser import text_string_to_metric_families
+
+from publisher.cli import main
+from publisher.config import ConfigError, load_config
+from publisher.database import connect
+from publisher.service.loop import run_forever
+from publisher.service.metrics import PublisherMetrics
+
+OWN_USER = "publisher_app"
+"""The publisher's own database user in these tests: the rows logged as it are loopback."""
+OLD_TIME = "2020-01-01 12:00:00"
+"""The event time of the hand-written rejected row, the oldest N row before the drain."""
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def make_site(database: TestDatabase, tmp_path: Path, extra: str = "") -> Path:
+    """usr with rows 10 and 11 logged before capture, the triggers installed, and a configuration."""
+    schema = f'schema = "{database.schema}"\n' if database.schema else ""
+    path = tmp_path / "publisher.toml"
+    path.write_text(
+        f'[database]\nurl = "{database.url}"\n{schema}user = "{OWN_USER}"\n'
+        f'[publisher]\npolling_interval = 0.3\n[output]\ndirectory = "{tmp_path / "out"}"\n'
+        f'[spark]\nmaster = "local[1]"\n{extra}',
+        encoding="utf-8",
+    )
+    usr = database.qualified("usr")
+    database.execute(f"CREATE TABLE {usr} (idu INTEGER PRIMARY KEY, fname VARCHAR(64))",
+                     f"INSERT INTO {usr} VALUES (10, 'Ten')", f"INSERT INTO {usr} VALUES (11, 'Eleven')")
+    assert main(["install", "-c", str(path), "--table", "usr"]) == 0
+    return path
+
+
+def log_backlog(database: TestDatabase) -> int:
+    """Two adds, a modify and a delete through the triggers, a malformed row by `mallory` and a
+    row by the publisher's own user; the number of event log rows."""
+    usr, log = database.qualified("usr"), database.qualified("event_log")
+    database.execute(
+        f"INSERT INTO {usr} VALUES (1, 'One')",
+        f"INSERT INTO {usr} VALUES (2, 'Two')",
+        f"UPDATE {usr} SET fname = 'Ten!' WHERE idu = 10",
+        f"DELETE FROM {usr} WHERE idu = 11",
+        f"INSERT INTO {log} (status, event_type, event_time, perpetrator, table_name, table_key) "
+        f"VALUES ('N', 9, '{OLD_TIME}', 'mallory', 'usr', 'idu=1')",
+        f"INSERT INTO {log} (status, event_type, perpetrator, table_name, table_key, column_name, new_value) "
+        f"VALUES ('N', 2, '{OWN_USER}', 'usr', 'idu=10', 'fname', 'Loop')",
+    )
+    return int(database.rows(f"SELECT count(*) FROM {log}")[0][0])
+
+
+def samples(text: str) -> Samples:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(found: Samples, name: str, **labels: str) -> float | None:
+    return found.get((name, tuple(sorted(labels.items()))))
+
+
+def scrape(port: int) -> Samples | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return samples(response.read().decode("utf-8"))
+    except (urllib.error.URLError, ConnectionError):
+        return None
+
+
+def age_bounds(text: str) -> tuple[float, float]:
+    """The least and greatest age a time of day could have, in whatever zone it was read."""
+    at = dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+    age = (dt.datetime.now(dt.UTC) - at).total_seconds()
+    return age - 86400, age + 86400
+
+
+def test_run_serves_metrics_that_follow_the_drain(database, tmp_path):
+    port = free_port()
+    config = make_site(database, tmp_path, f"[metrics]\nport = {port}\n")
+    events = log_backlog(database)
+    started = time.time()
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    log_path = tmp_path / "run.log"
+    with log_path.open("w") as log_file:
+        run = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", str(config)],
+                               stdout=subprocess.DEVNULL, stderr=log_file, env=env)
+    history: list[Samples] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert run.poll() is None, log_path.read_text()
+            found = scrape(port)
+            if found is not None:
+                history.append(found)
+                if value(found, "publisher_events_read_total", subscriber="") == events and \
+                        value(found, "publisher_waiting_events", subscriber="") == 0:
+                    break
+            time.sleep(0.2)
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert history, log_path.read_text()
+    first, last = history[0], history[-1]
+    assert value(first, "publisher_event_log_rows", status="N", table="usr") == events
+    assert value(first, "publisher_waiting_events", subscriber="") == events
+    assert value(first, "publisher_events_read_total", subscriber="") == 0
+    low, high = age_bounds(OLD_TIME)
+    assert low < (value(first, "publisher_lag_seconds", subscriber="") or 0) < high
+
+    assert value(last, "publisher_events_read_total", subscriber="") == events, log_path.read_text()
+    assert value(last, "publisher_event_log_rows", status="N", table="usr") is None
+    assert value(last, "publisher_waiting_events", subscriber="") == 0
+    assert value(last, "publisher_lag_seconds", subscriber="") == 0
+    kinds = {kind: value(last, "publisher_operations_total", subscriber="", kind=kind)
+             for kind in ("add", "modify", "delete")}
+    assert kinds == {"add": 2, "modify": 1, "delete": 1}
+    assert value(last, "publisher_acknowledged_rows_total", subscriber="", status="E") == 1
+    assert value(last, "publisher_acknowledged_rows_total", subscriber="", status="S") == events - 1
+    assert value(last, "publisher_event_log_rows", status="E", table="usr") == 1
+    assert value(last, "publisher_rejected_rows", table="usr", perpetrator="mallory") == 1
+    assert value(last, "publisher_loopback_rows", table="usr", perpetrator=OWN_USER) == 1
+    assert started < (value(last, "publisher_last_success_timestamp_seconds", subscriber="") or 0) <= time.time()
+    assert value(last, "publisher_consecutive_failures", subscriber="") == 0
+    assert value(last, "publisher_lock_held", subscriber="") == 1
+    assert value(last, "publisher_event_log_up") == 1
+    assert (value(last, "publisher_cycle_stage_duration_seconds_count", subscriber="", stage="acknowledge") or 0) >= 1
+    assert run.returncode == 0, log_path.read_text()
+
+
+def test_stats_prometheus_prints_the_event_log_before_and_after_a_poll(database, tmp_path, capsys):
+    subscribers = f'[subscriptions.all]\ntables = ["usr"]\n[subscribers.vault]\nsubscription = "all"\n' \
+        f'output = "{tmp_path / "vault"}"\n'
+    config = make_site(database, tmp_path, subscribers)
+    events = log_backlog(database)
+    capsys.readouterr()
+
+    assert main(["stats", "-c", str(config), "--prometheus"]) == 0
+    before = samples(capsys.readouterr().out)
+    assert value(before, "publisher_event_log_rows", status="N", table="usr") == events
+    assert value(before, "publisher_waiting_events", subscriber="") == events
+    assert value(before, "publisher_waiting_events", subscriber="vault") == events
+    low, high = age_bounds(OLD_TIME)
+    for reader in ("", "vault"):
+        assert low < (value(before, "publisher_lag_seconds", subscriber=reader) or 0) < high
+    assert value(before, "publisher_rejected_rows", table="usr", perpetrator="mallory") is None
+    assert not any(name.startswith("publisher_events_read") for name, _ in before)
+
+    assert main(["poll", "-c", str(config)]) == 0
+    assert main(["poll", "-c", str(config), "--subscriber", "vault"]) == 0
+    capsys.readouterr()
+    assert main(["stats", "-c", str(config), "--prometheus"]) == 0
+    after = samples(capsys.readouterr().out)
+    assert value(after, "publisher_event_log_rows", status="N", table="usr") is None
+    assert value(after, "publisher_event_log_rows", status="S", table="usr") == events - 1
+    assert value(after, "publisher_rejected_rows", table="usr", perpetrator="mallory") == 1
+    assert value(after, "publisher_loopback_rows", table="usr", perpetrator=OWN_USER) == 1
+    for reader in ("", "vault"):
+        assert value(after, "publisher_waiting_events", subscriber=reader) == 0
+        assert value(after, "publisher_lag_seconds", subscriber=reader) == 0
+
+
+def test_stats_prometheus_fails_like_stats_when_the_event_log_cannot_be_read(tmp_path, capsys):
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "none.db"}"\n', encoding="utf-8")
+    assert main(["stats", "-c", str(path), "--prometheus"]) == 1
+    captured = capsys.readouterr()
+    assert "no such table: event_log" in captured.err and "publisher_event_log_up" not in captured.out
+
+
+@pytest.mark.parametrize("setting", ["port = -1", "port = 65536", 'port = "9464"', "port = true",
+                                     'port = 9464\naddress = " "'])
+def test_a_bad_metrics_setting_names_its_key(tmp_path, setting):
+    path = tmp_path / "publisher.toml"
+    path.write_text(f"[metrics]\n{setting}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^metrics\.(port|address): "):
+        load_config(path, environ={})
+
+
+def test_metrics_are_off_unless_a_port_is_set(tmp_path):
+    assert load_config(None, environ={}).metrics.port == 0
+    config = load_config(None, environ={"PUBLISHER_METRICS_PORT": "9464"})
+    assert (config.metrics.port, config.metrics.address) == (9464, "127.0.0.1")
+
+
+def test_run_on_a_port_in_use_exits_2_naming_the_setting(tmp_path, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        path = tmp_path / "publisher.toml"
+        path.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "m.db"}"\n'
+                        f"[metrics]\nport = {taken.getsockname()[1]}\n", encoding="utf-8")
+        assert main(["install", "-c", str(path)]) == 0
+        assert main(["run", "-c", str(path)]) == 2
+    assert "metrics.port: cannot serve metrics on 127.0.0.1:" in capsys.readouterr().err
+
+
+def test_failures_count_up_until_a_cycle_succeeds(tmp_path):
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "m.db"}"\n[publisher]\npolling_interval = 0.01\n'
+                    f'[output]\ndirectory = "{tmp_path}"\n', encoding="utf-8")
+    assert main(["install", "-c", str(path)]) == 0
+    config = load_config(path, environ={})
+    metrics = PublisherMetrics(config, connect(config))
+    reader = metrics.reader(None)
+    stop = threading.Event()
+    seen: list[float | None] = []
+
+    class Idle:
+        idle, events, windows = True, 0, ()
+
+        def summary(self) -> dict[str, int]:
+            return {}
+
+    def cycle(*_: object) -> Idle:
+        seen.append(metrics.registry.get_sample_value("publisher_consecutive_failures", {"subscriber": ""}))
+        if len(seen) <= 3:
+            raise OSError("output away")
+        stop.set()
+        return Idle()
+
+    run_forever(None, None, config, stop, cycle, tmp_path, reader)  # type: ignore[arg-type]
+    assert seen == [0, 1, 2, 3]
+    assert metrics.registry.get_sample_value("publisher_consecutive_failures", {"subscriber": ""}) == 0
+    assert metrics.registry.get_sample_value("publisher_last_success_timestamp_seconds", {"subscriber": ""}) > 0
+
+
+def test_a_cycle_counts_its_operations_by_kind_on_either_path(spark, cycle_path, database, tmp_path):
+    from lxml import etree
+
+    from publisher.pipeline.cycle import run_cycle
+
+    path = make_site(database, tmp_path)
+    small = "0" if cycle_path == "spark" else "20000"
+    config = load_config(path, environ={}, overrides=[f"spark.small_cycle_events={small}"])
+    log_backlog(database)
+    result = run_cycle(spark, connect(config), config)
+    assert result.distributed == (cycle_path == "spark")
+    assert result.operation_kinds == {"add": 2, "modify": 1, "delete": 1}
+    tags = [element.tag for name in result.files
+            for element in etree.parse(str(tmp_path / "out" / name)).find("input")]
+    assert {kind: tags.count(kind) for kind in ("add", "modify", "delete")} == result.operation_kinds
+
+
+def test_the_dashboard_and_the_readme_name_only_metrics_that_are_served(tmp_path):
+    import json
+    import re
+
+    from prometheus_client import generate_latest
+
+    root = Path(__file__).parent.parent
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "m.db"}"\n', encoding="utf-8")
+    assert main(["install", "-c", str(path)]) == 0
+    config = load_config(path, environ={})
+    metrics = PublisherMetrics(config, connect(config))
+    metrics.reader(None)
+    families = list(text_string_to_metric_families(generate_latest(metrics.registry).decode()))
+    served = {family.name + ("_total" if family.type == "counter" else "") for family in families
+              if not family.name.endswith("_created")}
+    dashboard = json.loads((root / "examples" / "grafana-dashboard.json").read_text(encoding="utf-8"))
+    assert {"datasource"} == {v["name"] for v in dashboard["templating"]["list"] if v["type"] == "datasource"}
+    expressions = " ".join(t["expr"] for panel in dashboard["panels"] for t in panel["targets"])
+    named = set(re.findall(r"publisher_\w+", expressions))
+    assert {re.sub(r"_bucket$", "", name) for name in named} <= served
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"^\| `(publisher_\w+)`", table, re.MULTILINE)) == served
