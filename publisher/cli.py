@@ -44,6 +44,7 @@ examples:
   publisher verify -c publisher.toml    replay the documents, compare with the tables
   publisher poll -c publisher.toml --subscriber vault    one check-out of [subscribers.vault]
   publisher checkin -c publisher.toml --subscriber vault -e "UPDATE usr SET fname = 'x' WHERE idu = 1"
+  publisher requeue -c publisher.toml --status E --table usr --reason "usr.born fixed" --dry-run
   publisher parse-key 'pkey=", ; \\' + \\" = \\\\ < >"'
 """
 
@@ -125,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
         "one failing is retried with backoff while the others go on.",
     ))
     run.add_argument("--subscriber", metavar="NAME", help="serve only this [subscribers.NAME]")
+    run.add_argument("--log-format", choices=("text", "json"), default="text",
+                     help="text: one readable line per entry (default); json: one JSON object per line (time, "
+                     "level, message and, for a cycle, its summary's fields) for log collectors")
+    _add_requeue(commands, with_config)
     with_config(commands.add_parser(
         "purge", help="delete the event log rows no reader needs any more",
         description="Deletes, in one transaction, the event log rows every configured subscriber has checked out "
@@ -138,7 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
         "waiting for its next check-out, the oldest one's age, its last check-out, and the rows it alone holds back "
         "from purge.",
     ))
-    stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    stats_format = stats.add_mutually_exclusive_group()
+    stats_format.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    stats_format.add_argument("--prometheus", action="store_true",
+                              help="print the event log's gauges in the Prometheus text format (README, Metrics)")
     verify = with_config(commands.add_parser(
         "verify", help="replay the published documents and compare them with the tables",
         description="Replays the XDS documents of the output directory in order into a model of the "
@@ -231,6 +239,61 @@ def _add_bench(commands: Any) -> None:
     bench.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
+REQUEUE_DESCRIPTION = """\
+Puts event log rows the publisher set aside back to N, once their cause is fixed, so that the
+next cycle publishes them: E (rejected as malformed, see rejects.jsonl) by default, W (query-back
+found no object) with --status W, both with --status E,W. --table and --from/--to narrow the
+choice; all filters together must hold. One transaction; prints one JSON line with the rows put
+back per status and table. Every requeue (not --dry-run) is recorded with its --reason as a JSON
+line in requeue.jsonl in the output directory. A running publisher need not stop: it picks the
+rows up in its next cycle.
+"""
+
+
+def _add_requeue(commands: Any, with_config: Any) -> None:
+    requeue = with_config(commands.add_parser(
+        "requeue", help="put E (or W) rows back to N once their cause is fixed",
+        description=REQUEUE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    ))
+    requeue.add_argument("--status", action="append", type=_requeue_statuses, metavar="E|W",
+                         help="which rows: E (default), W, or E,W (repeatable)")
+    requeue.add_argument("--table", metavar="T",
+                         help="only rows of this table_name (exactly or ignoring case, as a cycle resolves it)")
+    requeue.add_argument("--from", dest="first", type=int, metavar="ID", help="only record_ids from ID on (inclusive)")
+    requeue.add_argument("--to", dest="last", type=int, metavar="ID", help="only record_ids up to ID (inclusive)")
+    requeue.add_argument("--reason", metavar="TEXT", help="why: recorded with the requeue in requeue.jsonl")
+    requeue.add_argument("--dry-run", action="store_true", help="count what would be put back, change nothing")
+
+
+def _requeue_statuses(text: str) -> tuple[Any, ...]:
+    from publisher.service.requeue import RequeueError, parse_statuses
+
+    try:
+        return parse_statuses(text)
+    except RequeueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC), level, message, and the fields a record carries
+    (a cycle's summary), for log collectors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import datetime as dt
+
+        line: dict[str, Any] = {
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "message": getattr(record, "brief", None) or record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            line.update({k: v for k, v in fields.items() if k not in line})
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
 def _not_negative(text: str) -> int:
     return _positive(text, least=0)
 
@@ -248,6 +311,10 @@ def _positive(text: str, least: int = 1) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    if getattr(args, "log_format", "text") == "json":
+        for handler in logging.getLogger().handlers:
+            if type(handler) is logging.StreamHandler:
+                handler.setFormatter(JsonLogFormatter())
     try:
         return _dispatch(args)
     except UsageError as exc:
@@ -277,11 +344,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _guard(lambda: _poll(config, args.subscriber), config)
     if args.command == "purge":
         return _guard(lambda: _purge(config), config)
+    if args.command == "requeue":
+        return _guard(lambda: _requeue(config, args), config)
     if args.command == "checkin":
         return _guard(lambda: _checkin(config, args), config)
     if args.command == "run":
         return _guard(lambda: _run(config, args.subscriber), config)
     if args.command == "stats":
+        if args.prometheus:
+            return _guard(lambda: _stats_prometheus(config), config)
         return _guard(lambda: _stats(config, args.json), config)
     if args.command == "verify":
         return _guard(lambda: _verify(config, args.documents, args.subscriber), config)
@@ -365,6 +436,7 @@ def _poll(config: Config, subscriber: str | None) -> int:
     engine = connect(config)
     _check_reachable(engine)
     if subscriber is None:
+        _warn_unpublished(config, engine)
         with PublisherLock(config) as lock:
             result = run_cycle(lambda: get_spark(config.spark), engine, config)
         print(json.dumps(result.summary()))
@@ -389,6 +461,43 @@ def _purge(config: Config) -> int:
         print(f"publisher: nothing deleted: {', '.join(purged.waiting_for)} never checked out, so every row may "
               "still be needed", file=sys.stderr)
     return 0
+
+
+def _requeue(config: Config, args: argparse.Namespace) -> int:
+    from publisher.database import connect
+    from publisher.service.requeue import DEFAULT_STATUSES, RequeueError, Selection, requeue
+
+    statuses = tuple(dict.fromkeys(s for given in args.status for s in given)) if args.status else DEFAULT_STATUSES
+    try:
+        selection = Selection(statuses, args.table, args.first, args.last)
+        done = requeue(config, connect(config), selection, args.reason, args.dry_run)
+    except RequeueError as exc:
+        raise UsageError(f"requeue: {exc}") from None
+    print(json.dumps(done.summary()))
+    counted = ", ".join(f"{status} {n}" for status, n in done.by_status.items()) or "none"
+    if args.dry_run:
+        print(f"dry run: would put {_count(done.total, 'row')} back to N ({counted}); nothing changed",
+              file=sys.stderr)
+    else:
+        print(f"put {_count(done.total, 'row')} back to N ({counted}); recorded in {done.record}"
+              + (f" with the reason: {args.reason}" if args.reason else ""), file=sys.stderr)
+        if config.subscribers:
+            print("publisher: subscribers read rows whatever their status: this changes what the status mode "
+                  "publishes, not what they do", file=sys.stderr)
+    return 0
+
+
+def _warn_unpublished(config: Config, engine: Any) -> None:
+    """Say once, before publishing, which tables new rows name that a cycle would reject."""
+    from publisher.service.stats import unpublished_tables
+
+    found = unpublished_tables(config, engine)
+    if found:
+        logging.getLogger("publisher").warning(
+            "new rows of the event log name tables that are not published, and a cycle marks them E: %s",
+            "; ".join(f"{table} ({why})" for table, why in found.items()),
+            extra={"fields": {"unpublished_tables": found}},
+        )
 
 
 def _checkin(config: Config, args: argparse.Namespace) -> int:
@@ -441,6 +550,14 @@ def _run(config: Config, subscriber: str | None) -> int:
         raise UsageError("nothing to run: publisher.status_mode = false and no [subscribers.NAME] is configured")
     engine = connect(config)
     _check_reachable(engine)
+    if None in readers:
+        _warn_unpublished(config, engine)
+    metrics = None
+    if config.metrics.port:
+        from publisher.service.metrics import PublisherMetrics
+
+        metrics = PublisherMetrics(config, engine)
+        server = metrics.serve(config.metrics)
     stop = threading.Event()
     install_stop_handlers([stop])
     started = threading.Lock()
@@ -456,7 +573,7 @@ def _run(config: Config, subscriber: str | None) -> int:
 
     def serve_reader(reader: str | None) -> None:
         try:
-            serve(warm_spark, engine, config, stop, reader)
+            serve(warm_spark, engine, config, stop, reader, None if metrics is None else metrics.reader(reader))
         except Exception as exc:  # one reader's failure must not end the others
             name = "the status mode" if reader is None else f"subscriber {reader}"
             reason = config.database.redact(str(exc))
@@ -470,9 +587,19 @@ def _run(config: Config, subscriber: str | None) -> int:
     while any(thread.is_alive() for thread in threads):
         for thread in threads:
             thread.join(timeout=0.5)
+    if metrics is not None:
+        server.shutdown()
     log.info("stopped")
     if failed:
         raise UnavailableError("; ".join(failed))
+    return 0
+
+
+def _stats_prometheus(config: Config) -> int:
+    from publisher.database import connect
+    from publisher.service.metrics import exposition
+
+    print(exposition(config, connect(config)), end="")
     return 0
 
 

@@ -2,12 +2,29 @@
 Spark Connect server (`sc://host:port`)."""
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import threading
+from pathlib import Path
+from typing import IO
 
 from pyspark.sql import SparkSession
 
 from publisher.config import SparkConfig
+
+LOG4J_PROPERTIES = Path(__file__).with_name("log4j2.properties")
+"""The driver JVM's logging: errors only (log4j's start-up notes and warnings are not for users)."""
+_LOG4J_OPTION = f"-Dlog4j2.configurationFile={LOG4J_PROPERTIES.as_uri()}"
+JVM_CHATTER = (
+    "WARNING: Using incubator modules:",
+    "Using Spark's default log4j profile:",
+    "Setting default log level to",
+    "To adjust logging level use sc.setLogLevel(",
+)
+"""Lines the driver JVM writes to stderr at start that no log configuration reaches: the JVM's
+own note on the `--add-modules=jdk.incubator.vector` the Spark launcher always passes, and
+Spark's notes for when a log configuration is not found. Dropped; every other line is passed on."""
 
 _DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
@@ -15,7 +32,7 @@ _DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC {_LOG4J_OPTION}",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }
 CONNECT_PREFIX = "sc://"
@@ -32,11 +49,48 @@ def get_spark(config: SparkConfig, app_name: str = "event-log-publisher") -> Spa
     if config.master.startswith("local"):
         settings.setdefault("spark.sql.shuffle.partitions", "4")
     settings.update(config.conf)
+    driver_options = settings["spark.driver.extraJavaOptions"]
+    if "log4j2.configurationFile" not in driver_options:
+        settings["spark.driver.extraJavaOptions"] = f"{driver_options} {_LOG4J_OPTION}".strip()
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    _launch_jvm(config.master, app_name, settings)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _launch_jvm(master: str, app_name: str, settings: dict[str, str]) -> None:
+    """Start the driver JVM as pyspark would (the same spark-submit command and settings), but
+    with its stderr through a filter that drops `JVM_CHATTER`; nothing when it runs already."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None:
+            return
+        conf = SparkConf().setMaster(master).setAppName(app_name)
+        for key, value in settings.items():
+            conf.set(key, value)
+        read, write = os.pipe()
+        threading.Thread(target=_pass_on, args=(os.fdopen(read, "rb"),), name="spark-stderr", daemon=True).start()
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": write})
+        finally:
+            os.close(write)
+        SparkContext._gateway = gateway
+        SparkContext._jvm = gateway.jvm
+
+
+def _pass_on(stream: IO[bytes]) -> None:
+    """Copy the JVM's stderr to ours line by line, without its start-up chatter."""
+    for line in iter(stream.readline, b""):
+        if not line.lstrip().startswith(tuple(c.encode() for c in JVM_CHATTER)):
+            try:
+                os.write(2, line)
+            except OSError:
+                return
 
 
 def _connect(config: SparkConfig, app_name: str) -> SparkSession:

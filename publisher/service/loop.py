@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -22,6 +22,9 @@ from publisher.errors import TransientError, root_cause
 from publisher.outputs.files import document_name, next_cycle_number, write_atomically
 from publisher.outputs.xds import build_heartbeat
 from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
+
+if TYPE_CHECKING:
+    from publisher.service.metrics import ReaderMetrics
 
 log = logging.getLogger("publisher")
 MAX_BACKOFF_SECONDS = 300.0
@@ -87,9 +90,10 @@ def run_forever(
     stop: threading.Event,
     cycle: Callable[[SparkProvider, Engine, Config], Polled] = run_cycle,
     output: Path | None = None,
+    metrics: ReaderMetrics | None = None,
 ) -> None:
     """Poll until `stop` is set; a failing cycle acknowledges nothing and is retried with backoff.
-    `output`: where heartbeats go (default: output.directory)."""
+    `output`: where heartbeats go (default: output.directory); `metrics`: told of each cycle."""
     output = output or Path(config.output.directory)
     heartbeat = config.publisher.heartbeat_interval * 60
     last_publication = time.monotonic()
@@ -99,14 +103,20 @@ def run_forever(
             result = cycle(spark, engine, config)
         except (TransientError, SQLAlchemyError, OSError) as exc:
             failures += 1
+            if metrics is not None:
+                metrics.cycle_failed(failures)
             wait = backoff_seconds(config, failures)
             log.error("cycle failed, nothing acknowledged, retrying in %.0f s: %s", wait, root_cause(exc))
             stop.wait(wait)
             continue
         failures = 0
+        if metrics is not None:
+            metrics.cycle_succeeded(result)
         if not result.idle:
             last_publication = time.monotonic()
-            log.info("%s %s", "cycle" if isinstance(result, CycleResult) else "check-out", json.dumps(result.summary()))
+            kind = "cycle" if isinstance(result, CycleResult) else "check-out"
+            summary = result.summary()
+            log.info("%s %s", kind, json.dumps(summary), extra={"brief": kind, "fields": summary})
         elif heartbeat and time.monotonic() - last_publication >= heartbeat:
             log.info("heartbeat %s", publish_heartbeat(output))
             last_publication = time.monotonic()
@@ -116,11 +126,13 @@ def run_forever(
 
 
 def serve(
-    spark: Callable[[], Any], engine: Engine, config: Config, stop: threading.Event, subscriber: str | None = None
+    spark: Callable[[], Any], engine: Engine, config: Config, stop: threading.Event, subscriber: str | None = None,
+    metrics: ReaderMetrics | None = None,
 ) -> None:
     """Publish while holding the lock (the event log's, or `subscriber`'s check-outs'); a lost lock
     (say, the database restarted) pauses publishing until the lock is ours again, instead of
-    ending. Several of these run side by side in one process, one per reader of the log."""
+    ending. Several of these run side by side in one process, one per reader of the log.
+    `metrics`: this reader's, told of the lock and of each cycle."""
     from publisher.service.checkouts import check_out
     from publisher.service.lock import PublisherLock
 
@@ -140,7 +152,13 @@ def serve(
                     session_spark = spark()
                     log.info("publishing %s from %s for %s to %s", config.event_log.table,
                              config.database.display_url(), reader, output)
-                    run_forever(session_spark, engine, config, session, cycle, output)
+                    if metrics is not None:
+                        metrics.lock_held(True)
+                    try:
+                        run_forever(session_spark, engine, config, session, cycle, output, metrics)
+                    finally:
+                        if metrics is not None:
+                            metrics.lock_held(False)
         except SQLAlchemyError as exc:
             failures += 1
             wait = backoff_seconds(config, failures)

@@ -44,6 +44,7 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
         "new_by_table": per_table,
         "oldest_new_event_time": None if oldest_time is None else oldest_time.isoformat(),
         "oldest_new_age_seconds": age,
+        "unpublished_tables": unpublished_tables(config, engine),
         "subscribers": {name: _subscriber(config, engine, name) for name in sorted(config.subscribers)},
     }
 
@@ -87,6 +88,9 @@ def format_backlog(report: dict[str, Any]) -> str:
     lines += [f"  {s}  {n:>10}" for s, n in report["statuses"].items()] or ["  (empty)"]
     lines.append("new rows by table:")
     lines += [f"  {t:<30} {n:>10}" for t, n in report["new_by_table"].items()] or ["  (none)"]
+    if report["unpublished_tables"]:
+        lines.append("new rows of tables that are not published (a cycle marks them E):")
+        lines += [f"  {t:<30} {why}" for t, why in report["unpublished_tables"].items()]
     if report["oldest_new_event_time"]:
         lines.append(
             f"oldest new row: {report['oldest_new_event_time']} ({report['oldest_new_age_seconds']:.0f} s ago)"
@@ -103,3 +107,30 @@ def format_backlog(report: dict[str, Any]) -> str:
         held = subscriber["holding_back"]
         lines.append(f"  holds back retention: {'no' if not held else f'yes, {held} rows'}")
     return "\n".join(lines)
+
+
+NOT_CONFIGURED = "not in publisher.tables"
+NO_TRIGGERS = "has no publisher triggers"
+
+
+def unpublished_tables(config: Config, engine: Engine) -> dict[str, str]:
+    """The tables that new (`N`) rows of the event log name and a cycle would not publish (it
+    marks their rows E), each with why: not in `publisher.tables`, or, with that list empty,
+    without this project's triggers. Names match as a cycle resolves them: exactly, else
+    ignoring case. A logical class's child tables are no class of their own: their rows are
+    logged against the parent."""
+    from publisher.capture.install import published_tables
+
+    published = published_tables(config, engine)
+    exact = set(published.names)
+    lowered = {name.lower() for name in published.names}
+    why = NOT_CONFIGURED if published.configured else NO_TRIGGERS
+    table = event_log_table(config, table_schema(config, engine))
+    names = config.event_log.columns
+    column = cast(table.c[names.table_name], LargeBinary) if is_sqlite(engine) else table.c[names.table_name]
+    with engine.connect() as conn:
+        found = conn.execute(
+            select(column).where(table.c[names.status] == Status.NEW.value).group_by(column).order_by(column)
+        ).scalars()
+        named = [_decoded(raw) for raw in found if raw is not None]
+    return {name: why for name in named if name not in exact and name.lower() not in lowered}

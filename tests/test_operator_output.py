@@ -1,0 +1,186 @@
+"""What an operator sees: no Spark or JVM start-up chatter, one warning at start about tables the
+event log names that are not published, one log line per active cycle, as text or JSON."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+from publisher.cli import main
+
+CHATTER = (
+    "NativeCodeLoader",
+    "Using Spark's default log4j profile",
+    "Setting default log level",
+    "sc.setLogLevel",
+    "Using incubator modules",
+    "jdk.incubator.vector",
+    "WARN Utils",
+    "Closing down clientserver connection",
+)
+ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+
+
+def config_file(tmp_path: Path, publisher: str = "", spark: str = "") -> Path:
+    database = tmp_path / "ops.db"
+    path = tmp_path / "publisher.toml"
+    path.write_text(
+        f'[database]\nurl = "sqlite:///{database}"\nschema = "indirect"\n'
+        f'[output]\ndirectory = "{tmp_path / "out"}"\n'
+        f'[publisher]\n{publisher}\n[spark]\nmaster = "local[2]"\n{spark}\n',
+        encoding="utf-8",
+    )
+    change(tmp_path, "CREATE TABLE usr (idu INTEGER PRIMARY KEY, fname VARCHAR(64))",
+           "CREATE TABLE grp (name VARCHAR(64) PRIMARY KEY, descr VARCHAR(64))")
+    return path
+
+
+def change(tmp_path: Path, *statements: str) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'ops.db'}")
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.execute(text(statement))
+    engine.dispose()
+
+
+def log_by_hand(tmp_path: Path, table: str, key: str) -> None:
+    change(tmp_path, "INSERT INTO event_log (status, event_type, table_name, table_key, column_name, new_value) "
+                     f"VALUES ('N', 1, '{table}', '{key}', 'descr', 'x')")
+
+
+def publisher(*arguments: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "publisher.cli", *arguments], capture_output=True, text=True,
+                          env=ENV, timeout=timeout)
+
+
+def assert_no_chatter(err: str) -> None:
+    for line in err.splitlines():
+        assert not any(noise in line for noise in CHATTER), line
+
+
+def test_demo_prints_no_spark_or_jvm_chatter(tmp_path):
+    done = publisher("demo", "--directory", str(tmp_path / "demo"))
+    assert done.returncode == 0, done.stderr
+    assert '<add class-name="usr"' in done.stdout
+    assert_no_chatter(done.stderr)
+    assert done.stderr.strip() == ""
+
+
+def test_install_and_a_spark_poll_print_no_chatter_and_warn_once_about_unpublished_tables(tmp_path):
+    config = str(config_file(tmp_path, 'tables = ["usr"]', "small_cycle_events = 0"))
+    installed = publisher("install", "-c", config, "--table", "usr")
+    assert installed.returncode == 0, installed.stderr
+    assert_no_chatter(installed.stderr)
+    change(tmp_path, "INSERT INTO usr VALUES (1, 'Jack')")
+    log_by_hand(tmp_path, "grp", "name=a")
+    log_by_hand(tmp_path, "audit", "id=1")
+
+    polled = publisher("poll", "-c", config)
+    assert polled.returncode == 0, polled.stderr
+    assert json.loads(polled.stdout)["path"] == "spark"
+    assert_no_chatter(polled.stderr)
+    warnings = [line for line in polled.stderr.splitlines() if "not published" in line]
+    assert len(warnings) == 1, polled.stderr
+    assert "audit (not in publisher.tables)" in warnings[0]
+    assert "grp (not in publisher.tables)" in warnings[0]
+    assert "usr" not in warnings[0].split(":", 3)[-1]
+
+
+def test_stats_lists_the_unpublished_tables(tmp_path, capsys):
+    config = str(config_file(tmp_path))
+    assert main(["install", "-c", config, "--table", "usr"]) == 0
+    change(tmp_path, "INSERT INTO usr VALUES (1, 'Jack')")
+    log_by_hand(tmp_path, "grp", "name=a")
+    capsys.readouterr()
+
+    assert main(["stats", "-c", config, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["unpublished_tables"] == {"grp": "has no publisher triggers"}
+
+    assert main(["stats", "-c", config]) == 0
+    shown = capsys.readouterr().out
+    heading, *listed = shown.split("not published", 1)[1].splitlines()
+    unpublished = [line.split() for line in listed if line.startswith("  ")]
+    assert unpublished == [["grp", "has", "no", "publisher", "triggers"]]
+
+
+def test_stats_lists_nothing_when_every_table_is_published(tmp_path, capsys):
+    config = str(config_file(tmp_path, 'tables = ["USR", "grp"]'))
+    assert main(["install", "-c", config, "--table", "usr"]) == 0
+    change(tmp_path, "INSERT INTO usr VALUES (1, 'Jack')")
+    log_by_hand(tmp_path, "Grp", "name=a")
+    capsys.readouterr()
+    assert main(["stats", "-c", config, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unpublished_tables"] == {}
+    assert main(["stats", "-c", config]) == 0
+    assert "not published" not in capsys.readouterr().out
+
+
+def run_until(tmp_path: Path, config: str, inserts: list[str], *options: str) -> str:
+    """`publisher run` at a short interval: each insert once the previous one is published, then
+    some idle cycles, then SIGTERM; returns its stderr."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "publisher.cli", "run", "-c", config, *options],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+    )
+    out = tmp_path / "out"
+    try:
+        for number, statement in enumerate(inserts, start=1):
+            change(tmp_path, statement)
+            deadline = time.monotonic() + 120
+            while len(list(out.glob("*.xml"))) < number:
+                assert process.poll() is None, process.communicate()[1]
+                assert time.monotonic() < deadline, "nothing published within 120 s"
+                time.sleep(0.2)
+        time.sleep(2)  # several idle cycles at the 0.2 s interval
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    return err
+
+
+INSERTS = [f"INSERT INTO usr VALUES ({n}, 'user {n}')" for n in (1, 2, 3)]
+
+
+def test_run_warns_once_and_logs_one_text_line_per_active_cycle(tmp_path):
+    config = str(config_file(tmp_path, "polling_interval = 0.2"))
+    assert main(["install", "-c", config, "--table", "usr"]) == 0
+    log_by_hand(tmp_path, "grp", "name=a")
+    err = run_until(tmp_path, config, INSERTS)
+    assert_no_chatter(err)
+    warnings = [line for line in err.splitlines() if "not published" in line]
+    assert len(warnings) == 1, err
+    assert "WARNING" in warnings[0] and "grp (has no publisher triggers)" in warnings[0]
+    cycles = [line for line in err.splitlines() if " INFO cycle {" in line]
+    assert 3 <= len(cycles) <= 4, err  # the grp row may be taken with the first insert, or before it
+    summaries = [json.loads(line.split(" INFO cycle ", 1)[1]) for line in cycles]
+    assert all(s["events"] > 0 for s in summaries)
+    assert sum(s["events"] for s in summaries) == 4
+    assert sum(s["statuses"].get("E", 0) for s in summaries) == 1
+
+
+def test_run_logs_json_lines_and_says_nothing_when_every_table_is_published(tmp_path):
+    config = str(config_file(tmp_path, "polling_interval = 0.2"))
+    assert main(["install", "-c", config, "--table", "usr"]) == 0
+    change(tmp_path, "INSERT INTO usr VALUES (9, 'before the start')")
+    err = run_until(tmp_path, config, INSERTS[:2], "--log-format", "json")
+    lines = [json.loads(line) for line in err.splitlines()]
+    assert lines, err
+    for line in lines:
+        assert {"time", "level", "message"} <= line.keys()
+        assert line["time"].endswith("+00:00")
+    assert not [line for line in lines if line["level"] == "WARNING"], err
+    cycles = [line for line in lines if line["message"] == "cycle"]
+    assert len(cycles) == 2, err
+    assert all(c["level"] == "INFO" and c["path"] == "driver" and c["documents"] == 1 for c in cycles)
+    assert sum(c["events"] for c in cycles) == 3
+    assert any(line["message"] == "stopped" for line in lines)
