@@ -1,6 +1,6 @@
 # `make demo` and `make test` set up everything they need on a fresh machine (Python 3.11,
-# Java 17, and for the tests the PostgreSQL server on 127.0.0.1:5432 and NATS with JetStream on
-# 127.0.0.1:4222).
+# Java 17, and for the tests the PostgreSQL server on 127.0.0.1:5432, the MariaDB server on
+# 127.0.0.1:3306 and NATS with JetStream on 127.0.0.1:4222).
 PYTHON ?= python3
 VENV ?= .venv
 

@@ -411,13 +411,18 @@ def _parse_key(text: str) -> int:
 
 def _install(config: Config, args: argparse.Namespace) -> int:
     from publisher.capture.install import install_capture
-    from publisher.database import connect
+    from publisher.database import connect, is_mysql
     from publisher.model.logical import installed_children
 
-    statements = install_capture(config, connect(config), args.table, args.style, args.dry_run)
+    engine = connect(config)
+    statements = install_capture(config, engine, args.table, args.style, args.dry_run)
     if args.dry_run:
+        # The mariadb/mysql clients end a statement at the first ';', inside a trigger's BEGIN ... END too.
+        mysql = is_mysql(engine)
+        print("DELIMITER //\n" if mysql and statements else "", end="")
         for statement in statements:
-            print(statement.rstrip().rstrip(";") + ";\n")
+            print(statement.rstrip().rstrip(";") + ("\n//\n" if mysql else ";\n"))
+        print("DELIMITER ;" if mysql and statements else "", end="\n" if mysql and statements else "")
     else:
         names = ", ".join(args.table) or "no tables"
         children = [f"{child} (values of {table}.{attribute})" for table, attribute, child in

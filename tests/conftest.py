@@ -17,7 +17,7 @@ from sqlalchemy import Engine, create_engine, text
 
 POSTGRES_URL = os.environ.get("PUBLISHER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 MARIADB_URL = os.environ.get("PUBLISHER_TEST_MARIADB_URL", "mysql://root@127.0.0.1:3306/test")
-DIALECTS = tuple(os.environ.get("PUBLISHER_TEST_DIALECTS", "sqlite,postgresql").split(","))
+DIALECTS = tuple(os.environ.get("PUBLISHER_TEST_DIALECTS", "sqlite,postgresql,mariadb").split(","))
 """The databases every test of the `database` fixture runs on."""
 
 
@@ -94,6 +94,15 @@ def open_database(dialect: str, tmp_path: Path) -> Iterator[TestDatabase]:
 @pytest.fixture(params=DIALECTS)
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestDatabase]:
     """Each test using it runs on SQLite, the real PostgreSQL server and the real MariaDB server."""
+    yield from open_database(request.param, tmp_path)
+
+
+SUBSCRIBER_DIALECTS = tuple(d for d in DIALECTS if d != "mariadb")
+"""The databases that serve subscribers: MariaDB refuses them (README; test_mariadb)."""
+
+
+@pytest.fixture(params=SUBSCRIBER_DIALECTS)
+def subscriber_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestDatabase]:
     yield from open_database(request.param, tmp_path)
 
 

@@ -254,3 +254,27 @@ def test_a_failed_reinstall_puts_the_earlier_triggers_back(db: TestDatabase, mon
     assert trigger_names(db) == ["t_publisher_del", "t_publisher_ins", "t_publisher_upd"]
     db.execute(f"INSERT INTO {t} VALUES (1, 'a')")
     assert logged(db) == [(5, "t", "id=1", None, None, None)]
+
+
+def test_install_dry_run_prints_a_script_the_mariadb_client_runs(db: TestDatabase, tmp_path) -> None:
+    """Trigger bodies hold ';', so the script sets a DELIMITER the command-line client knows;
+    what the client installs from it logs what `install` itself would."""
+    import shutil
+    import subprocess
+    import sys
+
+    db.execute(f"CREATE TABLE {db.qualified('usr')} (idu INTEGER PRIMARY KEY, fname VARCHAR(20), photo BLOB)")
+    config = tmp_path / "publisher.toml"
+    config.write_text(f'[database]\nurl = "{db.url}"\nschema = "{db.schema}"\n', encoding="utf-8")
+    script = subprocess.run(
+        [sys.executable, "-m", "publisher.cli", "install", "-c", str(config), "--table", "usr", "--dry-run"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert script.startswith("DELIMITER //\n") and script.rstrip().endswith("DELIMITER ;")
+    assert triggered_tables(make_config(db), db.engine) == ()  # a dry run installs nothing
+    client = shutil.which("mariadb") or shutil.which("mysql")
+    assert client, "the MariaDB command-line client is part of the server's installation"
+    subprocess.run([client, "-uroot", "-h127.0.0.1", db.schema], input=script, text=True, check=True)
+    assert triggered_tables(make_config(db), db.engine) == ("usr",)
+    db.execute(f"INSERT INTO {db.qualified('usr')} VALUES (1, 'Ann', X'00FF')")
+    assert logged(db) == [(1, "usr", "idu=1", "fname", None, "Ann"), (1, "usr", "idu=1", "photo", None, "AP8=")]

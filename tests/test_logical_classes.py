@@ -305,11 +305,11 @@ def test_the_command_line_refuses_a_bad_class_with_exit_2(sqlite_database, tmp_p
 
 @pytest.mark.parametrize("style", ["field", "row"])
 def test_subscribers_get_the_attributes_they_track_and_resolve_references_they_do_not(
-        spark, database, tmp_path, style) -> None:
+        spark, subscriber_database, tmp_path, style) -> None:
     from publisher.config import SubscriberConfig, SubscriptionConfig
     from publisher.service.checkouts import check_out
 
-    h = Harness(spark, database, tmp_path, user=OTHER_USER, tables=())
+    h = Harness(spark, subscriber_database, tmp_path, user=OTHER_USER, tables=())
     h.config = dataclasses.replace(
         h.config, classes=CLASSES,
         subscriptions={"groups": SubscriptionConfig(tables=("grp",)),

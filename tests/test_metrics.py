@@ -156,8 +156,10 @@ def test_run_serves_metrics_that_follow_the_drain(database, tmp_path):
 
 
 def test_stats_prometheus_prints_the_event_log_before_and_after_a_poll(database, tmp_path, capsys):
+    """With a subscriber where the database serves them (MariaDB does not: see test_mariadb)."""
+    readers = ("",) if database.dialect == "mariadb" else ("", "vault")
     subscribers = f'[subscriptions.all]\ntables = ["usr"]\n[subscribers.vault]\nsubscription = "all"\n' \
-        f'output = "{tmp_path / "vault"}"\n'
+        f'output = "{tmp_path / "vault"}"\n' if "vault" in readers else ""
     config = make_site(database, tmp_path, subscribers)
     events = log_backlog(database)
     capsys.readouterr()
@@ -166,15 +168,16 @@ def test_stats_prometheus_prints_the_event_log_before_and_after_a_poll(database,
     before = samples(capsys.readouterr().out)
     assert value(before, "publisher_event_log_rows", status="N", table="usr") == events
     assert value(before, "publisher_waiting_events", subscriber="") == events
-    assert value(before, "publisher_waiting_events", subscriber="vault") == events
+    assert value(before, "publisher_waiting_events", subscriber="vault") == (events if "vault" in readers else None)
     low, high = age_bounds(OLD_TIME)
-    for reader in ("", "vault"):
+    for reader in readers:
         assert low < (value(before, "publisher_lag_seconds", subscriber=reader) or 0) < high
     assert value(before, "publisher_rejected_rows", table="usr", perpetrator="mallory") is None
     assert not any(name.startswith("publisher_events_read") for name, _ in before)
 
     assert main(["poll", "-c", str(config)]) == 0
-    assert main(["poll", "-c", str(config), "--subscriber", "vault"]) == 0
+    if "vault" in readers:
+        assert main(["poll", "-c", str(config), "--subscriber", "vault"]) == 0
     capsys.readouterr()
     assert main(["stats", "-c", str(config), "--prometheus"]) == 0
     after = samples(capsys.readouterr().out)
@@ -182,7 +185,7 @@ def test_stats_prometheus_prints_the_event_log_before_and_after_a_poll(database,
     assert value(after, "publisher_event_log_rows", status="S", table="usr") == events - 1
     assert value(after, "publisher_rejected_rows", table="usr", perpetrator="mallory") == 1
     assert value(after, "publisher_loopback_rows", table="usr", perpetrator=OWN_USER) == 1
-    for reader in ("", "vault"):
+    for reader in readers:
         assert value(after, "publisher_waiting_events", subscriber=reader) == 0
         assert value(after, "publisher_lag_seconds", subscriber=reader) == 0
 

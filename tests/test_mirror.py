@@ -10,7 +10,12 @@ import pytest
 from harness import Harness
 from sqlalchemy import text
 
-from publisher.capture.install import SQLITE_TRIGGER_SUFFIXES, postgresql_trigger_name, sqlite_trigger_name
+from publisher.capture.install import (
+    SQLITE_TRIGGER_SUFFIXES,
+    mariadb_trigger_name,
+    postgresql_trigger_name,
+    sqlite_trigger_name,
+)
 from publisher.errors import StageFailedError
 from publisher.outputs.files import WINDOW_FILE
 from publisher.pipeline import cycle
@@ -174,6 +179,9 @@ def sql(h: Harness, *statements: str) -> None:
 def drop_triggers(h: Harness) -> None:
     if h.dialect == "sqlite":
         sql(h, *(f"DROP TRIGGER {sqlite_trigger_name('usr', s)}" for s in SQLITE_TRIGGER_SUFFIXES.values()))
+    elif h.dialect == "mariadb":
+        names = (mariadb_trigger_name("usr", s) for s in SQLITE_TRIGGER_SUFFIXES.values())
+        sql(h, *(f"DROP TRIGGER {h.db.schema}.{name}" for name in names))
     else:
         sql(h, f"DROP TRIGGER {postgresql_trigger_name('usr')} ON {{usr}}")
 

@@ -29,12 +29,15 @@ def log_rejected(h: Harness, count: int, start: int = 0) -> list[int]:
             f"WITH RECURSIVE n(i) AS (SELECT {start} UNION ALL SELECT i + 1 FROM n WHERE i < {start + count - 1}) "
             "SELECT i FROM n"
         )
+    elif h.dialect == "mariadb":
+        numbers = f"SELECT seq AS i FROM seq_{start}_to_{start + count - 1}"  # MariaDB's sequence engine
     else:
         numbers = f"SELECT i FROM generate_series({start}, {start + count - 1}) AS i"
+    key = "CONCAT('idu=', i)" if h.dialect == "mariadb" else "'idu=' || i"
     before = set(h.statuses())
     h.db.execute(
         f"INSERT INTO {log} (status, event_type, table_name, table_key) "
-        f"SELECT 'N', 9, 'usr', 'idu=' || i FROM ({numbers}) AS numbers"
+        f"SELECT 'N', 9, 'usr', {key} FROM ({numbers}) AS numbers"
     )
     return sorted(set(h.statuses()) - before)
 

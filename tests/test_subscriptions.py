@@ -24,6 +24,12 @@ from publisher.service.checkouts import check_in, check_out
 from publisher.service.mirror import verify
 
 OTHER_USER = "publisher_app"
+
+
+@pytest.fixture
+def database(subscriber_database):
+    """SQLite and PostgreSQL serve subscribers; MariaDB refuses them (test_mariadb)."""
+    return subscriber_database
 """The status mode's own user in these tests: no trigger logs as it, so nothing is loopback."""
 USR = "CREATE TABLE {t} (idu INTEGER PRIMARY KEY, fname VARCHAR(64), lname VARCHAR(64))"
 MEMBER = "CREATE TABLE {t} (idu INTEGER NOT NULL, idg VARCHAR(16) NOT NULL, PRIMARY KEY (idu, idg))"

@@ -36,7 +36,7 @@ def test_triggers_record_the_transaction_of_each_change(spark, database, tmp_pat
 
     transactions = read_transactions(h)
     assert set(transactions) == first | second and len(first) == 3 and len(second) == 1
-    if h.dialect == "sqlite":
+    if h.dialect in ("sqlite", "mariadb"):  # neither lets a trigger read a transaction id (README)
         assert set(transactions.values()) == {None}
         return
     (one,) = {transactions[rid] for rid in first}

@@ -138,8 +138,9 @@ def subscription_ddl(config: Config, engine: Engine) -> list[str]:
     from sqlalchemy import MetaData, Table, column
     from sqlalchemy.schema import CreateIndex, CreateTable
 
-    from publisher.pipeline.checkout import checkin_table, subscriber_table, transaction_of
+    from publisher.pipeline.checkout import checkin_table, require_check_outs, subscriber_table, transaction_of
 
+    require_check_outs(engine.dialect.name)
     schema = table_schema(config, engine)
     metadata = MetaData()
     log = config.event_log.table

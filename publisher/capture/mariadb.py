@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, inspect, text
 from sqlalchemy import types as sqltypes
 from sqlalchemy.dialects import mysql
 
@@ -58,6 +58,17 @@ class MariaDB(RowTriggers):
 
     def quote(self, name: str) -> str:
         return str(self.preparer.quote_identifier(name))
+
+    def event_log_ddl(self) -> list[str]:
+        """The event log and its index, but where the index exists already (see the template)."""
+        table, index = super().event_log_ddl()
+        inspector = inspect(self.engine)
+        name = f"{self.config.event_log.table}_status_idx"
+        if inspector.has_table(self.config.event_log.table, schema=self.schema) and any(
+            found["name"] == name for found in inspector.get_indexes(self.config.event_log.table, schema=self.schema)
+        ):
+            return [table]
+        return [table, index]
 
     def literal(self, text: str) -> str:
         """A utf8mb4 hex literal where the text holds a backslash, which the server's sql_mode
