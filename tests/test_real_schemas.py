@@ -1,6 +1,7 @@
 """Schemas the other tests did not invent: keys of every type, link tables, an object deleted and
 created again in one cycle, values whose text depends on the session. Each ends with the consumer
-mirror equal to the source, on SQLite and PostgreSQL, in the driver and as Spark jobs."""
+mirror equal to the source, on each database of PUBLISHER_TEST_DIALECTS (SQLite, PostgreSQL,
+MariaDB), in the driver and as Spark jobs."""
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,7 @@ def harness_for(spark, cycle_path, database, tmp_path, **settings) -> Harness:
 
 def blob(h: Harness, hex_digits: str) -> str:
     """A binary literal in the test database's dialect."""
-    return f"x'{hex_digits}'" if h.dialect == "sqlite" else f"'\\x{hex_digits}'::bytea"
+    return f"'\\x{hex_digits}'::bytea" if h.dialect == "postgresql" else f"x'{hex_digits}'"
 
 
 
@@ -47,6 +48,20 @@ TYPED_KEYS = {
             ("'x,\"y\"=+<>'", "0", "'2026-03-01T10:00:00Z'", "'7'", "1e20"),
         ],
     ),
+    "mariadb": (
+        "CREATE TABLE {s}.acct (c CHAR(6), b BOOLEAN, ts TIMESTAMP(6), t DATETIME(6), u UUID, n DECIMAL(10,2), "
+        "d DATE, f DOUBLE, h VARBINARY(8), e ENUM('x', 'Y'), y YEAR, du TIME(6), big BIGINT UNSIGNED, v TEXT, "
+        "photo BLOB, PRIMARY KEY (c, b, ts, t, u, n, d, f, h, e, y, du, big))",
+        ["c", "b", "ts", "t", "u", "n", "d", "f", "h", "e", "y", "du", "big"],
+        [
+            ("'ab'", "true", "'2026-03-01 10:00:00.5'", "'2026-03-01 10:00:00.25'",
+             "'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'", "1.50", "'2026-03-01'", "0.1e0", "x'00ff'", "'y'", "2026",
+             "'-100:00:00.5'", "9223372036854775807"),
+            ("'a b '", "false", "'1999-12-31 23:59:59.999999'", "'2000-01-01 00:00:00'",
+             "'10000000-0000-4000-8000-000000000001'", "-2", "'1000-01-01'", "1e20", "''", "'x'", "1901",
+             "'00:00:00'", "0"),
+        ],
+    ),
 }
 
 
@@ -66,6 +81,8 @@ def test_keys_of_every_type_are_found_by_query_back(spark, cycle_path, database,
     ]
     if h.dialect == "postgresql":
         statements.insert(0, "SET LOCAL TIME ZONE 'America/Caracas'")
+    elif h.dialect == "mariadb":  # a TIMESTAMP's text is in the session's zone
+        statements.insert(0, "SET time_zone = '-04:00'")
     h.db.execute(*statements)
     h.db.execute(f"UPDATE {table} SET v = 'second', photo = {blob(h, '0304')} WHERE {where}")
     drain(h)
@@ -141,6 +158,15 @@ ROUND_TRIP = {
         "'trailing  ', 9007199254740993, 1e300)",
         [],
     ),
+    "mariadb": (
+        "CREATE TABLE {s}.vals (id INT PRIMARY KEY, f8 DOUBLE, f4 FLOAT, num DECIMAL(10,2), ts TIMESTAMP(6), "
+        "dtm DATETIME(6), d DATE, tm TIME(6), y YEAR, b BOOLEAN, bin VARBINARY(8), fixed BINARY(4), u UUID, "
+        "js JSON, txt TEXT, ch CHAR(5), e ENUM('a', 'B'), big BIGINT UNSIGNED, small TINYINT UNSIGNED)",
+        "INSERT INTO {s}.vals VALUES (1, 0.1e0, 0.1e0, 1.50, '2026-03-01 10:00:00.5', '2026-03-01 10:00:00.5', "
+        "'2026-03-01', '-12:00:00.5', 2026, 2, x'00ff', x'01', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', "
+        "'{{\"b\":  1}}', 'trailing  ', 'ab  ', 'b', 18446744073709551615, 255)",
+        ["SET time_zone = '+09:00'", "SET div_precision_increment = 8"],
+    ),
 }
 
 
@@ -200,6 +226,16 @@ KEY_TYPE_ERRORS = {
     "sqlite": (
         "CREATE TABLE dev (u INTEGER, d TEXT, b BOOLEAN, v TEXT, PRIMARY KEY (u, d, b))",
         [("u=notanumber+d=x+b=1", "column 'u' needs an integer, got 'notanumber'")],
+    ),
+    "mariadb": (
+        "CREATE TABLE {s}.dev (u UUID, d DATE, b INT, v TEXT, PRIMARY KEY (u, d, b))",
+        [
+            ("u=notauuid+d=2026-01-01+b=1", "column 'u' needs a uuid, got 'notauuid'"),
+            ("u=a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11+d=2026-02-30+b=1",
+             "column 'd' needs a date (YYYY-MM-DD), got '2026-02-30'"),
+            ("u=a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11+d=2026-02-01+b=maybe",
+             "column 'b' needs an integer, got 'maybe'"),
+        ],
     ),
 }
 
@@ -262,20 +298,24 @@ def test_row_adds_when_a_cycle_ends_on_a_delete_of_a_row_that_exists_again(spark
     h.poll()
     h.db.execute(f"UPDATE {table} SET fname = 'four' WHERE idu = 1")
     drain(h)
-    assert [op.tag for op in h.published(new_only=False).operations] == ["add", "delete", "add"]
+    tags = [op.tag for op in h.published(new_only=False).operations]
+    if h.dialect == "mariadb":  # no transaction_id: the cut window took the re-insert, the update comes after
+        assert tags[:3] == ["add", "delete", "add"] and set(tags[3:]) <= {"modify"}, tags
+    else:
+        assert tags == ["add", "delete", "add"]
     assert_mirrored(h)
 
 
 def test_an_update_from_a_value_that_cannot_be_published_still_publishes_the_new_value(
     spark, cycle_path, database, tmp_path
 ):
-    """The old value (PostgreSQL 'infinity', a SQLite date-time that is no time) cannot be named
-    in a <remove-value>: the update removes all values and adds the new one."""
+    """The old value (PostgreSQL 'infinity', MariaDB's zero date, a SQLite date-time that is no
+    time) cannot be named in a <remove-value>: the update removes all values and adds the new one."""
     h = harness_for(spark, cycle_path, database, tmp_path, tables=())
     h.create_usr()
     h.install("usr")
     table = h.table("usr")
-    never = "'infinity'" if h.dialect == "postgresql" else "'never'"
+    never = {"postgresql": "'infinity'", "mariadb": "'0000-00-00 00:00:00'"}.get(h.dialect, "'never'")
     h.db.execute(f"INSERT INTO {table} (idu, fname, born) VALUES (1, 'Ann', {never})")
     drain(h)
     assert list(h.statuses().values()).count("E") == 1  # the insert of a value that cannot be published
@@ -292,7 +332,8 @@ def test_a_key_column_a_table_key_cannot_name_refuses_the_table(spark, cycle_pat
     """A key column named `a=b` cannot appear in a table_key: the table is refused by name (its
     events are E with the reason) and the mirror leaves it out instead of failing."""
     h = harness_for(spark, cycle_path, database, tmp_path, tables=("odd",))
-    h.db.execute(f'CREATE TABLE {h.table("odd")} ("a=b" INTEGER PRIMARY KEY, v TEXT)')
+    odd = "`a=b`" if h.dialect == "mariadb" else '"a=b"'
+    h.db.execute(f'CREATE TABLE {h.table("odd")} ({odd} INTEGER PRIMARY KEY, v TEXT)')
     h.db.execute(f"INSERT INTO {h.table('odd')} VALUES (1, 'x')")
     (event,) = h.log((1, "odd", '"a=b"=1', "v", None, "x"))
     drain(h)
@@ -345,4 +386,120 @@ def test_a_cycle_whose_acknowledgement_was_lost_is_repeated_exactly(spark, cycle
             h.poll()
     h.db.execute(f"UPDATE {table} SET b = 'b2' WHERE id = 1")
     drain(h)
+    assert_mirrored(h)
+
+
+# --- MariaDB: keys its collation calls equal, and types no other database has ---------------------
+
+
+COLLATION_CASES = {
+    "case": ("VARCHAR(20)", "'alice'", ["UPDATE {t} SET name = 'Alice' WHERE name = 'alice'"]),
+    "trailing-space": ("VARCHAR(20)", "'a'", ["UPDATE {t} SET name = 'a ' WHERE name = 'a'"]),
+    "spaces-dropped": ("VARCHAR(20)", "'a  '", ["UPDATE {t} SET name = 'a' WHERE name = 'a'"]),
+    "accent": ("VARCHAR(20)", "'e'", ["UPDATE {t} SET name = 'é' WHERE name = 'e'"]),
+    "bin-trailing-space": ("VARCHAR(20) COLLATE utf8mb4_bin", "'a'", ["UPDATE {t} SET name = 'a ' WHERE name = 'a'"]),
+    "reinsert-in-another-case": ("VARCHAR(20)", "'bob'", ["DELETE FROM {t} WHERE name = 'bob'",
+                                                          "INSERT INTO {t} VALUES ('BOB', 2, 'y')"]),
+    "char-case": ("CHAR(5)", "'ann'", ["UPDATE {t} SET name = 'ANN' WHERE name = 'ann'"]),
+    "value-case": ("VARCHAR(20)", "'k'", ["UPDATE {t} SET note = 'X' WHERE name = 'k'"]),
+    "value-trailing-space": ("VARCHAR(20)", "'k'", ["UPDATE {t} SET note = 'x ' WHERE name = 'k'"]),
+    "enum-case": ("ENUM('a', 'B')", "'b'", ["UPDATE {t} SET name = 'a' WHERE name = 'B'",
+                                              "UPDATE {t} SET name = 'B' WHERE name = 'A'"]),
+}
+
+
+@pytest.mark.parametrize("style", ["field", "row"])
+@pytest.mark.parametrize("one_cycle", [False, True], ids=["two-cycles", "one-cycle"])
+@pytest.mark.parametrize("case", list(COLLATION_CASES))
+def test_mariadb_keys_the_collation_calls_equal(spark, mariadb_database, tmp_path, style, one_cycle, case):
+    """utf8mb4_general_ci, the server's default, calls 'alice' and 'Alice', 'a' and 'a ' (PAD
+    SPACE), 'e' and 'é' equal, yet stores and publishes each as written: a key changed from one
+    to the other changes its association, and a row deleted and inserted again in another case
+    is another object. The consumer must end with the row's key as the table spells it."""
+    h = harness_for(spark, "driver", mariadb_database, tmp_path, tables=())
+    key_type, key, changes = COLLATION_CASES[case]
+    table = h.table("usr")
+    h.db.execute(f"CREATE TABLE {table} (name {key_type} NOT NULL PRIMARY KEY, v INT, note VARCHAR(20))")
+    h.install("usr", style=style)
+    h.db.execute(f"INSERT INTO {table} VALUES ({key}, 1, 'x')")
+    if not one_cycle:
+        drain(h)
+    h.db.execute(*(c.format(t=table) for c in changes))
+    drain(h)
+    assert not {"N", "E"} & set(h.statuses().values()), h.rejects()
+    assert_mirrored(h)
+
+
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_mariadb_link_table_of_unusual_key_types(spark, cycle_path, mariadb_database, tmp_path, style):
+    """A key-only table whose compound key has a fixed binary (padded with zero bytes), a
+    millisecond TIMESTAMP written in another time zone, an ENUM written in another case, an
+    unsigned BIGINT, a YEAR and case-insensitive text; rows deleted
+    and inserted again, and a key changed, in one transaction."""
+    h = harness_for(spark, cycle_path, mariadb_database, tmp_path, tables=())
+    table = h.table("link")
+    h.db.execute(f"CREATE TABLE {table} (a BINARY(3) NOT NULL, b TIMESTAMP(3) NOT NULL, c ENUM('x', 'Y') NOT NULL, "
+                 "d BIGINT UNSIGNED NOT NULL, e YEAR NOT NULL, f VARCHAR(8) NOT NULL, PRIMARY KEY (d, a, c, b, e, f))")
+    h.install("link", style=style)
+    h.db.execute("SET time_zone = '+05:30'",
+                 f"INSERT INTO {table} VALUES "
+                 "(x'01', '2030-01-01 00:00:00.123', 'y', 9223372036854775807, 2155, 'Ann'), "
+                 "(x'0102', '1970-01-02 00:00:00', 'X', 0, 1901, 'ann '), "
+                 "(x'', '2000-02-29 12:00:00.5', 'x', 1, 2000, '')")
+    drain(h)
+    assert not {"N", "E"} & set(h.statuses().values()), h.rejects()
+    assert_mirrored(h)
+    h.db.execute("SET time_zone = '-08:00'",
+                 f"DELETE FROM {table} WHERE f = 'ANN'",
+                 f"INSERT INTO {table} VALUES "
+                 "(x'01', '2030-01-01 00:00:00.123', 'Y', 9223372036854775807, 2155, 'aNN')",
+                 f"UPDATE {table} SET d = d - 1, a = x'010203' WHERE e = 2000")
+    drain(h)
+    assert not {"N", "E"} & set(h.statuses().values()), h.rejects()
+    assert_mirrored(h)
+    assert len(h.db.rows(f"SELECT * FROM {table}")) == 2  # 'ann ' went with 'Ann': the collation calls them 'ANN'
+
+
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_mariadb_nulls_and_values_of_every_kind(spark, cycle_path, mariadb_database, tmp_path, style):
+    """Rows whose values are all NULL, set, set to NULL again, and changed to values that differ
+    only by case, trailing spaces or digits past a FLOAT's six, by single statements and by one
+    statement over every row."""
+    h = harness_for(spark, cycle_path, mariadb_database, tmp_path, tables=())
+    table = h.table("vals")
+    h.db.execute(f"CREATE TABLE {table} (id SMALLINT UNSIGNED NOT NULL PRIMARY KEY, t TEXT, f FLOAT, j JSON, "
+                 "b BLOB, y YEAR, tm TIME(6), ts TIMESTAMP(6) NULL, e ENUM('a', 'B'))")
+    h.install("vals", style=style)
+    h.db.execute(f"INSERT INTO {table} (id) VALUES (1), (2), (65535)")
+    drain(h)
+    h.db.execute(f"UPDATE {table} SET t = 'x', f = 16777216, j = '[1, 2]', b = x'00', y = 2024, tm = '838:59:59', "
+                 "ts = '2038-01-19 03:14:07', e = 'b' WHERE id = 1",
+                 f"UPDATE {table} SET t = 'X ', f = 16777217, j = '[1,2]', b = x'', tm = '-00:00:00.000001' "
+                 "WHERE id = 2")
+    drain(h)
+    assert_mirrored(h)
+    h.db.execute(f"UPDATE {table} SET t = 'X', f = 16777218", f"UPDATE {table} SET e = 'A', ts = NULL WHERE id = 1")
+    drain(h)
+    assert_mirrored(h)
+    h.db.execute(f"UPDATE {table} SET t = NULL, f = NULL, j = NULL, b = NULL, y = NULL, tm = NULL, e = NULL")
+    drain(h)
+    assert not {"N", "E"} & set(h.statuses().values()), h.rejects()
+    assert_mirrored(h)
+
+
+UNSIGNED_KEY_BUG = ("a BIGINT UNSIGNED key beyond 2**63 - 1 is refused as E (\"needs a 64-bit integer\"): "
+                    "keys.py's integer range is signed 64-bit, and change tables hold integer keys as int64")
+
+
+@pytest.mark.xfail(reason=UNSIGNED_KEY_BUG, strict=True)
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_mariadb_unsigned_bigint_keys_beyond_the_signed_range(spark, mariadb_database, tmp_path, style):
+    """An AUTO_INCREMENT id of BIGINT UNSIGNED may go past 2**63 - 1; its rows must still be published."""
+    h = harness_for(spark, "driver", mariadb_database, tmp_path, tables=())
+    table = h.table("big")
+    h.db.execute(f"CREATE TABLE {table} (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, v INT)")
+    h.install("big", style=style)
+    h.db.execute(f"INSERT INTO {table} VALUES (9223372036854775808, 1), (18446744073709551615, NULL)")
+    drain(h)
+    assert not {"N", "E"} & set(h.statuses().values()), h.rejects()
     assert_mirrored(h)

@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 from publisher.capture.tables import Column, Event, Style, Table
 from publisher.config import Config
 from publisher.database import table_schema
+from publisher.model.catalog import type_name
 from publisher.model.events import EVENT_LOG_COLUMNS, EventType
 from publisher.model.valuetext import value_text_sql
 
@@ -120,7 +121,7 @@ class Dialect(abc.ABC):
 
     def as_text(self, ref: str, column: Column) -> str:
         """A value as the event log stores it: the text query-back reads it as, too."""
-        return value_text_sql(self.name, ref, column.value_type)
+        return value_text_sql(self.name, ref, column.value_type, type_name(column.sql_type))
 
     def logs_value(self, column: Column) -> bool:
         """Whether a trigger can write the column's value, or must log a field query-back."""

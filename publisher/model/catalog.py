@@ -277,7 +277,7 @@ def check_link(link: ChildLink, key: ColumnInfo, column: ColumnInfo) -> None:
 
 def column_info(name: str, sql_type: sqltypes.TypeEngine[Any], dialect: str) -> ColumnInfo:
     """What `check_link` compares of a column, from its reflected type."""
-    return ColumnInfo(name, value_type_of(sql_type), False, sql_type=_type_name(sql_type),
+    return ColumnInfo(name, value_type_of(sql_type), False, sql_type=type_name(sql_type),
                       key_kind=key_kind_of(sql_type, dialect))
 
 
@@ -339,7 +339,7 @@ def _reflect_table(inspector, dialect: str, schema: str | None, name: str, is_vi
             value_type_of(c["type"]),
             c["name"] in keys,
             ordinal=ordinal,
-            sql_type=_type_name(c["type"]),
+            sql_type=type_name(c["type"]),
             length=_int_attribute(c["type"], "length"),
             precision=_int_attribute(c["type"], "precision"),
             scale=_int_attribute(c["type"], "scale"),
@@ -388,7 +388,8 @@ _IN_ARRAYS = (sqltypes.Integer, sqltypes.String, sqltypes.Numeric, sqltypes.Date
               sqltypes.Boolean)
 
 
-def _type_name(sql_type: object) -> str:
+def type_name(sql_type: object) -> str:
+    """The type as SQLAlchemy names it, or its class's name where the dialect cannot render it."""
     try:
         return str(sql_type)
     except Exception:  # noqa: BLE001 - a type some dialect cannot render still gets a name

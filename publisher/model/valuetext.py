@@ -26,12 +26,14 @@ MYSQL_TIME_ZONE = "+00:00"
 work and put the changing session's back, and query-back's sessions run with it."""
 
 
-def value_text_sql(dialect: str, ref: str, value_type: ValueType) -> str:
+def value_text_sql(dialect: str, ref: str, value_type: ValueType, sql_type: str = "") -> str:
     """SQL for the text of the value `ref` (an already quoted column reference).
 
     PostgreSQL: binary as base64 without line breaks, everything else its `::text`.
     MySQL/MariaDB: binary as base64 without line breaks (TO_BASE64 breaks every 76 characters),
-    everything else its cast to utf8mb4 text, whatever the changing session's character set.
+    everything else its cast to utf8mb4 text, whatever the changing session's character set;
+    a single-precision FLOAT (`sql_type`, the type's name) by way of DOUBLE, whose text is
+    exact: a FLOAT's own has six digits, names 0.100000001490116 '0.1', and finds no row.
     SQLite: `CAST(... AS TEXT)`, which is what storing into the event log's TEXT columns does;
     a binary value stays bytes (SQLite has no base64), and query-back encodes it in Python.
     """
@@ -42,6 +44,8 @@ def value_text_sql(dialect: str, ref: str, value_type: ValueType) -> str:
     if is_mysql(dialect):
         if value_type is ValueType.OCTET:
             return f"REPLACE(TO_BASE64({ref}), CHAR(10 USING ascii), '')"
+        if sql_type.upper().startswith("FLOAT"):
+            ref = f"CAST({ref} AS DOUBLE)"
         return f"CAST({ref} AS CHAR CHARACTER SET utf8mb4)"
     if value_type is ValueType.OCTET:
         return ref

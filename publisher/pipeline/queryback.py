@@ -212,7 +212,7 @@ class _Reading:
         self.sql_table = Table(table.name, MetaData(), *(Column(c.name) for c in table.columns), schema=schema)
         quote = dialect.identifier_preparer.quote
         self.texts: dict[str, ColumnElement[Any]] = {
-            c.name: literal_column(value_text_sql(dialect.name, quote(c.name), c.value_type))
+            c.name: literal_column(value_text_sql(dialect.name, quote(c.name), c.value_type, c.sql_type))
             for c in table.columns
         }
         self.keys = [c for c in table.columns if c.is_key]
