@@ -643,7 +643,7 @@ def logical_schemas(draw: st.DrawFn, dialect: str, allowed: Allowed = Allowed()
             dialect, tables[parent], f"{tables[parent].name}_{CHILD_SUFFIXES[count]}", value_type,
             allowed.values_first))
         values = spec.column(value).type
-        same_text = SAME_TEXT.get((dialect, values.ddl)) or EQUAL_BY_COLLATION.get((dialect, values.ddl))
+        same_text = SAME_TEXT.get((dialect, values.ddl), EQUAL_BY_COLLATION.get((dialect, values.ddl)))
         if same_text is not None and draw(st.booleans()):
             pool = draw(same_text)
         else:
