@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from publisher.dialects import is_mysql
 from publisher.model.events import EVENT_LOG_COLUMNS
 
 ENV_PREFIX = "PUBLISHER_"
@@ -47,7 +48,7 @@ class DatabaseConfig:
         database = url.database or ""
         if url.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not database.startswith("file:"):
             url = url.set(database=os.path.abspath(database))
-        if url.get_backend_name() in MYSQL_BACKENDS:
+        if is_mysql(url.get_backend_name()):
             url = _mysql_url(url)
         return url.render_as_string(hide_password=False)
 
@@ -77,7 +78,6 @@ class DatabaseConfig:
 
 _INLINE_PASSWORD = re.compile(r"(://[^/@:]*:)([^@]*)@")
 
-MYSQL_BACKENDS = ("mysql", "mariadb")
 MYSQL_DEFAULT_DRIVER = "pymysql"
 """The driver a bare mysql:// or mariadb:// URL gets: PyMySQL is pure Python, so it installs
 with the publisher everywhere, with no client library or compiler (README, MariaDB and MySQL)."""

@@ -26,6 +26,7 @@ from sqlalchemy import (
     inspect,
     update,
 )
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import JSON
 
 import publisher.capture.install as capture
@@ -485,7 +486,8 @@ def test_dry_run_returns_the_sql_and_creates_nothing(database: TestDatabase, usr
         make_config(database), database.engine, "usr", "field"
     )
     assert any("CREATE TABLE IF NOT EXISTS" in s for s in statements)
-    assert sum("CREATE TRIGGER" in s for s in statements) == (2 if database.dialect == "postgresql" else 3)
+    creates = sum(re.search(r"CREATE (OR REPLACE )?TRIGGER", s) is not None for s in statements)
+    assert creates == (2 if database.dialect == "postgresql" else 3)
     assert not inspect(database.engine).has_table("event_log", schema=database.schema)
     assert trigger_names(database, "usr") == []
     run(database, insert(usr).values(idu=1, fname="Jack"))
@@ -578,8 +580,10 @@ UNNAMEABLE_KEY_COLUMNS = ["a=b", "a,b", "a+b", "a;b", "a'b", 'a"b', "a\\b", "a<b
 @pytest.mark.parametrize("column", UNNAMEABLE_KEY_COLUMNS)
 def test_a_key_column_a_table_key_cannot_name_is_refused(database: TestDatabase, column: str) -> None:
     """Installed, such a table logged keys no table_key parses: every event was E."""
-    if database.dialect == "mariadb" and column.endswith(" "):
-        pytest.skip("MariaDB itself refuses a column name with trailing spaces")
+    if database.dialect == "mariadb" and column.endswith(" "):  # no such table can exist there
+        with pytest.raises(sa_exc.DatabaseError, match="Incorrect column name"):
+            database.execute(f"CREATE TABLE {database.qualified('odd')} ({ident(database, column)} INTEGER)")
+        return
     database.execute(f"CREATE TABLE {database.qualified('odd')} ({ident(database, column)} INTEGER PRIMARY KEY, "
                      f"{ident(database, column + '2')} TEXT)")
     why = "leading or trailing spaces" if column != column.strip() else "it holds"

@@ -3,6 +3,8 @@ object's multi-valued attribute, against the parent's table and key, on SQLite, 
 MariaDB."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import TestDatabase
 from sqlalchemy import inspect
@@ -309,7 +311,7 @@ def test_dry_run_shows_the_children_statements_and_installs_nothing(tables: Test
     db = tables
     statements = install_capture(make_config(db), db.engine, ["usr"], dry_run=True)
     per_table = 2 if db.dialect == "postgresql" else 3
-    assert sum("CREATE TRIGGER" in s for s in statements) == 2 * per_table
+    assert sum(re.search(r"CREATE (OR REPLACE )?TRIGGER", s) is not None for s in statements) == 2 * per_table
     assert any("usr_phone_publisher" in s for s in statements)
     named_too = install_capture(make_config(db), db.engine, ["usr_phone", "usr"], dry_run=True)
     assert sorted(named_too) == sorted(statements)  # a child named with its class: installed once

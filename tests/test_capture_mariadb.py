@@ -256,6 +256,33 @@ def test_a_failed_reinstall_puts_the_earlier_triggers_back(db: TestDatabase, mon
     assert logged(db) == [(5, "t", "id=1", None, None, None)]
 
 
+def test_a_failed_install_leaves_what_other_sessions_made_meanwhile(db: TestDatabase,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    import publisher.capture.install as capture
+
+    db.execute(f"CREATE TABLE {db.qualified('t')} (id INTEGER PRIMARY KEY, v VARCHAR(5))")
+    real = capture.trigger_sql
+    monkeypatch.setattr(capture, "trigger_sql",
+                        lambda *a, **k: real(*a, **k) + ["DO SLEEP(1)", "SELECT * FROM no_such_table"])
+
+    def bystander() -> None:
+        time.sleep(0.4)
+        db.execute(f"CREATE TABLE {db.qualified('event_log_lock_owner')} (name VARCHAR(64) PRIMARY KEY)")
+
+    other = threading.Thread(target=bystander)
+    other.start()
+    with pytest.raises(Exception, match="no_such_table"):
+        install_capture(make_config(db), db.engine, ["t"])
+    other.join()
+    tables = {name for (name,) in db.rows(
+        f"SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{db.schema}'")}
+    assert tables == {"t", "event_log_lock_owner"}  # its own event log undone, the other session's table kept
+    assert trigger_names(db) == []
+
+
 def test_install_dry_run_prints_a_script_the_mariadb_client_runs(db: TestDatabase, tmp_path) -> None:
     """Trigger bodies hold ';', so the script sets a DELIMITER the command-line client knows;
     what the client installs from it logs what `install` itself would."""
@@ -278,3 +305,32 @@ def test_install_dry_run_prints_a_script_the_mariadb_client_runs(db: TestDatabas
     assert triggered_tables(make_config(db), db.engine) == ("usr",)
     db.execute(f"INSERT INTO {db.qualified('usr')} VALUES (1, 'Ann', X'00FF')")
     assert logged(db) == [(1, "usr", "idu=1", "fname", None, "Ann"), (1, "usr", "idu=1", "photo", None, "AP8=")]
+
+
+def test_installing_again_while_the_table_changes_loses_no_change(db: TestDatabase) -> None:
+    """DDL commits on its own: a DROP then a CREATE would let changes in between go unlogged.
+    MariaDB replaces each trigger in one statement."""
+    import threading
+
+    t = db.qualified("r")
+    db.execute(f"CREATE TABLE {t} (id INTEGER PRIMARY KEY, v INTEGER)", f"INSERT INTO {t} VALUES (1, 0)")
+    install_capture(make_config(db), db.engine, ["r"])
+    stop = threading.Event()
+    updates = 0
+
+    def change() -> None:
+        nonlocal updates
+        while not stop.is_set():
+            db.execute(f"UPDATE {t} SET v = v + 1")
+            updates += 1
+
+    changing = threading.Thread(target=change)
+    changing.start()
+    try:
+        for _ in range(15):
+            install_capture(make_config(db), db.engine, ["r"])
+    finally:
+        stop.set()
+        changing.join()
+    assert updates > 15
+    assert len([row for row in logged(db) if row[0] == 2]) == updates

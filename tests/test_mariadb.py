@@ -106,3 +106,24 @@ def test_subscribers_are_refused_with_the_reason(mariadb_database, tmp_path: Pat
         assert main(command) == 2
         error = capsys.readouterr().err
         assert "subscribers need PostgreSQL or SQLite" in error and "transaction id" in error, error
+
+
+def test_an_event_log_whose_status_ignores_case_is_refused_with_the_fix(spark, mariadb_database, tmp_path) -> None:
+    """A site's own event log in the server's default collation would read its 'n' rows as N."""
+    from publisher.config import ConfigError
+
+    h = Harness(spark, mariadb_database, tmp_path, user=OTHER_USER)
+    h.create_usr()
+    h.create_event_log()
+    log = h.table("event_log")
+    h.db.execute(f"ALTER TABLE {log} MODIFY status CHAR(1) NOT NULL DEFAULT 'N' COLLATE utf8mb4_general_ci")
+    (site_own,) = h.log((5, "usr", "idu=1"), status="n")
+    (new,) = h.log((4, "usr", "idu=2"))
+    with pytest.raises(ConfigError, match=r"column status has the collation utf8mb4_general_ci.*"
+                                          r"MODIFY status char\(1\) COLLATE utf8mb4_bin"):
+        h.poll()
+    assert h.statuses() == {site_own: "n", new: "N"}
+
+    h.db.execute(f"ALTER TABLE {log} MODIFY status CHAR(1) NOT NULL DEFAULT 'N' COLLATE utf8mb4_bin")
+    h.poll()
+    assert h.statuses() == {site_own: "n", new: "S"}

@@ -82,8 +82,21 @@ class MariaDB(RowTriggers):
 
     def render(self, template: str, **values: str) -> str:
         if template == "create_trigger":
-            values = {**values, "time_zone": self.literal(MYSQL_TIME_ZONE)}
+            replace = "OR REPLACE " if self._replaces_in_place() else ""
+            values = {**values, "time_zone": self.literal(MYSQL_TIME_ZONE), "or_replace": replace}
         return super().render(template, **values)
+
+    def replacing(self, trigger: str, create: str) -> list[str]:
+        """MariaDB replaces a trigger in one statement. DDL commits on its own here, so a DROP
+        then a CREATE would leave a moment in which the table's changes are not logged; MySQL
+        has no CREATE OR REPLACE TRIGGER, and keeps that moment (README)."""
+        return [create] if self._replaces_in_place() else super().replacing(trigger, create)
+
+    def _replaces_in_place(self) -> bool:
+        """MariaDB, not MySQL: the dialect knows which once it has connected."""
+        if self.engine.dialect.server_version_info is None:
+            self.engine.connect().close()
+        return bool(getattr(self.engine.dialect, "is_mariadb", False))
 
     def _published(self, row: str, column: Column) -> str:
         """What tells two values' published texts apart: the text's bytes; a binary value's own
@@ -179,13 +192,15 @@ def execute(engine: Engine, schema: str | None, statements: Sequence[str]) -> No
     tables and triggers are put back as they were (`restore`) and the error raised."""
     with engine.connect() as conn:
         before = _snapshot(conn, schema)
+        ran: list[str] = []
         try:
             for statement in statements:
+                ran.append(statement)
                 conn.exec_driver_sql(statement)
             conn.commit()
         except Exception:
             conn.rollback()
-            restore(conn, schema, before)
+            restore(conn, schema, before, ran)
             conn.invalidate()  # restore changed its sql_mode and character set
             raise
 
@@ -214,18 +229,24 @@ def _snapshot(conn: Connection, schema: str | None) -> _Snapshot:
     return set(tables), definitions
 
 
-def restore(conn: Connection, schema: str | None, before: _Snapshot) -> None:
-    """Drop the tables and triggers made since `before`, and re-create the triggers dropped or
-    replaced since, in the sql_mode and character set they were made in."""
+def restore(conn: Connection, schema: str | None, before: _Snapshot, ran: Sequence[str]) -> None:
+    """Drop the tables and triggers that the statements `ran` made since `before`, and re-create
+    the triggers they dropped or replaced, in the sql_mode and character set they were made in.
+    What other sessions made meanwhile (a running publisher's lock table) is left alone."""
     tables, triggers = before
     now_tables, now_triggers = _snapshot(conn, schema)
+
+    def touched(name: str) -> bool:
+        return any(_q(conn, schema, name) in statement for statement in ran)
+
     for name, definition in now_triggers.items():
-        if triggers.get(name) != definition:
+        if triggers.get(name) != definition and touched(name):
             conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {_q(conn, schema, name)}")
     for name in sorted(now_tables - tables):
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {_q(conn, schema, name)}")
+        if touched(name):
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {_q(conn, schema, name)}")
     for name, (statement, sql_mode, charset) in triggers.items():
-        if now_triggers.get(name) != (statement, sql_mode, charset):
+        if now_triggers.get(name) != (statement, sql_mode, charset) and touched(name):
             conn.execute(text("SET SESSION sql_mode = :mode"), {"mode": sql_mode})
             conn.exec_driver_sql(f"SET NAMES {charset}")
             conn.exec_driver_sql(statement)

@@ -71,17 +71,15 @@ class RowTriggers(Dialect):
         for operation, events in self.operation_events(table, style).items():
             trigger = self.qualify(self.trigger_name(table.name, ROW_TRIGGER_SUFFIXES[operation]))
             body = indent("\n".join(self.log_event(table, e) for e in events), 4)
-            statements.append(self.render("drop_trigger", trigger=trigger))
-            statements.append(
-                self.render(
-                    "create_trigger",
-                    trigger=trigger,
-                    operation=operation,
-                    table=self.qualify(table.name),
-                    body=body,
-                )
+            create = self.render(
+                "create_trigger", trigger=trigger, operation=operation, table=self.qualify(table.name), body=body
             )
+            statements += self.replacing(trigger, create)
         return statements
+
+    def replacing(self, trigger: str, create: str) -> list[str]:
+        """The statements that put `create` in place of the trigger's earlier version."""
+        return [self.render("drop_trigger", trigger=trigger), create]
 
     def log_event(self, table: Table, event: Event) -> str:
         key_sql = self.key_sql(table, "OLD" if event.key == "old" else "NEW")

@@ -84,13 +84,17 @@ def _launch_jvm(master: str, app_name: str, settings: dict[str, str]) -> None:
 
 
 def _pass_on(stream: IO[bytes]) -> None:
-    """Copy the JVM's stderr to ours line by line, without its start-up chatter."""
+    """Copy the JVM's stderr to ours line by line, without its start-up chatter. The pipe is
+    read to its end whatever happens to our stderr (closed, or a reader that went away): a
+    JVM whose stderr fills up stops at its next write."""
+    chatter = tuple(c.encode() for c in JVM_CHATTER)
+    writable = True
     for line in iter(stream.readline, b""):
-        if not line.lstrip().startswith(tuple(c.encode() for c in JVM_CHATTER)):
+        if writable and not line.lstrip().startswith(chatter):
             try:
                 os.write(2, line)
             except OSError:
-                return
+                writable = False
 
 
 def _connect(config: SparkConfig, app_name: str) -> SparkSession:

@@ -28,9 +28,10 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    text,
 )
 
-from publisher.config import Config
+from publisher.config import Config, ConfigError
 from publisher.database import table_schema
 from publisher.dialects import is_mysql
 from publisher.errors import OutputStateError
@@ -183,6 +184,7 @@ def plan_window(config: Config, engine: Engine, check_out: CheckOutWindow | None
     """
     schema = table_schema(config, engine)
     columns = config.event_log.columns.in_order()
+    require_exact_comparison(engine, config, schema)
     transaction_column = logged_transaction_column(engine, config, schema)
     extra = () if transaction_column is None else (transaction_column,)
     table = event_log_table_of(config.event_log.table, columns + extra, schema)
@@ -328,6 +330,32 @@ class _WindowEnd:
                 last = row
             if len(page) < PAGE:
                 return int(last[0]), taken
+
+
+def require_exact_comparison(engine: Engine, config: Config, schema: str | None) -> None:
+    """MySQL/MariaDB: the event log's status and table_name compare byte for byte. `install`
+    makes them so; an event log a site made itself may have the server's default collation,
+    case-insensitive, under which `status = 'N'` also reads a site's own 'n' rows and writes
+    them S, and requeue's `--table usr` also takes 'USR'."""
+    if not is_mysql(engine.dialect.name):
+        return
+    names = config.event_log.columns
+    with engine.connect() as conn:
+        found = conn.execute(
+            text("SELECT COLUMN_NAME, COLUMN_TYPE, COLLATION_NAME FROM information_schema.COLUMNS "
+                 "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+                 "AND COLUMN_NAME IN (:status, :table_name)"),
+            {"schema": schema, "table": config.event_log.table, "status": names.status,
+             "table_name": names.table_name},
+        ).all()
+    for column, column_type, collation in found:
+        if collation is not None and not collation.endswith("_bin"):
+            raise ConfigError(
+                f"event log {config.event_log.table}: column {column} has the collation {collation}, which calls "
+                "'N' and 'n' (or 'usr' and 'USR') equal; the publisher compares them byte for byte: "
+                f"ALTER TABLE {config.event_log.table} MODIFY {column} {column_type} COLLATE utf8mb4_bin "
+                "(keeping its NOT NULL and default), as `publisher install` creates it"
+            )
 
 
 def logged_transaction_column(engine: Engine, config: Config, schema: str | None) -> str | None:
