@@ -6,6 +6,7 @@ output could not be used, 2 a bad configuration, argument or key.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -558,42 +559,41 @@ def _run(config: Config, subscriber: str | None) -> int:
     if None in readers:
         _warn_unpublished(config, engine)
     metrics = None
-    if config.metrics.port:
-        from publisher.service.metrics import PublisherMetrics
+    with contextlib.ExitStack() as serving:  # the metrics server stops on every way out
+        if config.metrics.port:
+            from publisher.service.metrics import PublisherMetrics
 
-        metrics = PublisherMetrics(config, engine)
-        server = metrics.serve(config.metrics)
-    stop = threading.Event()
-    install_stop_handlers([stop])
-    started = threading.Lock()
-    spark: list[Any] = []
+            metrics = PublisherMetrics(config, engine)
+            serving.enter_context(metrics.serving(config.metrics))
+        stop = threading.Event()
+        install_stop_handlers([stop])
+        started = threading.Lock()
+        spark: list[Any] = []
 
-    def warm_spark() -> Any:
-        with started:
-            if not spark:
-                spark.append(get_spark(config.spark))
-            return spark[0]
+        def warm_spark() -> Any:
+            with started:
+                if not spark:
+                    spark.append(get_spark(config.spark))
+                return spark[0]
 
-    failed: list[str] = []
+        failed: list[str] = []
 
-    def serve_reader(reader: str | None) -> None:
-        try:
-            serve(warm_spark, engine, config, stop, reader, None if metrics is None else metrics.reader(reader))
-        except Exception as exc:  # one reader's failure must not end the others
-            name = "the status mode" if reader is None else f"subscriber {reader}"
-            reason = config.database.redact(str(exc))
-            log.error("%s stopped: %s", name, reason)
-            failed.append(reason if len(readers) == 1 else f"{name} stopped: {reason}")
+        def serve_reader(reader: str | None) -> None:
+            try:
+                serve(warm_spark, engine, config, stop, reader, None if metrics is None else metrics.reader(reader))
+            except Exception as exc:  # one reader's failure must not end the others
+                name = "the status mode" if reader is None else f"subscriber {reader}"
+                reason = config.database.redact(str(exc))
+                log.error("%s stopped: %s", name, reason)
+                failed.append(reason if len(readers) == 1 else f"{name} stopped: {reason}")
 
-    threads = [threading.Thread(target=serve_reader, args=(reader,), name=f"publisher-{reader or 'status'}",
-                                daemon=True) for reader in readers]
-    for thread in threads:
-        thread.start()
-    while any(thread.is_alive() for thread in threads):
+        threads = [threading.Thread(target=serve_reader, args=(reader,), name=f"publisher-{reader or 'status'}",
+                                    daemon=True) for reader in readers]
         for thread in threads:
-            thread.join(timeout=0.5)
-    if metrics is not None:
-        server.shutdown()
+            thread.start()
+        while any(thread.is_alive() for thread in threads):
+            for thread in threads:
+                thread.join(timeout=0.5)
     log.info("stopped")
     if failed:
         raise UnavailableError("; ".join(failed))

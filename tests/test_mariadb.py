@@ -127,3 +127,20 @@ def test_an_event_log_whose_status_ignores_case_is_refused_with_the_fix(spark, m
     h.db.execute(f"ALTER TABLE {log} MODIFY status CHAR(1) NOT NULL DEFAULT 'N' COLLATE utf8mb4_bin")
     h.poll()
     assert h.statuses() == {site_own: "n", new: "S"}
+
+
+def test_requeue_refuses_an_event_log_whose_table_name_ignores_case(mariadb_database, tmp_path: Path, capsys) -> None:
+    db = mariadb_database
+    log = db.qualified("event_log")
+    db.execute(f"CREATE TABLE {log} (record_id BIGINT AUTO_INCREMENT PRIMARY KEY, status CHAR(1) NOT NULL "
+               "DEFAULT 'N' COLLATE utf8mb4_bin, event_type INT NOT NULL, event_time DATETIME(6) NOT NULL DEFAULT "
+               "(UTC_TIMESTAMP(6)), perpetrator VARCHAR(255), table_name VARCHAR(255) NOT NULL COLLATE "
+               "utf8mb4_general_ci, table_key TEXT NOT NULL, column_name VARCHAR(255), old_value TEXT, new_value TEXT)",
+               f"INSERT INTO {log} (status, event_type, table_name, table_key) VALUES ('E', 5, 'usr', 'idu=1'), "
+               "('E', 5, 'USR', 'idu=2')")
+    config = tmp_path / "publisher.toml"
+    config.write_text(f'[database]\nurl = "{db.url}"\nschema = "{db.schema}"\n[output]\ndirectory = "{tmp_path}"\n',
+                      encoding="utf-8")
+    assert main(["requeue", "-c", str(config), "--table", "usr"]) == 2
+    assert "column table_name has the collation utf8mb4_general_ci" in capsys.readouterr().err
+    assert db.rows(f"SELECT status FROM {log} ORDER BY record_id") == [("E",), ("E",)]

@@ -17,10 +17,12 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import TestDatabase
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import event, text
 
 from publisher.cli import main
 from publisher.config import ConfigError, load_config
@@ -296,3 +298,193 @@ def test_the_dashboard_and_the_readme_name_only_metrics_that_are_served(tmp_path
     readme = (root / "README.md").read_text(encoding="utf-8")
     table = readme.split("## Metrics", 1)[1].split("\n## ", 1)[0]
     assert set(re.findall(r"^\| `(publisher_\w+)`", table, re.MULTILINE)) == served
+
+
+def collected(collector: Any) -> Samples:
+    """One scrape of the collector's gauges."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in collector.collect() for s in family.samples}
+
+
+def test_a_burst_of_scrapes_reads_the_event_log_once_until_the_cache_time_passes(database, tmp_path, monkeypatch):
+    from publisher.service import metrics as metrics_module
+
+    config = load_config(make_site(database, tmp_path), environ={})
+    events = log_backlog(database)
+    collector = metrics_module.EventLogCollector(config, connect(config))
+    statements: list[str] = []
+    event.listen(collector.engine, "before_cursor_execute",
+                 lambda _conn, _cursor, statement, *_: statements.append(statement))
+    real_read = metrics_module.read_groups
+
+    def slow_read(*args: object) -> object:
+        time.sleep(0.3)  # every scrape of the burst arrives while the first one reads
+        return real_read(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(metrics_module, "read_groups", slow_read)
+    start = threading.Barrier(8)
+    answers: list[Samples] = []
+
+    def one_scrape() -> None:
+        start.wait()
+        answers.append(collected(collector))
+
+    threads = [threading.Thread(target=one_scrape) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(answers) == 8
+    assert len([s for s in statements if "GROUP BY" in s.upper()]) == 1
+    assert all(answer == answers[0] for answer in answers)
+    assert value(answers[0], "publisher_event_log_up") == 1
+    assert value(answers[0], "publisher_waiting_events", subscriber="") == events
+
+    # past the cache time a scrape reads again, and sees what changed meanwhile
+    database.execute(f"UPDATE {database.qualified('event_log')} SET status = 'S'")
+    monkeypatch.setattr(metrics_module, "EVENT_LOG_CACHE_SECONDS", 0.0)
+    later = collected(collector)
+    assert len([s for s in statements if "GROUP BY" in s.upper()]) == 2
+    assert value(later, "publisher_waiting_events", subscriber="") == 0
+
+
+def test_scrapes_use_no_connection_of_the_cycles_pool(tmp_path):
+    from sqlalchemy.pool import NullPool
+
+    from publisher.service.metrics import EventLogCollector
+
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "m.db"}"\n', encoding="utf-8")
+    assert main(["install", "-c", str(path)]) == 0
+    config = load_config(path, environ={})
+    engine = connect(config)
+    checked_out: list[object] = []
+    event.listen(engine, "checkout", lambda *args: checked_out.append(args))
+    collector = EventLogCollector(config, engine)
+    assert isinstance(collector.engine.pool, NullPool)
+    assert value(collected(collector), "publisher_event_log_up") == 1
+    assert checked_out == []
+
+
+def test_an_unreadable_event_log_is_logged_once_when_it_starts_and_once_when_it_ends(tmp_path, caplog, monkeypatch):
+    import logging
+
+    from publisher.service import metrics as metrics_module
+
+    monkeypatch.setattr(metrics_module, "EVENT_LOG_CACHE_SECONDS", 0.0)  # every scrape reads
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "m.db"}"\n', encoding="utf-8")
+    config = load_config(path, environ={})
+    collector = metrics_module.EventLogCollector(config, connect(config))  # no event_log table yet
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("metrics:")]
+
+    with caplog.at_level(logging.INFO, logger="publisher"):
+        for _ in range(5):
+            assert value(collected(collector), "publisher_event_log_up") == 0
+        assert len(said()) == 1 and "no such table" in said()[0]
+        assert main(["install", "-c", str(path)]) == 0
+        for _ in range(3):
+            assert value(collected(collector), "publisher_event_log_up") == 1
+        assert len(said()) == 2 and "can be read again" in said()[1]
+        with connect(config).begin() as conn:
+            conn.execute(text("DROP TABLE event_log"))
+        for _ in range(3):
+            assert value(collected(collector), "publisher_event_log_up") == 0
+    assert len(said()) == 3 and "cannot read the event log" in said()[2]
+
+
+def test_last_success_is_absent_until_a_cycle_succeeds(tmp_path):
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "m.db"}"\n', encoding="utf-8")
+    config = load_config(path, environ={})
+    metrics = PublisherMetrics(config, connect(config))
+    reader = metrics.reader(None)
+    reader.lock_held(False)  # a standby waiting for the lock
+    labels = {"subscriber": ""}
+    assert metrics.registry.get_sample_value("publisher_last_success_timestamp_seconds", labels) is None
+    assert metrics.registry.get_sample_value("publisher_consecutive_failures", labels) == 0
+    before = time.time()
+
+    class Idle:
+        windows = ()
+
+    reader.cycle_succeeded(Idle())
+    assert before <= (metrics.registry.get_sample_value("publisher_last_success_timestamp_seconds", labels) or 0)
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on the port now (SO_REUSEADDR, as servers set it: the
+    closed connections of the scrapes wait out TIME_WAIT, a bound socket does not let go)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+        except OSError:
+            return False
+        return True
+
+
+def test_the_metrics_server_closes_its_port_when_run_ends_by_an_error(tmp_path, monkeypatch):
+    import publisher.service.loop as loop
+
+    port = free_port()
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "m.db"}"\n[output]\ndirectory = "{tmp_path}"\n'
+                    f"[metrics]\nport = {port}\n", encoding="utf-8")
+    assert main(["install", "-c", str(path)]) == 0
+    served: list[Samples | None] = []
+
+    def fail(_: object) -> None:
+        served.append(scrape(port))
+        raise RuntimeError("no signal handlers here")
+
+    monkeypatch.setattr(loop, "install_stop_handlers", fail)
+    with pytest.raises(RuntimeError, match="no signal handlers"):
+        main(["run", "-c", str(path)])
+    assert served and served[0] is not None  # it was serving when run failed
+    assert scrape(port) is None
+    assert port_is_free(port)
+
+
+def test_the_metrics_server_stops_and_frees_the_port_however_its_block_ends(tmp_path):
+    from publisher.config import MetricsConfig
+
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "m.db"}"\n', encoding="utf-8")
+    config = load_config(path, environ={})
+    metrics = PublisherMetrics(config, connect(config))
+    port = free_port()
+    with pytest.raises(KeyboardInterrupt):
+        with metrics.serving(MetricsConfig(port=port, address="127.0.0.1")):
+            assert scrape(port) is not None
+            raise KeyboardInterrupt
+    assert port_is_free(port)
+    with metrics.serving(MetricsConfig(port=port, address="127.0.0.1")):  # the same port again
+        assert scrape(port) is not None
+    assert port_is_free(port)
+
+
+LOOPBACK = {" Publisher_App ": 1, "publisher_app\t": 2, "\u00a0PUBLISHER_app": 1, "publi\u017fher_app": 1,
+            "publisher_app\u2003": 1}
+"""Perpetrators that are the publisher's own user once stripped of whitespace (a tab, a no-break
+space, an em space) and case-folded (the long s folds to s), with how many S rows each logs."""
+NOT_LOOPBACK = {"publisher_app2": 1, "publisher app": 1, "mallory": 2, "publisher_\u00e4pp": 1}
+
+
+def test_loopback_rows_are_counted_as_a_cycle_classifies_them(database, tmp_path):
+    from publisher.service.metrics import EventLogCollector
+
+    config = load_config(make_site(database, tmp_path), environ={})
+    log = database.qualified("event_log")
+    with database.engine.begin() as conn:
+        for perpetrator, count in {**LOOPBACK, **NOT_LOOPBACK}.items():
+            for _ in range(count):
+                conn.execute(text(f"INSERT INTO {log} (status, event_type, perpetrator, table_name, table_key) "
+                                  "VALUES ('S', 4, :who, 'usr', 'idu=1')"), {"who": perpetrator})
+    found = collected(EventLogCollector(config, connect(config)))
+    loopback = {dict(labels)["perpetrator"]: n for (name, labels), n in found.items()
+                if name == "publisher_loopback_rows"}
+    assert loopback == LOOPBACK

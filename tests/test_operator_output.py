@@ -184,3 +184,22 @@ def test_run_logs_json_lines_and_says_nothing_when_every_table_is_published(tmp_
     assert all(c["level"] == "INFO" and c["path"] == "driver" and c["documents"] == 1 for c in cycles)
     assert sum(c["events"] for c in cycles) == 3
     assert any(line["message"] == "stopped" for line in lines)
+
+
+def test_why_a_table_is_not_published_is_an_enum_shown_as_its_text(tmp_path, capsys):
+    from publisher.config import load_config
+    from publisher.database import connect
+    from publisher.service.stats import Unpublished, format_backlog, unpublished_tables
+
+    path = config_file(tmp_path, 'tables = ["usr"]')
+    assert main(["install", "-c", str(path), "--table", "usr"]) == 0
+    log_by_hand(tmp_path, "grp", "name=a")
+    config = load_config(path, environ={})
+    found = unpublished_tables(config, connect(config))
+    assert found == {"grp": Unpublished.NOT_CONFIGURED} and isinstance(found["grp"], Unpublished)
+    capsys.readouterr()
+    assert main(["stats", "-c", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unpublished_tables"] == {"grp": "not in publisher.tables"}
+    shown = format_backlog({"event_log": "event_log", "statuses": {}, "new_by_table": {}, "subscribers": {},
+                            "unpublished_tables": found, "oldest_new_event_time": None})
+    assert "grp" in shown and shown.rstrip().endswith("not in publisher.tables")

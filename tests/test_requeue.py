@@ -214,3 +214,54 @@ def test_bad_arguments_exit_2_with_a_precise_message(sqlite_database, tmp_path, 
     err = capsys.readouterr().err
     assert message in err
     assert "Traceback" not in err
+
+
+def test_a_requeue_whose_commit_fails_is_recorded_as_rolled_back(database, tmp_path, monkeypatch):
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.exc import OperationalError
+
+    h = make_harness(database, tmp_path)
+    backlog(h)
+    before = rows(h)
+
+    def lost(self: Connection) -> None:
+        raise OperationalError("COMMIT", {}, Exception("server closed the connection"))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Connection, "commit", lost)
+        with pytest.raises(OperationalError, match="server closed the connection"):
+            requeue(h.config, h.engine, Selection(), reason="first try")
+    assert rows(h) == before
+    attempt, rollback = [json.loads(line) for line in (h.output / "requeue.jsonl").read_text().splitlines()]
+    assert attempt["reason"] == "first try" and attempt["requeued"] == 5 and "rolled_back" not in attempt
+    assert rollback["id"] == attempt["id"] and rollback["rolled_back"] is True
+    assert "server closed the connection" in rollback["error"]
+
+    done = requeue(h.config, h.engine, Selection(), reason="second try")
+    assert done.total == 5
+    lines = [json.loads(line) for line in (h.output / "requeue.jsonl").read_text().splitlines()]
+    assert len(lines) == 3 and lines[2]["reason"] == "second try" and lines[2]["id"] != attempt["id"]
+    assert not any(line.get("id") == lines[2]["id"] and line.get("rolled_back") for line in lines)
+
+
+def test_a_requeue_that_cannot_be_recorded_changes_nothing(database, tmp_path):
+    h = make_harness(database, tmp_path)
+    backlog(h)
+    before = rows(h)
+    h.output.mkdir(parents=True)
+    (h.output / "requeue.jsonl").mkdir()  # not a file it can append to
+    with pytest.raises(OSError):
+        requeue(h.config, h.engine, Selection(), reason="unrecordable")
+    assert rows(h) == before
+
+
+@pytest.mark.parametrize("status, reason", [("N", "waiting to be published already"), ("S", "were published"),
+                                            ("F", "reserved")])
+def test_the_status_rule_is_the_same_whichever_way_the_statuses_come(status, reason):
+    from publisher.model.events import Status
+    from publisher.service.requeue import parse_statuses
+
+    with pytest.raises(RequeueError, match=f"status {status}: .*{reason}"):
+        Selection(statuses=(Status(status),))
+    with pytest.raises(RequeueError, match=f"status {status}: .*{reason}"):
+        Selection(statuses=parse_statuses(f"e,{status.lower()}"))

@@ -60,9 +60,15 @@ class ClassifyContext:
         return self.subscription is not None and not self.subscription.takes(kind, table_name, column_name)
 
     def is_loopback(self, perpetrator: object) -> bool:
-        if not isinstance(perpetrator, str) or self.publisher_user is None:
-            return False
-        return perpetrator.strip().casefold() == self.publisher_user.strip().casefold()
+        return is_loopback(perpetrator, self.publisher_user)
+
+
+def is_loopback(perpetrator: object, publisher_user: str | None) -> bool:
+    """Whether a row logged by `perpetrator` is the publisher's own change: the names equal once
+    stripped of whitespace and case-folded (Python's `str.strip` and `str.casefold`)."""
+    if not isinstance(perpetrator, str) or publisher_user is None:
+        return False
+    return perpetrator.strip().casefold() == publisher_user.strip().casefold()
 
 
 def classify_event(row: dict[str, Any], ctx: ClassifyContext) -> dict[str, Any]:

@@ -5,12 +5,16 @@ Two sources. What the cycles did is counted by the loop as each cycle ends, per 
 event log (the status mode, or a subscriber): counters that live as long as the process. What
 the event log holds is read from the database at scrape time, with one GROUP BY, so it is right
 whoever changed the rows (a trigger, another publisher, a person setting `E` rows back to `N`)
-and right from the first scrape after a restart.
+and right from the first scrape after a restart. Scrapes are bounded: they read through an engine
+of their own (no pool, so never the cycles' connections), one at a time, and one read answers
+every scrape for EVENT_LOG_CACHE_SECONDS.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -19,16 +23,19 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, LargeBinary, case, cast, func, or_, select
+from sqlalchemy import ColumnElement, Engine, LargeBinary, and_, case, cast, create_engine, func, or_, select
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
 from publisher.config import Config, ConfigError, MetricsConfig
 from publisher.database import is_sqlite, publisher_user, table_schema
 from publisher.model.events import Status
 from publisher.model.operation import OperationKind
-from publisher.pipeline.read import as_utc
 from publisher.pipeline.subscribers import subscriber_backlog
 from publisher.pipeline.window import event_log_table
+from publisher.rules.classify import is_loopback
+from publisher.service.requeue import summed
+from publisher.service.stats import decoded, utc_of
 
 log = logging.getLogger("publisher")
 STATUS_MODE = ""
@@ -37,38 +44,70 @@ ACKNOWLEDGED = (Status.SUCCESS, Status.WARNING, Status.ERROR)
 """The statuses a cycle gives the rows it read."""
 STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 """Seconds: a small cycle's stages take milliseconds, a large one's minutes."""
+EVENT_LOG_CACHE_SECONDS = 5.0
+"""How long one read of the event log answers scrapes. Each read is a GROUP BY over the whole
+table (on SQLite it also holds a read lock that delays a cycle's acknowledgement), so a burst of
+scrapes (several Prometheus servers, a dashboard refreshing, someone with curl) must cost one
+read; 5 s is well under any scrape interval, so no scrape sees older figures than it would at
+its own pace."""
+SCRAPE_WAIT_SECONDS = 10.0
+"""How long a scrape waits for another scrape's read of the event log before it answers
+`publisher_event_log_up 0` instead: a hung database must not pile up scrape threads."""
+SQLITE_SCRAPE_TIMEOUT = 5.0
+"""Seconds a scrape's SQLite connection waits on a locked file (the cycles' wait 30)."""
 
 
 class EventLogCollector(Collector):
-    """The event log as it is now, read at each scrape. `tolerant`: a database that cannot be
+    """The event log as it is now, read at scrape time. `tolerant`: a database that cannot be
     read gives `publisher_event_log_up 0` instead of failing the scrape (a server keeps going;
-    `stats --prometheus` fails instead)."""
+    `stats --prometheus` fails instead), and is logged once when it starts failing and once
+    when it can be read again, not at every scrape.
+
+    Reads go through `scrape_engine(engine)`, never the cycles' pool; one scrape reads at a
+    time, and its figures answer every scrape for EVENT_LOG_CACHE_SECONDS."""
 
     def __init__(self, config: Config, engine: Engine, tolerant: bool = True) -> None:
         self.config = config
-        self.engine = engine
+        self.engine = scrape_engine(engine)
         self.tolerant = tolerant
+        self._lock = threading.Lock()
+        self._cached: tuple[float, list[Metric]] | None = None
+        self._failing = False
 
     def collect(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily("publisher_event_log_up", "1 if the last scrape could read the event log, else 0")
+        if not self._lock.acquire(timeout=SCRAPE_WAIT_SECONDS):
+            yield _up(0)
+            return
+        try:
+            now = time.monotonic()
+            if self._cached is None or now - self._cached[0] >= EVENT_LOG_CACHE_SECONDS:
+                self._cached = (now, self._scrape())
+            found = self._cached[1]
+        finally:
+            self._lock.release()
+        yield from found
+
+    def _scrape(self) -> list[Metric]:
         try:
             metrics = list(self._read())
         except SQLAlchemyError as exc:
             if not self.tolerant:
                 raise
-            log.warning("metrics: cannot read the event log: %s", self.config.database.redact(str(exc)))
-            up.add_metric([], 0)
-            yield up
-            return
-        up.add_metric([], 1)
-        yield up
-        yield from metrics
+            if not self._failing:
+                log.warning("metrics: cannot read the event log (said once until it can be read again): %s",
+                            self.config.database.redact(str(exc)))
+            self._failing = True
+            return [_up(0)]
+        if self._failing:
+            log.warning("metrics: the event log can be read again")
+        self._failing = False
+        return [_up(1), *metrics]
 
     def _read(self) -> Iterator[Metric]:
         groups = read_groups(self.config, self.engine)
         rows = GaugeMetricFamily("publisher_event_log_rows", "Rows of the event log, by status and table",
                                  labels=["status", "table"])
-        for (status, table), count in _summed(groups, lambda g: (g.status, g.table)).items():
+        for (status, table), count in summed(((g.status, g.table), g.count) for g in groups).items():
             rows.add_metric([status, table], count)
         yield rows
         yield _per_perpetrator("publisher_rejected_rows", "Rows of the event log marked E (rejected), by table and "
@@ -77,7 +116,7 @@ class EventLogCollector(Collector):
         yield _per_perpetrator(
             "publisher_loopback_rows", "Rows of the event log the status mode passed over as loopback (S, logged by "
             "the publisher's own user), by table and perpetrator",
-            (g for g in groups if g.status == Status.SUCCESS.value and _is_loopback(g.perpetrator, user)))
+            (g for g in groups if g.status == Status.SUCCESS.value and is_loopback(g.perpetrator, user)))
         waiting = GaugeMetricFamily("publisher_waiting_events",
                                     "Events waiting for the status mode (N rows) or for a subscriber's next check-out",
                                     labels=["subscriber"])
@@ -90,9 +129,23 @@ class EventLogCollector(Collector):
         for name in sorted(self.config.subscribers):
             found = subscriber_backlog(self.config, self.engine, name)
             waiting.add_metric([name], found.waiting)
-            lag.add_metric([name], _age(_utc_of(found.oldest_waiting)))
+            lag.add_metric([name], _age(utc_of(found.oldest_waiting)))
         yield waiting
         yield lag
+
+
+def _up(value: int) -> GaugeMetricFamily:
+    up = GaugeMetricFamily("publisher_event_log_up", "1 if the last scrape could read the event log, else 0")
+    up.add_metric([], value)
+    return up
+
+
+def scrape_engine(engine: Engine) -> Engine:
+    """An engine for scrapes, to the same database as `engine` but sharing none of its
+    connections: without a pool, so a scrape holds one connection while it reads and none
+    after (with the collector's lock, at most one at a time)."""
+    connect_args = {"timeout": SQLITE_SCRAPE_TIMEOUT} if is_sqlite(engine) else {}
+    return create_engine(engine.url, poolclass=NullPool, connect_args=connect_args)
 
 
 @dataclass(frozen=True)
@@ -108,21 +161,43 @@ class Group:
 
 def read_groups(config: Config, engine: Engine) -> list[Group]:
     """The event log grouped by status and table in one query, and by perpetrator only for `E`
-    rows and rows that may be loopback: a perpetrator per application user would otherwise
-    multiply the groups."""
+    rows and `S` rows that may be loopback (`may_be_loopback`): a perpetrator per application
+    user would otherwise multiply the groups."""
     table = event_log_table(config, table_schema(config, engine))
     names = config.event_log.columns
     status, perpetrator = table.c[names.status], table.c[names.perpetrator]
     user = None if config.publisher.allow_loopback else publisher_user(config, engine)
-    kept = status == Status.ERROR.value
+    kept: ColumnElement[bool] = status == Status.ERROR.value
     if user is not None:
-        kept = or_(kept, func.lower(func.trim(perpetrator)) == user.strip().lower())
+        kept = or_(kept, and_(status == Status.SUCCESS.value, may_be_loopback(engine, perpetrator, user)))
     who = case((kept, perpetrator), else_=None)
     columns = [_readable(engine, c) for c in (status, table.c[names.table_name], who, table.c[names.event_time])]
     query = select(columns[0], columns[1], columns[2], func.count(), func.min(columns[3])).group_by(*columns[:3])
     with engine.connect() as conn:
-        return [Group(_decoded(s), _decoded(t), "" if p is None else _decoded(p), int(n), _utc_of(oldest))
+        return [Group(decoded(s), decoded(t), "" if p is None else decoded(p), int(n), utc_of(oldest))
                 for s, t, p, n, oldest in conn.execute(query)]
+
+
+NOT_PRINTABLE_ASCII = "[^ -~]"
+"""A character other than a space or printable ASCII, as a regular expression (a GLOB set on SQLite)."""
+
+
+def may_be_loopback(engine: Engine, perpetrator: Any, user: str) -> ColumnElement[bool]:
+    """A prefilter in SQL for classification's loopback rule (`rules.classify.is_loopback`):
+    a superset of the perpetrators the rule takes, which the rule then decides exactly in
+    Python. Databases trim and lower-case differently from `str.strip` and `str.casefold`
+    (other whitespace, characters outside ASCII), so the SQL compares only where they agree:
+    a perpetrator of spaces and printable ASCII alone is loopback exactly when
+    `lower(trim(perpetrator))` is the user's folded name (if that is ASCII; no such
+    perpetrator can fold to a name that is not). Any other perpetrator (a tab, a non-breaking
+    space, a Kelvin sign that folds to `k`) is kept for the rule to decide; those are rare, so
+    the groups stay few."""
+    folded = user.strip().casefold()
+    unusual = perpetrator.op("GLOB")(f"*{NOT_PRINTABLE_ASCII}*") if is_sqlite(engine) \
+        else perpetrator.regexp_match(NOT_PRINTABLE_ASCII)
+    if not folded.isascii():
+        return unusual
+    return or_(func.lower(func.trim(perpetrator)) == folded, unusual)
 
 
 def _readable(engine: Engine, column: Any) -> Any:
@@ -132,33 +207,9 @@ def _readable(engine: Engine, column: Any) -> Any:
 
 def _per_perpetrator(name: str, documentation: str, groups: Iterable[Group]) -> GaugeMetricFamily:
     family = GaugeMetricFamily(name, documentation, labels=["table", "perpetrator"])
-    for (table, perpetrator), count in _summed(groups, lambda g: (g.table, g.perpetrator)).items():
+    for (table, perpetrator), count in summed(((g.table, g.perpetrator), g.count) for g in groups).items():
         family.add_metric([table, perpetrator], count)
     return family
-
-
-def _is_loopback(perpetrator: str, user: str | None) -> bool:
-    """As classification decides it."""
-    return user is not None and perpetrator.strip().casefold() == user.strip().casefold()
-
-
-def _summed(groups: Iterable[Group], key: Any) -> dict[tuple[str, ...], int]:
-    counts: dict[tuple[str, ...], int] = {}
-    for group in groups:
-        counts[key(group)] = counts.get(key(group), 0) + group.count
-    return counts
-
-
-def _decoded(value: Any) -> str:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", errors="backslashreplace")
-    return str(value)
-
-
-def _utc_of(value: Any) -> dt.datetime | None:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        value = _decoded(value)
-    return as_utc(value)
 
 
 def _age(time_: dt.datetime | None) -> float:
@@ -190,20 +241,28 @@ class PublisherMetrics:
     def reader(self, subscriber: str | None) -> ReaderMetrics:
         return ReaderMetrics(self, STATUS_MODE if subscriber is None else subscriber)
 
-    def serve(self, settings: MetricsConfig) -> Any:
-        """Listen on metrics.address:metrics.port; the server, for `shutdown()`."""
+    @contextlib.contextmanager
+    def serving(self, settings: MetricsConfig) -> Iterator[None]:
+        """Listen on metrics.address:metrics.port while the block runs; however it ends, the
+        server stops and its socket is closed, so the port is free again."""
         try:
-            server, _ = start_http_server(settings.port, settings.address, registry=self.registry)
+            server, thread = start_http_server(settings.port, settings.address, registry=self.registry)
         except OSError as exc:
             raise ConfigError(f"metrics.port: cannot serve metrics on {settings.address}:{settings.port}: "
                               f"{exc.strerror or exc}") from None
         log.info("serving metrics on http://%s:%d/metrics", settings.address, settings.port)
-        return server
+        try:
+            yield
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
 
 
 class ReaderMetrics:
     """One reader's series, labelled once; created up front so that every series reads 0
-    before the first cycle rather than being absent."""
+    before the first cycle rather than being absent, except the time of the last success,
+    which has no value before there is one."""
 
     def __init__(self, metrics: PublisherMetrics, subscriber: str) -> None:
         self.metrics = metrics
@@ -212,7 +271,6 @@ class ReaderMetrics:
         self.operations = {kind.value: metrics.operations.labels(subscriber, kind.value) for kind in OperationKind}
         self.rows = {status.value: metrics.rows.labels(subscriber, status.value) for status in ACKNOWLEDGED}
         self.documents = metrics.documents.labels(subscriber)
-        self.last_success = metrics.last_success.labels(subscriber)
         self.failures = metrics.failures.labels(subscriber)
         self.lock = metrics.lock.labels(subscriber)
         self.failures.set(0)
@@ -231,7 +289,8 @@ class ReaderMetrics:
                 if "." not in stage:
                     self.metrics.stages.labels(self.subscriber, stage).observe(seconds)
         self.failures.set(0)
-        self.last_success.set(time.time())
+        # labelled at the first success only: before it the series is absent, not a misleading 0
+        self.metrics.last_success.labels(self.subscriber).set(time.time())
 
     def cycle_failed(self, failures: int) -> None:
         self.failures.set(failures)

@@ -16,11 +16,13 @@ import datetime as dt
 import getpass
 import json
 import logging
+import os
 import socket
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, Engine, LargeBinary, and_, cast, func, not_, select, update
 
@@ -28,9 +30,11 @@ from publisher.config import Config
 from publisher.database import is_sqlite, table_schema
 from publisher.model.events import Status
 from publisher.outputs.files import WINDOW_FILE, pinned_window
-from publisher.pipeline.window import event_log_table
+from publisher.pipeline.window import event_log_table, require_exact_comparison
+from publisher.service.stats import decoded
 
 log = logging.getLogger("publisher")
+K = TypeVar("K", str, tuple[str, ...])
 
 REQUEUABLE = (Status.ERROR, Status.WARNING)
 """What may be put back: rows rejected as malformed, and rows whose query-back found no object."""
@@ -53,15 +57,14 @@ class RequeueError(ValueError):
 
 
 def parse_statuses(text: str) -> tuple[Status, ...]:
-    """The statuses of one --status argument: E, W, or both as a comma list (any case)."""
+    """The statuses of one --status argument, a comma list (any case). Only parses: which
+    statuses requeue takes is `Selection`'s rule."""
     found: list[Status] = []
     for part in text.split(","):
         value = part.strip().upper()
         if not value:
             raise RequeueError(f"expected E or W (or E,W), got {text!r}")
-        if value in _REFUSED:
-            raise RequeueError(f"status {value}: {_REFUSED[value]}; requeue takes E or W")
-        status = next((s for s in REQUEUABLE if s.value == value), None)
+        status = next((s for s in Status if s.value == value), None)
         if status is None:
             raise RequeueError(
                 f"status {part.strip()!r} is not one the publisher writes (rows of other statuses are never read "
@@ -85,9 +88,10 @@ class Selection:
     def __post_init__(self) -> None:
         if not self.statuses:
             raise RequeueError("expected E or W (or E,W)")
-        refused = [s.value for s in self.statuses if s not in REQUEUABLE]
+        refused = [Status(s).value for s in self.statuses if s not in REQUEUABLE]
         if refused:
-            raise RequeueError(f"status {refused[0]}: requeue takes E or W")
+            why = _REFUSED.get(refused[0])
+            raise RequeueError(f"status {refused[0]}: {why + '; ' if why else ''}requeue takes E or W")
         if self.first is not None and self.last is not None and self.first > self.last:
             raise RequeueError(
                 f"--from {self.first} is after --to {self.last}: the range is inclusive, from the lower record_id "
@@ -123,11 +127,11 @@ class Requeued:
 
     @property
     def by_status(self) -> dict[str, int]:
-        return _summed((status, n) for (status, _), n in self.counts.items())
+        return summed((status, n) for (status, _), n in self.counts.items())
 
     @property
     def by_table(self) -> dict[str, int]:
-        return _summed((table, n) for (_, table), n in self.counts.items())
+        return summed((table, n) for (_, table), n in self.counts.items())
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -140,8 +144,9 @@ class Requeued:
         }
 
 
-def _summed(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
+def summed(pairs: Iterable[tuple[K, int]]) -> dict[K, int]:
+    """The counts added up per key, in key order (the requeue's counts, the metrics' groups)."""
+    out: dict[K, int] = {}
     for key, n in sorted(pairs):
         out[key] = out.get(key, 0) + n
     return out
@@ -157,6 +162,7 @@ def requeue(
             "publisher.status_mode = false: no reader publishes by the status column (subscribers read every row "
             "whatever its status), so a requeued row would never be read"
         )
+    require_exact_comparison(engine, config, table_schema(config, engine))
     table = event_log_table(config, table_schema(config, engine))
     names = config.event_log.columns
     status = table.c[names.status]
@@ -173,7 +179,7 @@ def requeue(
     outside = [] if kept is None else [not_(and_(record_id >= kept[0], record_id <= kept[1]))]
     counts: dict[tuple[str, str], int] = {}
     held_back = 0
-    with engine.begin() as conn:
+    with engine.connect() as conn:
         groups = conn.execute(
             select(status, table_name, func.count()).where(*chosen, *outside).group_by(status, table_name)
         ).all()
@@ -196,7 +202,12 @@ def requeue(
                 counts[key] = counts.get(key, 0) + n
         result = Requeued(counts, dry_run, held_back, None if dry_run else output / REQUEUE_LOG)
         if not dry_run:
-            _record(output, config, selection, reason, result)
+            requeue_id = _record(output, config, selection, reason, result)
+            try:
+                conn.commit()
+            except Exception as exc:
+                _record_rollback(output, requeue_id, config.database.redact(str(exc)))
+                raise
     if held_back and kept is not None:
         log.warning("left %d chosen row(s) alone: a cycle not yet acknowledged holds record_ids %d..%d (%s); "
                     "requeue them once it is", held_back, kept[0], kept[1], output / WINDOW_FILE)
@@ -219,10 +230,13 @@ def _kept_window(config: Config, output: Path, schema: str | None) -> tuple[int,
         ) from None
 
 
-def _record(output: Path, config: Config, selection: Selection, reason: str | None, result: Requeued) -> None:
+def _record(output: Path, config: Config, selection: Selection, reason: str | None, result: Requeued) -> str:
     """One JSON line per requeue, written before the transaction commits: a requeue that could
-    not be recorded does not happen."""
+    not be recorded does not happen (the transaction is rolled back). Its `id`, which a line
+    saying the commit failed names (`_record_rollback`)."""
+    requeue_id = uuid.uuid4().hex
     line = {
+        "id": requeue_id,
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "user": _user(),
         "host": socket.gethostname(),
@@ -234,10 +248,31 @@ def _record(output: Path, config: Config, selection: Selection, reason: str | No
         "by_table": result.by_table,
         "held_back": result.held_back,
     }
+    _append(output, line)
+    return requeue_id
+
+
+def _record_rollback(output: Path, requeue_id: str, error: str) -> None:
+    """The commit of the requeue recorded as `requeue_id` failed, so its rows were not changed:
+    a second line says so. If even that line cannot be written, the error log says it."""
+    line = {"id": requeue_id, "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "rolled_back": True,
+            "error": error}
+    try:
+        _append(output, line)
+    except OSError as exc:
+        log.error("requeue %s was not committed (%s), and %s cannot say so: %s; its line there records a requeue "
+                  "that did not happen", requeue_id, error, output / REQUEUE_LOG, exc)
+    else:
+        log.error("requeue %s failed to commit: %s; recorded as rolled back in %s", requeue_id, error,
+                  output / REQUEUE_LOG)
+
+
+def _append(output: Path, line: dict[str, Any]) -> None:
     output.mkdir(parents=True, exist_ok=True)
     with open(output / REQUEUE_LOG, "a", encoding="utf-8") as file:
         file.write(json.dumps(line, ensure_ascii=True) + "\n")
         file.flush()
+        os.fsync(file.fileno())
 
 
 def _user() -> str | None:
@@ -259,8 +294,4 @@ def _text(raw: Any) -> str | None:
 
 
 def _shown(raw: Any) -> str:
-    if raw is None:
-        return NO_TABLE
-    if isinstance(raw, (bytes, bytearray, memoryview)):
-        return bytes(raw).decode("utf-8", errors="backslashreplace")
-    return str(raw)
+    return NO_TABLE if raw is None else decoded(raw)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import enum
 from typing import Any
 
 from sqlalchemy import Engine, LargeBinary, cast, func, select
@@ -25,18 +26,18 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
     status, table_name = readable(names.status), readable(names.table_name)
     with engine.connect() as conn:
         per_status = {
-            _decoded(s): int(n)
+            decoded(s): int(n)
             for s, n in conn.execute(select(status, func.count()).group_by(status).order_by(status))
         }
         new = table.c[names.status] == Status.NEW.value
         per_table = {
-            _decoded(t): int(n)
+            decoded(t): int(n)
             for t, n in conn.execute(
                 select(table_name, func.count()).where(new).group_by(table_name).order_by(table_name)
             )
         }
         oldest = conn.execute(select(func.min(readable(names.event_time))).where(new)).scalar()
-    oldest_time = _utc_of(oldest)
+    oldest_time = utc_of(oldest)
     age = _age(oldest_time)
     return {
         "event_log": config.event_log.table,
@@ -53,7 +54,7 @@ def _subscriber(config: Config, engine: Engine, name: str) -> dict[str, Any]:
     from publisher.pipeline.subscribers import subscriber_backlog
 
     found = subscriber_backlog(config, engine, name)
-    oldest = _utc_of(found.oldest_waiting)
+    oldest = utc_of(found.oldest_waiting)
     last = as_utc(found.last_check_out)
     return {
         "subscription": config.subscribers[name].subscription,
@@ -66,9 +67,10 @@ def _subscriber(config: Config, engine: Engine, name: str) -> dict[str, Any]:
     }
 
 
-def _utc_of(value: Any) -> dt.datetime | None:
+def utc_of(value: Any) -> dt.datetime | None:
+    """An event time as read (bytes on SQLite), in UTC; None when there is none."""
     if isinstance(value, (bytes, bytearray, memoryview)):
-        value = _decoded(value)
+        value = decoded(value)
     return as_utc(value)
 
 
@@ -76,8 +78,9 @@ def _age(time: dt.datetime | None) -> float | None:
     return None if time is None else round((dt.datetime.now(dt.UTC) - time).total_seconds(), 1)
 
 
-def _decoded(value: Any) -> str:
-    """Bytes that are not UTF-8 are shown escaped."""
+def decoded(value: Any) -> str:
+    """A text column as read, as text: SQLite's is read as bytes (see `backlog`), and bytes that
+    are not UTF-8 are shown escaped. `stats` and the metrics both report with it."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8", errors="backslashreplace")
     return str(value)
@@ -109,11 +112,15 @@ def format_backlog(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-NOT_CONFIGURED = "not in publisher.tables"
-NO_TRIGGERS = "has no publisher triggers"
+class Unpublished(enum.StrEnum):
+    """Why a cycle would not publish a table's rows. String-valued, so the text and JSON
+    outputs show the value itself."""
+
+    NOT_CONFIGURED = "not in publisher.tables"
+    NO_TRIGGERS = "has no publisher triggers"
 
 
-def unpublished_tables(config: Config, engine: Engine) -> dict[str, str]:
+def unpublished_tables(config: Config, engine: Engine) -> dict[str, Unpublished]:
     """The tables that new (`N`) rows of the event log name and a cycle would not publish (it
     marks their rows E), each with why: not in `publisher.tables`, or, with that list empty,
     without this project's triggers. Names match as a cycle resolves them: exactly, else
@@ -124,7 +131,7 @@ def unpublished_tables(config: Config, engine: Engine) -> dict[str, str]:
     published = published_tables(config, engine)
     exact = set(published.names)
     lowered = {name.lower() for name in published.names}
-    why = NOT_CONFIGURED if published.configured else NO_TRIGGERS
+    why = Unpublished.NOT_CONFIGURED if published.configured else Unpublished.NO_TRIGGERS
     table = event_log_table(config, table_schema(config, engine))
     names = config.event_log.columns
     column = cast(table.c[names.table_name], LargeBinary) if is_sqlite(engine) else table.c[names.table_name]
@@ -132,5 +139,5 @@ def unpublished_tables(config: Config, engine: Engine) -> dict[str, str]:
         found = conn.execute(
             select(column).where(table.c[names.status] == Status.NEW.value).group_by(column).order_by(column)
         ).scalars()
-        named = [_decoded(raw) for raw in found if raw is not None]
+        named = [decoded(raw) for raw in found if raw is not None]
     return {name: why for name in named if name not in exact and name.lower() not in lowered}
