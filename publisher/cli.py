@@ -10,12 +10,12 @@ import contextlib
 import json
 import logging
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from publisher.config import Config, ConfigError, load_config
+from publisher.service.logs import configure_logging
 
 if TYPE_CHECKING:
     from publisher.service.lock import PublisherLock
@@ -275,26 +275,6 @@ def _requeue_statuses(text: str) -> tuple[Any, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per line: time (UTC), level, message, and the fields a record carries
-    (a cycle's summary), for log collectors."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        import datetime as dt
-
-        line: dict[str, Any] = {
-            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname,
-            "message": getattr(record, "brief", None) or record.getMessage(),
-        }
-        fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            line.update({k: v for k, v in fields.items() if k not in line})
-        if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str)
-
-
 def _not_negative(text: str) -> int:
     return _positive(text, least=0)
 
@@ -311,11 +291,7 @@ def _positive(text: str, least: int = 1) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    if getattr(args, "log_format", "text") == "json":
-        for handler in logging.getLogger().handlers:
-            if type(handler) is logging.StreamHandler:
-                handler.setFormatter(JsonLogFormatter())
+    configure_logging(getattr(args, "log_format", "text"))
     try:
         return _dispatch(args)
     except UsageError as exc:
@@ -542,8 +518,7 @@ def _run(config: Config, subscriber: str | None) -> int:
     named) side by side, each under its own lock and at its own pace; one failing does not stop
     the others."""
     from publisher.database import connect
-    from publisher.pipeline.spark import get_spark
-    from publisher.service.loop import install_stop_handlers, serve
+    from publisher.service.loop import serve_readers
 
     log = logging.getLogger("publisher")
     if subscriber is not None:
@@ -565,35 +540,7 @@ def _run(config: Config, subscriber: str | None) -> int:
 
             metrics = PublisherMetrics(config, engine)
             serving.enter_context(metrics.serving(config.metrics))
-        stop = threading.Event()
-        install_stop_handlers([stop])
-        started = threading.Lock()
-        spark: list[Any] = []
-
-        def warm_spark() -> Any:
-            with started:
-                if not spark:
-                    spark.append(get_spark(config.spark))
-                return spark[0]
-
-        failed: list[str] = []
-
-        def serve_reader(reader: str | None) -> None:
-            try:
-                serve(warm_spark, engine, config, stop, reader, None if metrics is None else metrics.reader(reader))
-            except Exception as exc:  # one reader's failure must not end the others
-                name = "the status mode" if reader is None else f"subscriber {reader}"
-                reason = config.database.redact(str(exc))
-                log.error("%s stopped: %s", name, reason)
-                failed.append(reason if len(readers) == 1 else f"{name} stopped: {reason}")
-
-        threads = [threading.Thread(target=serve_reader, args=(reader,), name=f"publisher-{reader or 'status'}",
-                                    daemon=True) for reader in readers]
-        for thread in threads:
-            thread.start()
-        while any(thread.is_alive() for thread in threads):
-            for thread in threads:
-                thread.join(timeout=0.5)
+        failed = serve_readers(config, engine, readers, metrics)
     log.info("stopped")
     if failed:
         raise UnavailableError("; ".join(failed))

@@ -10,7 +10,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,7 +24,7 @@ from publisher.outputs.xds import build_heartbeat
 from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
 
 if TYPE_CHECKING:
-    from publisher.service.metrics import ReaderMetrics
+    from publisher.service.metrics import PublisherMetrics, ReaderMetrics
 
 log = logging.getLogger("publisher")
 MAX_BACKOFF_SECONDS = 300.0
@@ -180,3 +180,43 @@ def _following(stop: threading.Event) -> threading.Event:
 
     threading.Thread(target=follow, name="publisher-stop", daemon=True).start()
     return session
+
+
+def serve_readers(
+    config: Config, engine: Engine, readers: Sequence[str | None], metrics: PublisherMetrics | None = None
+) -> list[str]:
+    """Serve every reader (None: the status mode; else a subscriber) side by side until a signal
+    stops them, sharing one Spark session started when the first needs it; one failing does not
+    stop the others. Returns why each reader that failed stopped."""
+    from publisher.pipeline.spark import get_spark
+
+    stop = threading.Event()
+    install_stop_handlers([stop])
+    started = threading.Lock()
+    spark: list[Any] = []
+
+    def warm_spark() -> Any:
+        with started:
+            if not spark:
+                spark.append(get_spark(config.spark))
+            return spark[0]
+
+    failed: list[str] = []
+
+    def serve_reader(reader: str | None) -> None:
+        try:
+            serve(warm_spark, engine, config, stop, reader, None if metrics is None else metrics.reader(reader))
+        except Exception as exc:  # one reader's failure must not end the others
+            name = "the status mode" if reader is None else f"subscriber {reader}"
+            reason = config.database.redact(str(exc))
+            log.error("%s stopped: %s", name, reason)
+            failed.append(reason if len(readers) == 1 else f"{name} stopped: {reason}")
+
+    threads = [threading.Thread(target=serve_reader, args=(reader,), name=f"publisher-{reader or 'status'}",
+                                daemon=True) for reader in readers]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        for thread in threads:
+            thread.join(timeout=0.5)
+    return failed
