@@ -34,8 +34,7 @@ from publisher.model.operation import OperationKind
 from publisher.pipeline.subscribers import subscriber_backlog
 from publisher.pipeline.window import event_log_table
 from publisher.rules.classify import is_loopback
-from publisher.service.requeue import summed
-from publisher.service.stats import decoded, utc_of
+from publisher.service.stats import decoded, summed, utc_of
 
 log = logging.getLogger("publisher")
 STATUS_MODE = ""

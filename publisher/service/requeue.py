@@ -19,10 +19,9 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, LargeBinary, and_, cast, func, not_, select, update
 
@@ -31,10 +30,9 @@ from publisher.database import is_sqlite, table_schema
 from publisher.model.events import Status
 from publisher.outputs.files import WINDOW_FILE, pinned_window
 from publisher.pipeline.window import event_log_table, require_exact_comparison
-from publisher.service.stats import decoded
+from publisher.service.stats import decoded, summed
 
 log = logging.getLogger("publisher")
-K = TypeVar("K", str, tuple[str, ...])
 
 REQUEUABLE = (Status.ERROR, Status.WARNING)
 """What may be put back: rows rejected as malformed, and rows whose query-back found no object."""
@@ -142,14 +140,6 @@ class Requeued:
             "held_back": self.held_back,
             "record": None if self.record is None else str(self.record),
         }
-
-
-def summed(pairs: Iterable[tuple[K, int]]) -> dict[K, int]:
-    """The counts added up per key, in key order (the requeue's counts, the metrics' groups)."""
-    out: dict[K, int] = {}
-    for key, n in sorted(pairs):
-        out[key] = out.get(key, 0) + n
-    return out
 
 
 def requeue(

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, LargeBinary, cast, func, select
 
@@ -141,3 +142,14 @@ def unpublished_tables(config: Config, engine: Engine) -> dict[str, Unpublished]
         ).scalars()
         named = [decoded(raw) for raw in found if raw is not None]
     return {name: why for name in named if name not in exact and name.lower() not in lowered}
+
+
+K = TypeVar("K", str, tuple[str, ...])
+
+
+def summed(pairs: Iterable[tuple[K, int]]) -> dict[K, int]:
+    """The counts added up per key, in key order (the requeue's counts, the metrics' groups)."""
+    out: dict[K, int] = {}
+    for key, n in sorted(pairs):
+        out[key] = out.get(key, 0) + n
+    return out
