@@ -131,7 +131,7 @@ def test_a_killed_holder_frees_the_lock_at_once(database, tmp_path):
             holder.wait()
 
 
-def test_an_expired_lease_is_taken_over_and_its_holder_stops(sqlite_database):
+def test_an_expired_lease_is_taken_over_and_its_holder_stops(sqlite_database, caplog):
     stop = threading.Event()
     first = PublisherLock(lock_config(sqlite_database), stop, renew_seconds=1.0)
     first.acquire()
@@ -141,6 +141,9 @@ def test_an_expired_lease_is_taken_over_and_its_holder_stops(sqlite_database):
             assert second.held
             assert stop.wait(5.0), "the former holder did not notice"
             assert first.lost and not first.held
+            # `run` takes the lock again and goes on: the line says so, and is no error
+            (lost,) = [r for r in caplog.records if "lost the lock" in r.getMessage()]
+            assert lost.levelname == "WARNING" and "until it is ours again" in lost.getMessage()
             assert sqlite_database.rows("SELECT owner FROM event_log_lock") == [(second.owner,)]
     finally:
         first.release()

@@ -333,3 +333,20 @@ def test_subscribers_get_the_attributes_they_track_and_resolve_references_they_d
     assert members == {h.association("idu=1"): h.association("idu=1"), h.association("idu=99"): None}
     names = {a.get("attr-name") for d in documents["n"] for a in d.iter("add-attr", "modify-attr")}
     assert names == {"fname", "phone"}
+
+
+def test_a_row_naming_a_child_table_says_it_is_one(spark, sqlite_database, tmp_path) -> None:
+    """The child table carries the class's triggers, which log its rows against the parent: a row
+    naming the child itself is rejected for that reason, not for a want of triggers."""
+    from publisher.service.stats import Unpublished, unpublished_tables
+
+    h = Harness(spark, sqlite_database, tmp_path, user=OTHER_USER, tables=())
+    h.config = dataclasses.replace(h.config, classes=CLASSES)
+    h.db.execute(*_ddl(h.dialect, h.db.schema))
+    h.install("usr", "grp")
+    (child,) = h.log((4, "usr_phone", "idu=1,phone=5"))
+    assert unpublished_tables(h.config, h.engine) == {"usr_phone": Unpublished.CHILD_TABLE}
+    h.poll()
+    assert h.statuses() == {child: "E"}
+    (reason,) = [r["reason"] for r in h.rejects()]
+    assert "child table of logical class 'usr'" in reason and "usr.phone" in reason, reason

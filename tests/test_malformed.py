@@ -72,3 +72,16 @@ def test_malformed_rows_are_rejected_and_valid_rows_still_publish(spark, cycle_p
 
     assert h.poll().idle  # E rows are not read again
     assert len(h.rejects()) == len(malformed)
+
+
+def test_an_empty_event_type_in_a_sites_own_event_log_says_so(spark, postgresql_database, tmp_path):
+    """`install` makes event_type NOT NULL; a site's own event log may not."""
+    h = Harness(spark, postgresql_database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    h.db.execute(f"ALTER TABLE {h.table('event_log')} ALTER COLUMN event_type DROP NOT NULL")
+    (empty,) = h.log((None, "usr", "idu=1"))
+    (valid,) = h.log((1, "usr", "idu=2", "fname", None, "Bo"))
+    h.poll()
+    assert h.statuses() == {empty: "E", valid: "S"}
+    assert [r["reason"] for r in h.rejects()] == ["event_type is empty (NULL); it must be one of 1..8"]

@@ -210,8 +210,19 @@ def reflect_catalog(engine: Engine, schema: str | None, published: PublishedTabl
             refused[name] = problem
     if classes:
         tables = _logical_classes(inspector, dialect, schema, tables, classes)
+        refused.update(_child_refusals(tables))
     existing = tuple(n for n in sorted(kinds) if n not in tables and n not in refused)
     return Catalog(tables, refused, existing, where)
+
+
+def _child_refusals(tables: Mapping[str, TableInfo]) -> dict[str, str]:
+    """A logical class's child table carries the class's triggers, which log its rows against the
+    parent: an event naming the child itself was not logged by them."""
+    return {
+        multi.table: f"table {shown(multi.table)} is not published on its own: it is a child table of logical class "
+                     f"{shown(name)} (values of {name}.{multi.attribute.name}), whose rows are logged against {name}"
+        for name, table in tables.items() for multi in table.multi_valued
+    }
 
 
 def _logical_classes(inspector, dialect: str, schema: str | None, tables: dict[str, TableInfo],  # type: ignore[no-untyped-def]

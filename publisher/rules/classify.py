@@ -235,6 +235,8 @@ def _text(row: Mapping[str, Any], role: str) -> str | None:
 
 
 def _event_type(value: Any) -> EventType:
+    if value is None:
+        raise _Rejected("event_type is empty (NULL); it must be one of 1..8")
     text = value.strip() if isinstance(value, str) else str(value)
     if not (text.isascii() and text.lstrip("+-").isdigit() and len(text) < 20):
         raise _Rejected(f"event_type {shown(value)} is not one of 1..8")

@@ -189,8 +189,9 @@ class PublisherLock:
                 still_held = self._backend.may_still_hold()
                 log.warning("could not renew the lock of %s: %s", self._backend.name, root_cause(exc))
             if not still_held:
-                log.error(
-                    "lost the lock of the event log %s (its connection broke or its lease ran out): stopping",
+                log.warning(
+                    "lost the lock of the event log %s (its connection broke, as when the database restarts, "
+                    "or its lease ran out): no new cycle starts until it is ours again",
                     self._backend.name,
                 )
                 self.held = False

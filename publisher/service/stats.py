@@ -119,6 +119,7 @@ class Unpublished(enum.StrEnum):
 
     NOT_CONFIGURED = "not in publisher.tables"
     NO_TRIGGERS = "has no publisher triggers"
+    CHILD_TABLE = "a logical class's child table: its triggers log its rows against the parent"
 
 
 def unpublished_tables(config: Config, engine: Engine) -> dict[str, Unpublished]:
@@ -141,7 +142,11 @@ def unpublished_tables(config: Config, engine: Engine) -> dict[str, Unpublished]
             select(column).where(table.c[names.status] == Status.NEW.value).group_by(column).order_by(column)
         ).scalars()
         named = [decoded(raw) for raw in found if raw is not None]
-    return {name: why for name in named if name not in exact and name.lower() not in lowered}
+    children = {spec.split(".", 1)[0].lower() for cls in config.classes.values() for spec in cls.multi_valued.values()}
+    return {
+        name: Unpublished.CHILD_TABLE if name.lower() in children else why
+        for name in named if name not in exact and name.lower() not in lowered
+    }
 
 
 K = TypeVar("K", str, tuple[str, ...])
