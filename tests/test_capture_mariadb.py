@@ -3,6 +3,7 @@ sets, sql_mode, foreign key actions, DDL that commits, name lengths), through th
 from __future__ import annotations
 
 import base64
+import datetime as dt
 
 import pytest
 from conftest import TestDatabase
@@ -133,13 +134,26 @@ def test_trailing_spaces_and_case_are_changes_though_the_collation_ignores_them(
     ]
 
 
-def test_every_event_names_the_login_user_and_no_transaction(db: TestDatabase) -> None:
+def test_every_event_names_the_login_user_and_its_statement(db: TestDatabase) -> None:
+    """transaction_id names the statement (no reliable transaction id can be read): its
+    connection and its start time in UTC, one for all the rows a slow statement logs, another
+    for the next statement of the same transaction."""
     t = db.qualified("t")
-    db.execute(f"CREATE TABLE {t} (id INTEGER PRIMARY KEY, v VARCHAR(5))")
+    db.execute(f"CREATE TABLE {t} (id INTEGER PRIMARY KEY, v VARCHAR(5), w VARCHAR(5))")
     install_capture(make_config(db), db.engine, ["t"])
-    db.execute(f"INSERT INTO {t} VALUES (1, 'a')", f"DELETE FROM {t}")
-    assert db.rows(f"SELECT perpetrator, transaction_id FROM {db.qualified('event_log')}") == [
-        ("root", None), ("root", None)]
+    with db.engine.begin() as conn:
+        session = conn.execute(text("SELECT CONNECTION_ID()")).scalar_one()
+        conn.execute(text(f"INSERT INTO {t} SELECT seq, 'a', CONCAT('b', SLEEP(0.01)) FROM seq_1_to_3"))
+        conn.execute(text(f"DELETE FROM {t}"))
+        started = conn.execute(text("SELECT UTC_TIMESTAMP(6)")).scalar_one()
+    rows = db.rows(f"SELECT perpetrator, transaction_id FROM {db.qualified('event_log')} ORDER BY record_id")
+    assert [perpetrator for perpetrator, _ in rows] == ["root"] * 9
+    inserted, deleted = {t for _, t in rows[:6]}, {t for _, t in rows[6:]}
+    assert len(inserted) == len(deleted) == 1 and inserted != deleted
+    for marker in inserted | deleted:
+        connection, moment = marker.split("@")
+        assert int(connection) == session
+        assert dt.timedelta(0) <= started - dt.datetime.fromisoformat(moment) < dt.timedelta(minutes=1)
 
 
 # --- names and sql_mode -----------------------------------------------------------------------------

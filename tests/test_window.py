@@ -6,15 +6,19 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import re
+import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from harness import Harness
 from sqlalchemy import create_engine, text
 
+from publisher.config import DatabaseConfig
 from publisher.errors import StageFailedError
 from publisher.outputs.files import WINDOW_FILE
 from publisher.pipeline.window import plan_window, window_pin
+from publisher.service.mirror import verify
 
 # A user no test database logs in as: PostgreSQL's triggers record session_user, which would
 # otherwise be the publisher's own user and make every trigger-logged row loopback.
@@ -75,14 +79,15 @@ def test_a_three_column_insert_is_published_by_one_cycle(harness, query_limit):
 
 
 def test_a_statement_inserting_several_rows(harness):
-    """SQLite and MariaDB cannot tell transactions apart: each object's events of the statement
-    stay together. PostgreSQL's triggers record the transaction, which is taken whole."""
+    """SQLite cannot tell transactions apart: each object's events of the statement stay
+    together. PostgreSQL's triggers record the transaction and MariaDB's the statement, which
+    is taken whole."""
     h = publisher(harness, query_limit=2)
     h.install("usr")
     insert_usr(h, 1, 2, 3)
 
     counts = drain(h)
-    assert counts == ([9] if h.dialect == "postgresql" else [3, 3, 3])
+    assert counts == ([3, 3, 3] if h.dialect == "sqlite" else [9])
     assert adds(h) == {h.association(f"idu={n}"): 1 for n in (1, 2, 3)}
     assert set(h.statuses().values()) == {"S"}
 
@@ -150,6 +155,54 @@ def test_a_transaction_larger_than_query_limit_still_progresses(spark, cycle_pat
 
     assert drain(h) == [30, 3]
     assert sum(adds(h).values()) == 11
+
+
+WRITERS = 6
+INSERTS_PER_WRITER = {"driver": 40, "spark": 6}
+"""Per writer thread; fewer on the Spark path, where each cycle costs seconds."""
+
+
+def write_concurrently(url: str, usr: str, inserts: int) -> None:
+    """WRITERS sessions inserting one usr row per statement at once, autocommitting, so that
+    their events interleave in record_id order."""
+    engine = create_engine(DatabaseConfig(url=url).sqlalchemy_url(), isolation_level="AUTOCOMMIT",
+                           pool_size=WRITERS)
+    start = threading.Barrier(WRITERS)
+
+    def write(writer: int) -> None:
+        with engine.connect() as conn:
+            start.wait()
+            for n in range(inserts):
+                idu = writer * 1000 + n
+                conn.execute(text(f"INSERT INTO {usr} (idu, fname, lname, age, active, born) "
+                                  f"VALUES ({idu}, 'f{idu}', 'l{idu}', {idu % 90}, TRUE, '2000-01-02 03:04:05')"))
+
+    try:
+        with ThreadPoolExecutor(WRITERS) as pool:
+            list(pool.map(write, range(WRITERS)))
+    finally:
+        engine.dispose()
+
+
+def test_mariadb_concurrent_inserts_are_each_one_add(spark, cycle_path, mariadb_database, tmp_path):
+    """Six sessions' single-row inserts interleave their events; a window cut by query_limit
+    keeps each statement's events together (the triggers' per-statement transaction_id), so
+    every insert is one <add>, which the consumer takes."""
+    h = Harness(spark, mariadb_database, tmp_path, user=OTHER_USER, path=cycle_path, query_limit=7, tables=())
+    h.create_usr()
+    h.create_event_log()
+    h.install("usr")
+    inserts = INSERTS_PER_WRITER[cycle_path]
+    write_concurrently(mariadb_database.url, h.table("usr"), inserts)
+    assert len(new_ids(h)) == WRITERS * inserts * 5
+
+    for _ in range(WRITERS * inserts * 5 // 7 + 2):
+        if h.poll().idle:
+            break
+    assert set(h.statuses().values()) == {"S"}
+    assert sorted(adds(h).items()) == sorted(
+        (h.association(f"idu={w * 1000 + n}"), 1) for w in range(WRITERS) for n in range(inserts))
+    assert [str(d) for d in verify(h.config, h.engine)] == []
 
 
 def test_future_mode_takes_the_rest_of_the_transaction_in_time_order(

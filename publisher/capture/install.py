@@ -31,8 +31,9 @@ SQLite exception: it has no base64 function and triggers cannot use CTEs, so a b
 values; the publisher reads the value back and base64-encodes it.
 
 MariaDB and MySQL (`mariadb`) have row triggers only and check keys row by row, as SQLite does:
-their triggers log what SQLite's log, but binary values as base64 (no query-backs), and they
-write no transaction_id (no transaction id a trigger can read is reliable there).
+their triggers log what SQLite's log, but binary values as base64 (no query-backs), and their
+transaction_id names the statement, not the transaction (no transaction id a trigger can read
+is reliable there): the cycle's window keeps it together, as it keeps PostgreSQL's transactions.
 
 Logical classes (`model.logical`): a class's child tables get triggers with its parent's.
 A child row is a value of the attribute, logged against the parent's table and key (spelled

@@ -258,30 +258,39 @@ class _WindowEnd:
 
     The rows that follow the window in processing order are read a page at a time. A row of a
     transaction the window holds (among its last LOOK_AROUND rows, or taken since) is taken,
-    with every row before it, whose transactions the window then holds too. A row without a
-    transaction_id is taken when it directly follows the window's last row from the same
-    statement for the same object: on SQLite the same table_name, table_key and event_time
-    (SQLite's 'now' is fixed within a statement), elsewhere the same table_name and table_key.
+    with every row before it, whose transactions the window then holds too. On MariaDB/MySQL
+    the triggers' transaction_id names the statement, kept together the same way.
+
+    Rows without a transaction_id: on SQLite one statement's rows follow each other (one writer
+    at a time) with one event_time ('now' is fixed within a statement), and a row of that run
+    is taken, with the rows before it, when the window holds its object (table_name and
+    table_key) from the same run, as a cascade or a logical class's child rows interleave
+    objects; elsewhere the rows that directly follow the window's last row for the same object.
     The walk stops LOOK_AROUND rows past the last row taken, at once when the window holds no
-    transaction, and where the eligible rows end.
+    transaction and the run has ended, and where the eligible rows end.
     """
 
     def __init__(self, conn: Connection, order: _Order, transaction_column: str | None) -> None:
         self.conn = conn
         self.order = order
         c = role_columns(order.table, order.columns)
-        sqlite = order.dialect == "sqlite"
+        self.sqlite = order.dialect == "sqlite"
         transaction = null() if transaction_column is None else order.table.c[transaction_column]
-        statement = [c["table_name"], c["table_key"]] + ([c["event_time"]] if sqlite else [])
+        statement = [c["table_name"], c["table_key"]] + ([c["event_time"]] if self.sqlite else [])
         # SQLite's text may be any bytes, which its driver fails to decode: compare bytes there.
         self.columns = [
             order.record_id,
-            *(cast(column, LargeBinary) if sqlite else column for column in (transaction, *statement)),
+            *(cast(column, LargeBinary) if self.sqlite else column for column in (transaction, *statement)),
         ]
 
+    def _run(self, row: Any) -> Any:
+        """What rows of one statement without a transaction_id share: on SQLite the event_time,
+        elsewhere (no statement to tell) the object itself."""
+        return row[4] if self.sqlite else tuple(row[2:4])
+
     def _page(self, after: Any, position: int, limit: int) -> list[Any]:
-        """`limit` rows (record_id, transaction, *statement) in processing order: by record_id
-        after the row `after`, in future mode from `position` on."""
+        """`limit` rows (record_id, transaction, table_name, table_key[, event_time]) in
+        processing order: by record_id after the row `after`, in future mode from `position` on."""
         query = select(*self.columns).where(self.order.eligible)
         if self.order.future:
             query = query.order_by(*self.order.ascending).offset(position)
@@ -300,6 +309,19 @@ class _WindowEnd:
         query = query.order_by(*self.order.ascending).offset(start).limit(position - start)
         return list(self.conn.execute(query).all())
 
+    def _open_run(self, behind: list[Any]) -> tuple[Any, set[Any]]:
+        """The run of rows without a transaction_id the window ends in, and the objects it
+        holds of it; (None, empty) when its last row has a transaction_id."""
+        if behind[-1][1] is not None:
+            return None, set()
+        run = self._run(behind[-1])
+        objects = set()
+        for row in reversed(behind):
+            if row[1] is not None or self._run(row) != run:
+                break
+            objects.add(tuple(row[2:4]))
+        return run, objects
+
     def extend(self, position: int, hi: int) -> tuple[int, _Taken]:
         """The record_id of the window's new last row, and the rows taken past the cut; the
         window's last row is its `position`-th in processing order (record_id `hi` when that
@@ -307,6 +329,7 @@ class _WindowEnd:
         behind = self._behind(position, hi)
         last = behind[-1]
         held = {row[1] for row in behind if row[1] is not None}
+        run, objects = self._open_run(behind)
         taken = _Taken()
         waiting: list[Any] = []
         read = position
@@ -314,18 +337,20 @@ class _WindowEnd:
             page = self._page(waiting[-1] if waiting else last, read, PAGE)
             read += len(page)
             for row in page:
-                joins = row[1] in held if row[1] is not None else (
-                    not waiting and last[1] is None and tuple(row[2:]) == tuple(last[2:])
-                )
+                if run is not None and (row[1] is not None or self._run(row) != run):
+                    run = None
+                joins = row[1] in held if row[1] is not None else run is not None and tuple(row[2:4]) in objects
                 if not joins:
                     waiting.append(row)
-                    if not held or len(waiting) > LOOK_AROUND:
+                    if (not held and run is None) or len(waiting) > LOOK_AROUND:
                         return int(last[0]), taken
                     continue
                 for row_taken in (*waiting, row):
                     taken.add(int(row_taken[0]))
                     if row_taken[1] is not None:
                         held.add(row_taken[1])
+                    elif run is not None:
+                        objects.add(tuple(row_taken[2:4]))
                 waiting = []
                 last = row
             if len(page) < PAGE:
