@@ -54,7 +54,7 @@ def can_copy(conn: Connection) -> bool:
 def copy_batches(conn: Connection, window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
     """The window's events within record_ids lo..hi, in record_id order, as EVENT_SCHEMA batches."""
     block_bytes = _block_bytes(conn, window, lo, hi)
-    compiled = _query(window, lo, hi).compile(dialect=conn.dialect)
+    compiled = _query(window, lo, hi).compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
     sql = f"COPY ({compiled}) TO STDOUT (FORMAT csv)"
     schema = arrow_schema_of(EVENT_SCHEMA)
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]

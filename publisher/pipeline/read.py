@@ -29,6 +29,7 @@ from sqlalchemy import (
 from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import EVENT_LOG_COLUMNS, EVENT_SCHEMA
 from publisher.model.values import shown
+from publisher.pipeline import failpoints
 from publisher.pipeline.window import (
     CycleWindow,
     event_log_table_of,
@@ -98,6 +99,12 @@ READ_BATCH_ROWS = 10_000
 def read_batches(window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
     """The window's events within record_ids lo..hi, in record_id order, as EVENT_SCHEMA batches:
     through COPY where the database offers it (`copy_read`), else row by row."""
+    for batch in _read_batches(window, lo, hi):
+        failpoints.check_poisoned(batch.column("record_id").to_pylist())
+        yield batch
+
+
+def _read_batches(window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
     from publisher.pipeline.copy_read import can_copy, copy_batches
     from publisher.pipeline.workers import engine_for
 
@@ -144,7 +151,8 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
         select(
             c["record_id"],
             c["status"],
-            *(within_limit(w, table, role, _as_read(c[role], role, dialect), dialect) for role in EVENT_LOG_COLUMNS[2:]),
+            *(within_limit(w, table, role, _as_read(c[role], role, dialect), dialect)
+              for role in EVENT_LOG_COLUMNS[2:]),
             _as_read(transaction, "transaction_id", dialect),
             readable if dialect == "sqlite" else null(),
             readable.is_not(None),
