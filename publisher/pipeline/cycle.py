@@ -107,22 +107,30 @@ class CycleResult:
         }
 
 
+@contextmanager
+def failing_as(name: str) -> Iterator[None]:
+    """A failure (on the driver or in an executor, of any kind: a row's value may fail any
+    library) as StageFailedError, one clear line. A configuration the cycle finds wrong stays
+    what it is: retrying cannot fix it."""
+    try:
+        yield
+    except (ConfigError, MissingStateError, StageFailedError):
+        raise
+    except Exception as exc:
+        raise StageFailedError(name, root_cause(exc)) from exc
+
+
 class _Stopwatch:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """Time the stage; a failure in it (on the driver or in an executor, of any kind: a
-        row's value may fail any library) becomes one clear line. A configuration the cycle
-        finds wrong stays what it is: retrying cannot fix it."""
+        """Time the stage; a failure in it becomes one clear line (`failing_as`)."""
         started = time.perf_counter()
         try:
-            yield
-        except (ConfigError, MissingStateError, StageFailedError):
-            raise
-        except Exception as exc:
-            raise StageFailedError(name, root_cause(exc)) from exc
+            with failing_as(name):
+                yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
 
@@ -207,8 +215,9 @@ def _read_and_resolve(
     spark: SparkProvider, plan: CyclePlan, config: Config, watch: _Stopwatch
 ) -> tuple[CyclePath[Any, Any], Any, Any]:
     """The stages whose work depends on the rows' values (`poison.ROW_STAGES`)."""
-    with watch.stage("read_and_classify"):
+    with failing_as("start"):
         path = _path(spark, plan, config)
+    with watch.stage("read_and_classify"):
         classified = path.read_and_classify()
     with watch.stage("resolve"):
         resolved = path.resolve(classified)
@@ -231,7 +240,10 @@ def _isolate(
         return False
 
     with watch.stage("isolate"):
-        record_ids = narrow(window_ids(engine, plan.window), fails)
+        read = window_ids(engine, plan.window)
+        record_ids = narrow(read, fails)
+        if len(record_ids) == len(read) > 1:
+            raise exc  # every row fails alone: the publisher or its environment is at fault, not a row
         isolation = Isolation(tuple(record_ids), exc.stage, exc.reason)
         append_rejects(plan.output, rejects_of(engine, plan.window, isolation))
         if plan.acknowledgement.writes_statuses:
