@@ -162,8 +162,10 @@ def site_config(database: TestDatabase, tmp_path: Path, publisher: str = "", spa
 
 
 def cli_env(**extra: str) -> dict[str, str]:
+    """The code under test, where PYTHONPATH does not name it already."""
     root = str(Path(__file__).parent.parent)
-    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": root, **extra}
+    path = os.environ.get("PYTHONPATH") or root
+    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": path, **extra}
 
 
 def insert(database: TestDatabase, *idus: int) -> list[int]:
