@@ -159,7 +159,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
         if not is_row_failure(exc):
             raise
         if not memory.repeated(exc):
-            with watch.stage(exc.stage):
+            with watch.stage("write"):
                 memory.remember(exc)
             raise
         isolation, plan = _isolate(spark, engine, config, plan, exc, watch)
@@ -249,9 +249,9 @@ def _isolate(
         if plan.acknowledgement.writes_statuses:
             runs = [(Status.ERROR, IdRun(rid, rid)) for rid in record_ids]
             acknowledge_runs(engine, config, runs, run_post_polling=False)
-    log.error("%s: %s", _rows(record_ids), f"stage {exc.stage} failed on them twice ({exc.reason}); "
-              + ("marked E" if plan.acknowledgement.writes_statuses else "skipped into the subscriber's rejects")
-              + ", publishing goes on")
+    done = "marked E" if plan.acknowledgement.writes_statuses else "skipped into the subscriber's rejects"
+    log.error("%s: stage %s failed on them twice (%s); %s, publishing goes on", _rows(record_ids), exc.stage,
+              exc.reason, done)
     window = dataclasses.replace(plan.window, excluded=plan.window.excluded + isolation.record_ids,
                                  count=max(0, plan.window.count - len(record_ids)))
     return isolation, dataclasses.replace(plan, window=window)
