@@ -248,3 +248,38 @@ def wait_for(condition, run: subprocess.Popen, log_path: Path, seconds: float = 
         assert run.poll() is None, log_path.read_text()
         assert time.monotonic() < deadline, log_path.read_text()
         time.sleep(0.3)
+
+
+def event_ids(output: Path) -> list[tuple[str, int]]:
+    from lxml import etree
+
+    documents = [etree.parse(str(p)).getroot() for p in sorted(output.glob("*.xml"))]
+    return [(op.findtext("association").split(",")[0], int(op.get("event-id")))
+            for doc in documents for op in doc.find("input")]
+
+
+def test_a_crash_after_isolating_repeats_exactly_the_other_rows(database, tmp_path, monkeypatch):
+    """The kept window's promise holds across an isolation: the repeat takes the rows the
+    crashed try took, less the isolated one, which is rejected and acknowledged once."""
+    from test_crash import crash_at
+
+    config = site_config(database, tmp_path)
+    ids = insert(database, 1, 2, 3, 4)
+    bad = ids[1]
+    monkeypatch.setenv(failpoints.POISON_ENV, str(bad))
+    poll = [sys.executable, "-m", "publisher.cli", "poll", "-c", str(config)]
+    assert subprocess.run(poll, capture_output=True, env=cli_env(), timeout=300).returncode == 1
+    crash_at("before_acknowledge", config, tmp_path / "markers")
+    assert statuses(database) == {rid: "E" if rid == bad else "N" for rid in ids}
+    first_try = event_ids(tmp_path / "out")
+    assert {key for key, _ in first_try} == {"idu=1", "idu=3", "idu=4"}
+    (later,) = insert(database, 5)
+
+    repeat = subprocess.run(poll, capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert repeat.returncode == 0, repeat.stderr
+    assert statuses(database) == {**{rid: "E" if rid == bad else "S" for rid in ids}, later: "N"}
+    assert event_ids(tmp_path / "out") == first_try + first_try
+    rejects = (tmp_path / "out" / "rejects.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(rejects) == 1 and f'"record_id": {bad}' in rejects[0]
+    assert subprocess.run(poll, capture_output=True, env=cli_env(), timeout=300).returncode == 0
+    assert statuses(database)[later] == "S"
