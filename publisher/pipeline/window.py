@@ -423,7 +423,8 @@ def within_limit(window: CycleWindow, table: Table, role: str, value: ColumnElem
     if role not in _SIZED_ROLES:
         return value
     column = role_columns(table, window.columns)[role]
-    oversized = and_(row_bytes(window, table, dialect) > window.max_row_bytes, _octets(column, dialect) > KEPT_BYTES)
+    # the value's own length first: the row's is then summed only for the rare long value
+    oversized = and_(_octets(column, dialect) > KEPT_BYTES, row_bytes(window, table, dialect) > window.max_row_bytes)
     return case((oversized, null()), else_=value)
 
 
