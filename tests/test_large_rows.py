@@ -64,3 +64,19 @@ def test_a_row_at_the_limit_is_published(harness):
     h.reconfigure(max_row_bytes=len(value) + len("usr") + len("idu=1") + len("fname"))
     assert h.poll().statuses == {"S": 1}
     assert h.statuses() == {rid: "S"}
+
+
+def test_a_subscriber_passes_a_row_over_the_limit_into_its_rejects(spark, sqlite_database, tmp_path):
+    """SQLite keeps a VARCHAR(64) value of any length: the trigger logs the long name whole."""
+    from test_subscriptions import ALL, Site
+
+    site = Site(spark, sqlite_database, tmp_path, ALL, {"hr": "all"}, settings="max_row_bytes = 10000")
+    site.change("INSERT INTO {usr} VALUES (1, 'a', NULL)")
+    site.change("INSERT INTO {usr} VALUES (2, '" + "n" * 20_000 + "', NULL)")
+    site.change("INSERT INTO {usr} VALUES (3, 'c', NULL)")
+    summary = site.check_out("hr")
+    assert summary["statuses"].get("E") == 1
+    keys = {association.split(",")[0] for _, association, _ in site.operations("hr")}
+    assert keys == {"idu=1", "idu=3"}
+    (line,) = (tmp_path / "hr" / "rejects.jsonl").read_text(encoding="utf-8").splitlines()
+    assert '"table_key": "idu=2"' in line and "over publisher.max_row_bytes (10000)" in line
