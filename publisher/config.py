@@ -132,6 +132,9 @@ class EventLogConfig:
     columns: EventLogColumns = field(default_factory=EventLogColumns)
 
 
+MAX_ROW_BYTES_CEILING = 1 << 30
+
+
 @dataclass(frozen=True)
 class PublisherSettings:
     polling_interval: float = 10.0
@@ -140,6 +143,8 @@ class PublisherSettings:
     """Fixed times of day (HH:MM[:SS], local time) instead of an interval."""
     query_limit: int = 10000
     batch_size: int = 128
+    max_row_bytes: int = 64 << 20
+    """An event log row whose text is longer is rejected (E) unread, instead of being parsed."""
     allow_loopback: bool = False
     future_events: bool = False
     delete_processed_rows: bool = False
@@ -467,6 +472,11 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
     for key, number in positive.items():
         if number <= 0:
             raise ConfigError(f"{key}: expected a number above 0, got {number}")
+    if not 0 < p.max_row_bytes <= MAX_ROW_BYTES_CEILING:
+        raise ConfigError(
+            f"publisher.max_row_bytes: expected bytes from 1 to {MAX_ROW_BYTES_CEILING} (1 GiB, the longest "
+            f"text PostgreSQL holds), got {p.max_row_bytes}"
+        )
     if p.heartbeat_interval < 0:
         raise ConfigError(f"publisher.heartbeat_interval: expected minutes >= 0, got {p.heartbeat_interval}")
     if config.spark.small_cycle_events < 0:

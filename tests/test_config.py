@@ -55,6 +55,8 @@ def test_renamed_columns_and_lists(tmp_path):
         ("[publisher]\nquery_limit = 'many'\n", "publisher.query_limit: expected a whole number, got str 'many'"),
         ("[publisher]\nquery_limit = 0\n", "publisher.query_limit: expected a number above 0"),
         ("[publisher]\nbatch_size = -1\n", "publisher.batch_size: expected a number above 0"),
+        ("[publisher]\nmax_row_bytes = 0\n", "publisher.max_row_bytes: expected bytes from 1 to 1073741824"),
+        ("[publisher]\nmax_row_bytes = 1073741825\n", "1 GiB, the longest text PostgreSQL holds), got 1073741825"),
         ("[publisher]\nallow_loopback = 'yes'\n", "publisher.allow_loopback: expected true or false"),
         (
             "[publisher]\npolling_interval = 5\ntime_of_day = ['02:00']\n",

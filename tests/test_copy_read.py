@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import EVENT_SCHEMA
-from publisher.pipeline.copy_read import can_copy, copy_batches
+from publisher.pipeline.copy_read import BLOCK_BYTES, can_copy, copy_batches
 from publisher.pipeline.read import read_rows
 from publisher.pipeline.window import plan_window
 
@@ -89,3 +89,23 @@ def test_a_range_without_new_rows_reads_nothing(spark, postgresql_database, tmp_
     with h.engine.connect() as conn:
         assert list(copy_batches(conn, window, ids[0], ids[0])) == []
         assert [b.num_rows for b in copy_batches(conn, window, ids[0], ids[1])] == [1]
+
+
+def test_copy_reads_rows_longer_than_a_block_and_rejects_rows_over_the_limit(spark, postgresql_database, tmp_path):
+    """A block holds the longest row within the limit, quotes doubled by CSV included; a row over
+    the limit comes without its long values, with its size, the same both ways."""
+    h = Harness(spark, postgresql_database, tmp_path)
+    h.create_event_log()
+    quotes = '"' * (BLOCK_BYTES + 10)
+    over = "x" * (3 * BLOCK_BYTES)
+    h.log((2, "usr", "idu=1", "fname", "a", quotes), (2, "usr", "idu=2", "fname", over, "b"),
+          (2, "usr", "idu=3", "fname", None, "c"))
+    h.reconfigure(max_row_bytes=2 * BLOCK_BYTES)
+    by_rows, by_copy = rows_table(h, future=False)
+    assert by_copy.equals(by_rows)
+    rows = by_copy.to_pylist()
+    assert rows[0]["new_value"] == quotes and rows[0]["unreadable"] is None
+    size = len(over) + len("usr") + len("idu=2") + len("fname") + 1
+    assert rows[1]["old_value"] is None and rows[1]["new_value"] == "b"
+    assert rows[1]["unreadable"].startswith(f"row of {size} bytes is over publisher.max_row_bytes ({2 * BLOCK_BYTES})")
+    assert rows[2]["new_value"] == "c" and rows[2]["unreadable"] is None

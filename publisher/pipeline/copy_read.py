@@ -13,19 +13,32 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-from sqlalchemy import BigInteger, Connection, Integer, String, case, cast, extract, null, select
+from sqlalchemy import BigInteger, Connection, Integer, String, Table, and_, case, cast, extract, func, null, select
 
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import EVENT_LOG_COLUMNS, EVENT_SCHEMA, UNREADABLE
 from publisher.model.values import shown
-from publisher.pipeline.window import CycleWindow, event_log_table_of, readable_time, role_columns, window_predicate
+from publisher.pipeline.window import (
+    CycleWindow,
+    event_log_table_of,
+    oversized_reason,
+    readable_time,
+    role_columns,
+    row_bytes,
+    window_predicate,
+    within_limit,
+)
 
 BLOCK_BYTES = 1 << 20
-"""CSV bytes pyarrow parses at a time: about 10,000 event log rows of the usual width."""
+"""CSV bytes pyarrow parses at a time: about 10,000 event log rows of the usual width. A block
+must hold a whole row, so a window with longer rows is parsed in larger blocks (`_block_bytes`)."""
+MAX_BLOCK_BYTES = (1 << 31) - 1
+"""pyarrow's block size is a 32-bit number."""
 _TEXT_ROLES = EVENT_LOG_COLUMNS[4:]
-_NAMES = ("record_id", "status", "event_type", "micros", *_TEXT_ROLES, "transaction_id", "is_time", "time_text")
+_NAMES = ("record_id", "status", "event_type", "micros", *_TEXT_ROLES, "transaction_id", "is_time", "time_text",
+          "size")
 _TYPES = {
-    "record_id": pa.int64(), "micros": pa.int64(), "is_time": pa.int8(),
+    "record_id": pa.int64(), "micros": pa.int64(), "is_time": pa.int8(), "size": pa.int64(),
     **{name: pa.string() for name in ("status", "event_type", *_TEXT_ROLES, "transaction_id", "time_text")},
 }
 
@@ -40,7 +53,8 @@ def can_copy(conn: Connection) -> bool:
 
 def copy_batches(conn: Connection, window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
     """The window's events within record_ids lo..hi, in record_id order, as EVENT_SCHEMA batches."""
-    compiled = _query(window, lo, hi).compile(dialect=conn.dialect)
+    block_bytes = _block_bytes(conn, window, lo, hi)
+    compiled = _query(window, lo, hi).compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
     sql = f"COPY ({compiled}) TO STDOUT (FORMAT csv)"
     schema = arrow_schema_of(EVENT_SCHEMA)
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
@@ -51,7 +65,7 @@ def copy_batches(conn: Connection, window: CycleWindow, lo: int, hi: int) -> Ite
             return  # pyarrow refuses an empty CSV stream; a range may hold no new row
         reader = pacsv.open_csv(
             io.BufferedReader(_Chunks(itertools.chain([first], chunks)), buffer_size=1 << 20),
-            read_options=pacsv.ReadOptions(column_names=list(_NAMES), block_size=BLOCK_BYTES),
+            read_options=pacsv.ReadOptions(column_names=list(_NAMES), block_size=block_bytes),
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
                 column_types=_TYPES, null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False
@@ -59,15 +73,30 @@ def copy_batches(conn: Connection, window: CycleWindow, lo: int, hi: int) -> Ite
         )
         for batch in reader:
             if batch.num_rows:
-                yield _event_batch(batch, schema, window.future)
+                yield _event_batch(batch, schema, window)
+
+
+def _block_bytes(conn: Connection, window: CycleWindow, lo: int, hi: int) -> int:
+    """A block that holds the range's longest row read whole (one within the limit): twice its
+    text, since CSV doubles a quote, and room for the other columns. The database measures the
+    rows without sending them."""
+    table = _event_log(window)
+    size = row_bytes(window, table, "postgresql")
+    predicate = and_(window_predicate(window, table, lo, hi, "postgresql"), size <= window.max_row_bytes)
+    longest = conn.execute(select(func.max(size)).where(predicate)).scalar() or 0
+    return min(MAX_BLOCK_BYTES, max(BLOCK_BYTES, 2 * int(longest) + BLOCK_BYTES))
+
+
+def _event_log(window: CycleWindow) -> Table:
+    extra = () if window.transaction_column is None else (window.transaction_column,)
+    return event_log_table_of(window.table, window.columns + extra, window.schema)
 
 
 def _query(window: CycleWindow, lo: int, hi: int) -> Any:
     """`read_rows`'s query with every value as text, and the event_time as microseconds since
     the epoch (a time without zone read as UTC), NULL where it is no time."""
     w = window
-    extra = () if w.transaction_column is None else (w.transaction_column,)
-    table = event_log_table_of(w.table, w.columns + extra, w.schema)
+    table = _event_log(w)
     c = role_columns(table, w.columns)
     transaction = null() if w.transaction_column is None else table.c[w.transaction_column]
     readable = readable_time(c["event_time"], "postgresql")
@@ -77,21 +106,23 @@ def _query(window: CycleWindow, lo: int, hi: int) -> Any:
             cast(c["status"], String),
             cast(c["event_type"], String),
             cast(extract("epoch", readable) * 1_000_000, BigInteger),
-            *(cast(c[role], String) for role in _TEXT_ROLES),
+            *(cast(within_limit(w, table, role, c[role], "postgresql"), String) for role in _TEXT_ROLES),
             cast(transaction, String),
             case((readable.is_not(None), 1), else_=0).cast(Integer),
             case((readable.is_(None), cast(c["event_time"], String)), else_=null()),
+            row_bytes(w, table, "postgresql"),
         )
         .where(window_predicate(w, table, lo, hi, "postgresql"))
         .order_by(c["record_id"])
     )
 
 
-def _event_batch(batch: pa.RecordBatch, schema: pa.Schema, future: bool) -> pa.RecordBatch:
+def _event_batch(batch: pa.RecordBatch, schema: pa.Schema, window: CycleWindow) -> pa.RecordBatch:
     times = pc.cast(batch.column("micros"), pa.timestamp("us", tz="UTC"))
     unreadable = pa.nulls(batch.num_rows, pa.string())
-    if future:
-        unreadable = pa.array(_time_problems(batch), pa.string())
+    oversized = pc.greater(batch.column("size"), window.max_row_bytes)
+    if window.future or pc.any(oversized).as_py():
+        unreadable = pa.array(_problems(batch, window), pa.string())
     columns = {
         "record_id": batch.column("record_id"),
         "event_time": times,
@@ -101,14 +132,19 @@ def _event_batch(batch: pa.RecordBatch, schema: pa.Schema, future: bool) -> pa.R
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
-def _time_problems(batch: pa.RecordBatch) -> list[str | None]:
-    """In future mode an event_time that is no time rejects its row, as `read._event_row` says."""
+def _problems(batch: pa.RecordBatch, window: CycleWindow) -> list[str | None]:
+    """A row over the limit, and in future mode an event_time that is no time, reject the row,
+    as `read._event_row` says."""
     is_time = batch.column("is_time").to_pylist()
     texts = batch.column("time_text").to_pylist()
-    return [
-        None if good else ("event_time is empty" if text is None else f"event_time {shown(text)} is not a time")
-        for good, text in zip(is_time, texts, strict=True)
-    ]
+    sizes = batch.column("size").to_pylist()
+    problems: list[str | None] = []
+    for good, text, size in zip(is_time, texts, sizes, strict=True):
+        found = [oversized_reason(size, window.max_row_bytes)] if size > window.max_row_bytes else []
+        if window.future and not good:
+            found.append("event_time is empty" if text is None else f"event_time {shown(text)} is not a time")
+        problems.append("; ".join(found) or None)
+    return problems
 
 
 class _Chunks(io.RawIOBase):

@@ -9,28 +9,27 @@ runs in the driver alone (`driver`), where a Spark job's fixed cost would domina
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from py4j.protocol import Py4JError
-from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
 
 from publisher.capture.install import published_tables
-from publisher.config import Config
+from publisher.config import Config, ConfigError
 from publisher.database import association_schema, publisher_user, table_schema
-from publisher.errors import OutputStateError, StageFailedError, root_cause
+from publisher.errors import StageFailedError, root_cause
 from publisher.model.catalog import referenced_tables, reflect_catalog
 from publisher.model.events import Status
 from publisher.outputs.files import (
     WINDOW_FILE,
     DocumentWritten,
+    append_rejects,
     next_cycle_number,
     pin_window,
     pinned_window,
@@ -38,10 +37,12 @@ from publisher.outputs.files import (
 )
 from publisher.outputs.formats import FormatsWritten
 from publisher.pipeline import failpoints
-from publisher.pipeline.acknowledge import ANALYZE_AFTER, StatusRun, acknowledge_runs, refresh_statistics
+from publisher.pipeline.acknowledge import ANALYZE_AFTER, IdRun, StatusRun, acknowledge_runs, refresh_statistics
+from publisher.pipeline.checkout import MissingStateError
 from publisher.pipeline.distributed import Distributed
 from publisher.pipeline.driver import InDriver
 from publisher.pipeline.objects import ObjectsContext
+from publisher.pipeline.poison import FailureMemory, Isolation, is_row_failure, narrow, rejects_of, window_ids
 from publisher.pipeline.queryback import QueryBackContext
 from publisher.pipeline.spark import is_connect
 from publisher.pipeline.stages import Acknowledgement, CyclePath, CyclePlan
@@ -51,6 +52,7 @@ from publisher.rules.classify import ClassifyContext
 from publisher.rules.operations import OperationContext
 from publisher.rules.subscription import tracked_tables
 
+log = logging.getLogger("publisher")
 SparkProvider = SparkSession | Callable[[], SparkSession]
 """A session, or a function that builds one: a run of small cycles never starts Spark."""
 CONNECT_PARALLELISM = 2
@@ -80,6 +82,8 @@ class CycleResult:
     """Reference values published without association-ref: the object they name does not exist."""
     operation_kinds: dict[str, int] = field(default_factory=dict)
     """Operations by kind (add, modify, delete)."""
+    isolation: Isolation | None = None
+    """Rows rejected because a stage failed on them twice (counted in `statuses` and `rejected`)."""
 
     @property
     def idle(self) -> bool:
@@ -98,8 +102,22 @@ class CycleResult:
             "brokered": self.brokered,
             "dangling_references": self.dangling_references,
             "path": "spark" if self.distributed else "driver",
+            **({} if self.isolation is None else {"isolated": self.isolation.summary()}),
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
+
+
+@contextmanager
+def failing_as(name: str) -> Iterator[None]:
+    """A failure (on the driver or in an executor, of any kind: a row's value may fail any
+    library) as StageFailedError, one clear line. A configuration the cycle finds wrong stays
+    what it is: retrying cannot fix it."""
+    try:
+        yield
+    except (ConfigError, MissingStateError, StageFailedError):
+        raise
+    except Exception as exc:
+        raise StageFailedError(name, root_cause(exc)) from exc
 
 
 class _Stopwatch:
@@ -108,12 +126,11 @@ class _Stopwatch:
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """Time the stage; a failure in it (on the driver or in an executor) becomes one clear line."""
+        """Time the stage; a failure in it becomes one clear line (`failing_as`)."""
         started = time.perf_counter()
         try:
-            yield
-        except (PySparkException, Py4JError, SQLAlchemyError, OSError, OutputStateError) as exc:
-            raise StageFailedError(name, root_cause(exc)) from exc
+            with failing_as(name):
+                yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
 
@@ -134,12 +151,21 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
             return CycleResult(seconds=watch.seconds)
     with watch.stage("write"):
         plan.acknowledgement.keep()
-    path = _path(spark, plan, config)
-    with watch.stage("read_and_classify"):
-        classified = path.read_and_classify()
-    with watch.stage("resolve"):
-        resolved = path.resolve(classified)
+    memory = FailureMemory(plan.output, plan.window)
+    isolation = None
+    try:
+        path, classified, resolved = _read_and_resolve(spark, plan, config, watch)
+    except StageFailedError as exc:
+        if not is_row_failure(exc):
+            raise
+        if not memory.repeated(exc):
+            with watch.stage("write"):
+                memory.remember(exc)
+            raise
+        isolation, plan = _isolate(spark, engine, config, plan, exc, watch)
+        path, classified, resolved = _read_and_resolve(spark, plan, config, watch)
     with watch.stage("write"):
+        memory.forget()
         cycle_number = next_cycle_number(plan.output)
         documents = path.write_documents(resolved, cycle_number)
     formats = FormatsWritten()
@@ -162,12 +188,16 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
             refresh_statistics(engine, config)
     for stage, steps in path.steps.items():
         watch.add_steps(stage, steps)
+    isolated = 0 if isolation is None else len(isolation.record_ids)
+    if isolated:
+        statuses = {**statuses, Status.ERROR: statuses.get(Status.ERROR, 0) + isolated}
     return CycleResult(
-        events=outcomes.events,
+        events=outcomes.events + isolated,
         operations=sum(d.operations for d in documents),
         documents=len(documents),
         statuses={s.value: n for s, n in statuses.items()},
-        rejected=rejected,
+        rejected=rejected + isolated,
+        isolation=isolation,
         files=[d.name for d in documents],
         format_files=formats.files,
         bytes_written=sum(d.bytes for d in documents),
@@ -179,6 +209,58 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
         dangling_references=sum(d.dangling for d in documents),
         operation_kinds=_kinds(documents),
     )
+
+
+def _read_and_resolve(
+    spark: SparkProvider, plan: CyclePlan, config: Config, watch: _Stopwatch
+) -> tuple[CyclePath[Any, Any], Any, Any]:
+    """The stages whose work depends on the rows' values (`poison.ROW_STAGES`)."""
+    with failing_as("start"):
+        path = _path(spark, plan, config)
+    with watch.stage("read_and_classify"):
+        classified = path.read_and_classify()
+    with watch.stage("resolve"):
+        resolved = path.resolve(classified)
+    return path, classified, resolved
+
+
+def _isolate(
+    spark: SparkProvider, engine: Engine, config: Config, plan: CyclePlan, exc: StageFailedError, watch: _Stopwatch
+) -> tuple[Isolation, CyclePlan]:
+    """The rows the window fails on, found by bisecting it, rejected; and the plan for the rest.
+    The status mode marks them `E` at once (its kept window then reads the rest, after a crash
+    too); a subscriber's window leaves them out, and its check-out passes them when it advances."""
+
+    def fails(record_ids: Sequence[int]) -> bool:
+        part = dataclasses.replace(plan.window, lo=record_ids[0], hi=record_ids[-1], count=len(record_ids))
+        try:
+            _read_and_resolve(spark, dataclasses.replace(plan, window=part), config, _Stopwatch())
+        except StageFailedError as failure:
+            return is_row_failure(failure)
+        return False
+
+    with watch.stage("isolate"):
+        read = window_ids(engine, plan.window)
+        record_ids = narrow(read, fails)
+        if len(record_ids) == len(read) > 1:
+            raise exc  # every row fails alone: the publisher or its environment is at fault, not a row
+        isolation = Isolation(tuple(record_ids), exc.stage, exc.reason)
+        append_rejects(plan.output, rejects_of(engine, plan.window, isolation))
+        if plan.acknowledgement.writes_statuses:
+            runs = [(Status.ERROR, IdRun(rid, rid)) for rid in record_ids]
+            acknowledge_runs(engine, config, runs, run_post_polling=False)
+    done = "marked E" if plan.acknowledgement.writes_statuses else "skipped into the subscriber's rejects"
+    log.error("%s: stage %s failed on them twice (%s); %s, publishing goes on", _rows(record_ids), exc.stage,
+              exc.reason, done)
+    window = dataclasses.replace(plan.window, excluded=plan.window.excluded + isolation.record_ids,
+                                 count=max(0, plan.window.count - len(record_ids)))
+    return isolation, dataclasses.replace(plan, window=window)
+
+
+def _rows(record_ids: Sequence[int]) -> str:
+    shown = ", ".join(str(rid) for rid in record_ids[:10])
+    more = f" and {len(record_ids) - 10} more" if len(record_ids) > 10 else ""
+    return f"{'row' if len(record_ids) == 1 else 'rows'} {shown}{more} isolated"
 
 
 def _kinds(documents: list[DocumentWritten]) -> dict[str, int]:

@@ -8,12 +8,16 @@ run), ``write`` (executor, first document renamed into place), ``changes`` (driv
 change-table file or message file renamed into place), ``before_acknowledge`` (driver,
 documents and rejects written), ``acknowledge`` (driver, inside the status transaction after
 its first statement, or the transaction that advances a subscriber's check-out, before commit).
+
+PUBLISHER_POISON_RECORD_IDS names rows whose reading fails (`check_poisoned`), wherever they are
+read, to prove a row that fails a stage is isolated and the rest published.
 """
 from __future__ import annotations
 
 import functools
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 FAILPOINT_ENV = "PUBLISHER_FAILPOINT"
@@ -39,3 +43,26 @@ def reached(name: str) -> None:
         os.fsync(marker.fileno())
     while True:
         time.sleep(60)
+
+
+POISON_ENV = "PUBLISHER_POISON_RECORD_IDS"
+"""Record_ids (comma-separated) whose reading fails, as a row a library cannot take would."""
+
+
+class InjectedError(ValueError):
+    """The failure a poisoned record_id causes."""
+
+
+@functools.cache
+def _poisoned() -> frozenset[int]:
+    return frozenset(int(part) for part in os.environ.get(POISON_ENV, "").split(",") if part.strip())
+
+
+def check_poisoned(record_ids: Iterable[int]) -> None:
+    """Fail the read of a batch that holds a record_id named in PUBLISHER_POISON_RECORD_IDS."""
+    poisoned = _poisoned()
+    if not poisoned:
+        return
+    found = sorted(poisoned.intersection(record_ids))
+    if found:
+        raise InjectedError(f"injected failure reading record_id {found[0]}")

@@ -29,7 +29,17 @@ from sqlalchemy import (
 from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import EVENT_LOG_COLUMNS, EVENT_SCHEMA
 from publisher.model.values import shown
-from publisher.pipeline.window import CycleWindow, event_log_table_of, readable_time, role_columns, window_predicate
+from publisher.pipeline import failpoints
+from publisher.pipeline.window import (
+    CycleWindow,
+    event_log_table_of,
+    oversized_reason,
+    readable_time,
+    role_columns,
+    row_bytes,
+    window_predicate,
+    within_limit,
+)
 
 
 @dataclass
@@ -89,6 +99,12 @@ READ_BATCH_ROWS = 10_000
 def read_batches(window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
     """The window's events within record_ids lo..hi, in record_id order, as EVENT_SCHEMA batches:
     through COPY where the database offers it (`copy_read`), else row by row."""
+    for batch in _read_batches(window, lo, hi):
+        failpoints.check_poisoned(batch.column("record_id").to_pylist())
+        yield batch
+
+
+def _read_batches(window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
     from publisher.pipeline.copy_read import can_copy, copy_batches
     from publisher.pipeline.workers import engine_for
 
@@ -135,11 +151,13 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
         select(
             c["record_id"],
             c["status"],
-            *(_as_read(c[role], role, dialect) for role in EVENT_LOG_COLUMNS[2:]),
+            *(within_limit(w, table, role, _as_read(c[role], role, dialect), dialect)
+              for role in EVENT_LOG_COLUMNS[2:]),
             _as_read(transaction, "transaction_id", dialect),
             readable if dialect == "sqlite" else null(),
             readable.is_not(None),
             null() if dialect == "sqlite" else case((readable.is_(None), cast(c["event_time"], String)), else_=null()),
+            row_bytes(w, table, dialect),
         )
         .where(window_predicate(w, table, lo, hi, dialect))
         .order_by(c["record_id"])
@@ -149,7 +167,7 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
         encoding = _sqlite_encoding(conn) if dialect == "sqlite" else _UTF8
         result = conn.execution_options(stream_results=True, yield_per=5000).execute(query)
         for row in result:
-            yield _event_row(row, names, encoding, w.future)
+            yield _event_row(row, names, encoding, w.future, w.max_row_bytes)
 
 
 _UTF8 = ("utf-8", "UTF-8")
@@ -176,18 +194,23 @@ def _sqlite_encoding(conn: Connection) -> tuple[str, str]:
 
 
 def _event_row(
-    row: Sequence[Any], names: Sequence[str], encoding: tuple[str, str], future: bool = False
+    row: Sequence[Any], names: Sequence[str], encoding: tuple[str, str], future: bool = False,
+    limit: int | None = None,
 ) -> tuple[Any, ...]:
     """One event as EVENT_SCHEMA has it; a value that is not valid text fills `unreadable`, and
-    so, in future mode, does an event_time that is not a time.
+    so do a row over `limit` bytes and, in future mode, an event_time that is not a time.
 
     `row` holds the values of `names`, then the event_time as a Julian day number (SQLite),
-    whether the database reads the event_time as a time, and its text where it does not."""
+    whether the database reads the event_time as a time, its text where it does not, and the
+    row's size in bytes (`window.row_bytes`)."""
     codec, label = encoding
     count = len(names)
     julian, is_time, unreadable_time = row[count : count + 3]
     values: list[Any] = []
     problems: list[str] = []
+    size = row[count + 3] if len(row) > count + 3 else None
+    if limit is not None and size is not None and size > limit:
+        problems.append(oversized_reason(int(size), limit))
     for name, value in zip(names[1:], row[1:count], strict=True):
         if not isinstance(value, (bytes, bytearray, memoryview)):
             values.append(value)

@@ -58,6 +58,10 @@ class CycleWindow:
     """How many record_id ranges Spark reads in parallel; set for the cycle's path."""
     check_out: CheckOutWindow | None = None
     """A subscriber's check-out: its events instead of the `N` rows."""
+    max_row_bytes: int = 64 << 20
+    """A row whose text is longer is rejected unread (`row_bytes`)."""
+    excluded: tuple[int, ...] = ()
+    """Rows isolated as poison (`poison`): left out of this window's reading."""
 
     @property
     def future(self) -> bool:
@@ -71,6 +75,7 @@ class CycleWindow:
     def from_json(cls, text: str) -> CycleWindow:
         data = json.loads(text)
         data["columns"] = tuple(data["columns"])
+        data["excluded"] = tuple(data.get("excluded", ()))
         if data.get("check_out") is not None:
             data["check_out"] = CheckOutWindow.from_dict(data["check_out"])
         return cls(**data)
@@ -226,6 +231,7 @@ def plan_window(config: Config, engine: Engine, check_out: CheckOutWindow | None
         cutoff_record_id=last if order.future else None,
         transaction_column=transaction_column,
         check_out=check_out,
+        max_row_bytes=config.publisher.max_row_bytes,
     )
 
 
@@ -402,10 +408,54 @@ def window_predicate(window: CycleWindow, table: Table, lo: int, hi: int, dialec
     else:
         eligible = c["status"] == Status.NEW.value
     predicate = and_(eligible, c["record_id"] >= lo, c["record_id"] <= hi)
+    if window.excluded:
+        predicate = and_(predicate, c["record_id"].not_in(window.excluded))
     if window.cutoff_record_id is not None:
         order = _Order(table, window.columns, dialect, future=True)
         predicate = and_(predicate, order.at_or_before(window.cutoff_record_id))
     return predicate
+
+
+KEPT_BYTES = 1024
+"""Of a row over the limit, the values up to this long are still read, for its reject line."""
+_SIZED_ROLES = EVENT_LOG_COLUMNS[4:]
+
+
+def _octets(column: ColumnElement[Any], dialect: str) -> ColumnElement[Any]:
+    """A text value's length in bytes, NULL as 0; the database knows it without reading the
+    value out (PostgreSQL from the TOAST header)."""
+    if dialect == "sqlite":
+        length = func.length(cast(column, LargeBinary))
+    elif is_mysql(dialect):
+        length = func.length(column)
+    else:
+        length = func.octet_length(column)
+    return func.coalesce(length, 0)
+
+
+def row_bytes(window: CycleWindow, table: Table, dialect: str) -> ColumnElement[Any]:
+    """A row's text (perpetrator to new_value) in bytes, as the database measures it."""
+    c = role_columns(table, window.columns)
+    total: ColumnElement[Any] = _octets(c[_SIZED_ROLES[0]], dialect)
+    for role in _SIZED_ROLES[1:]:
+        total = total + _octets(c[role], dialect)
+    return total
+
+
+def within_limit(window: CycleWindow, table: Table, role: str, value: ColumnElement[Any], dialect: str) -> Any:
+    """`value` (the role's column as read), or NULL for a long value of a row over the limit:
+    such a row is rejected, and is never read whole just for that."""
+    if role not in _SIZED_ROLES:
+        return value
+    column = role_columns(table, window.columns)[role]
+    # the value's own length first: the row's is then summed only for the rare long value
+    oversized = and_(_octets(column, dialect) > KEPT_BYTES, row_bytes(window, table, dialect) > window.max_row_bytes)
+    return case((oversized, null()), else_=value)
+
+
+def oversized_reason(size: int, limit: int) -> str:
+    return (f"row of {size} bytes is over publisher.max_row_bytes ({limit}); "
+            f"its values over {KEPT_BYTES} bytes were not read")
 
 
 def window_pin(window: CycleWindow) -> str:
@@ -447,6 +497,7 @@ def resume_window(config: Config, engine: Engine, pin: str, where: str) -> Cycle
     window = CycleWindow(
         url=config.database.sqlalchemy_url(), table=table, schema=schema, columns=columns, lo=lo, hi=hi,
         count=0, cutoff_record_id=cutoff, transaction_column=transaction_column,
+        max_row_bytes=config.publisher.max_row_bytes,
     )
     log = event_log_table_of(table, columns, schema)
     with engine.connect() as conn:

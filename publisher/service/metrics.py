@@ -228,6 +228,8 @@ class PublisherMetrics:
         self.rows = Counter("publisher_acknowledged_rows", "Rows acknowledged by cycles, by the status they were given "
                             "(E: rejected)", [*labels, "status"], registry=self.registry)
         self.documents = Counter("publisher_documents", "XDS documents written", labels, registry=self.registry)
+        self.isolated = Counter("publisher_isolated_rows", "Rows a stage failed on twice, rejected so that the rows "
+                                "after them publish", labels, registry=self.registry)
         self.stages = Histogram("publisher_cycle_stage_duration_seconds", "Time a cycle spent in each stage",
                                 [*labels, "stage"], buckets=STAGE_BUCKETS, registry=self.registry)
         self.last_success = Gauge("publisher_last_success_timestamp_seconds",
@@ -270,6 +272,7 @@ class ReaderMetrics:
         self.operations = {kind.value: metrics.operations.labels(subscriber, kind.value) for kind in OperationKind}
         self.rows = {status.value: metrics.rows.labels(subscriber, status.value) for status in ACKNOWLEDGED}
         self.documents = metrics.documents.labels(subscriber)
+        self.isolated = metrics.isolated.labels(subscriber)
         self.failures = metrics.failures.labels(subscriber)
         self.lock = metrics.lock.labels(subscriber)
         self.failures.set(0)
@@ -284,6 +287,9 @@ class ReaderMetrics:
             for status, count in window.statuses.items():
                 self.rows.get(status, self.metrics.rows.labels(self.subscriber, status)).inc(count)
             self.documents.inc(window.documents)
+            isolation = getattr(window, "isolation", None)
+            if isolation is not None:
+                self.isolated.inc(len(isolation.record_ids))
             for stage, seconds in window.seconds.items():
                 if "." not in stage:
                     self.metrics.stages.labels(self.subscriber, stage).observe(seconds)
