@@ -17,11 +17,11 @@ MariaDB server, each in a temporary directory on 127.0.0.1 and a free port; SQLi
   1. tables   acct: a compound key (text that needs quoting, a date, a boolean or small
               integer), NULLable columns, a binary column; team: a logical class whose
               members are rows of team_member. `publisher install` puts field style on one
-              and row style on the other (swapped from one database to the next, and by --seed)
+              and row style on the other (by --seed; SQLite the other way round)
   2. writers  threads making random transactions of 1-4 changes: inserts, updates of any column
               including the key, deletes, deletes and re-inserts of one key, members added and
               removed, texts with quotes, commas, `=`, non-ASCII, emoji and newlines, and a few
-              values over 1 MiB
+              values over 1 MiB; a steady pace, and one second in ten all at once
   3. faults   `publisher run` (status mode, and a subscriber where the database serves them)
               SIGKILLed with its JVM and workers at random moments and started again, with a
               random query_limit, batch size and cycle path; the database server restarted
@@ -86,9 +86,10 @@ def run(args: argparse.Namespace) -> int:
     chosen = args.database or ["all"]
     databases = DIALECTS if "all" in chosen else tuple(d for d in DIALECTS if d in chosen)
     options = SoakOptions(
-        databases=databases, minutes=args.minutes, seed=args.seed, writers=args.writers, rate=args.rate, kills=args.kills,
-        restarts=args.restarts, large_values=3 if args.large_values else 0, small_windows=args.small_windows,
-        spark_path=args.spark_path, drain_seconds=args.drain_seconds, keep=Path(args.keep) if args.keep else None,
+        databases=databases, minutes=args.minutes, seed=args.seed, writers=args.writers, rate=args.rate,
+        kills=args.kills, restarts=args.restarts, large_values=3 if args.large_values else 0,
+        small_windows=args.small_windows, spark_path=args.spark_path, drain_seconds=args.drain_seconds,
+        keep=Path(args.keep) if args.keep else None,
     )
     say = (lambda _: None) if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
     outcomes = soak(options, say)
@@ -118,14 +119,15 @@ def format_report(outcomes: list[Outcome], options: SoakOptions) -> str:
         rss = c.get("peak_rss_mib", {})
         restarts = c.get("restarts", 0) if c.get("db_restarts_offered") else "n/a (no server)"
         lines += [
-            f"{o.database}: {'OK' if o.ok else 'FAILED'}  (acct {o.styles['acct']} style, team {o.styles['team']} style)",
+            f"{o.database}: {'OK' if o.ok else 'FAILED'}  "
+            f"(acct {o.styles['acct']} style, team {o.styles['team']} style)",
             f"  writes {c.get('writes', 0)} in {c.get('transactions', 0)} transactions, conflicts "
             f"{c.get('conflicts', 0)}, aborted {c.get('aborted', 0)}, values over 1 MiB {c.get('large', 0)}",
             *([f"  aborted by: {c['aborted_by']}"] if c.get("aborted_by") else []),
             f"  events {c.get('events', 0)} {c.get('statuses', {})}, rows {c.get('source_rows', 0)}, "
             f"members {c.get('members', 0)}",
             f"  kills {c.get('kills', 0)}, starts {c.get('starts', 0)}, unasked exits {c.get('exits', 0)}, "
-            f"database restarts {restarts}",
+            f"database restarts {restarts}, cycles failed and retried {c.get('failed_cycles', 0)}",
             f"  drain {c.get('drain_seconds', '-')} s, rows left N {c.get('rows_left_new', '-')}, "
             f"subscriber waiting {c.get('subscriber_waiting', '-')}",
             f"  peak RSS: driver {rss.get('python', '-')} MiB, JVM {rss.get('jvm', '-')} MiB",

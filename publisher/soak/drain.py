@@ -19,18 +19,26 @@ if TYPE_CHECKING:
     from publisher.soak.schema import Site
 
 SAMPLES = 5
+DRAIN = ("publisher.query_limit=2000",)
+"""A `run` started for the drain: cycles in the driver, which keep up on a small machine."""
+SPARK_PATH = "spark.small_cycle_events=0"
 
 
 def drain(engine: Engine, site: Site, publisher: Publisher, seconds: float) -> dict[str, Any]:
-    """Wait for the drain, restarting `run` if it is gone; what is left at the end."""
+    """Wait for the drain, restarting `run` if it is gone; what is left at the end. A `run` on the
+    Spark path is stopped (SIGTERM: it finishes its cycle) and one in the driver drains. A reader
+    that `run` gave up on ends the drain: it would not come back."""
     from publisher.pipeline.subscribers import subscriber_backlog
 
     config = load_config(site.config)
     started = time.monotonic()
+    stopped = None
+    if SPARK_PATH in publisher.settings:
+        stopped = publisher.stop()
     left = waiting = -1
     while time.monotonic() - started < seconds:
         if not publisher.alive():
-            publisher.start()
+            publisher.start(*DRAIN)
         try:
             left = _scalar(engine, f"SELECT count(*) FROM {site.table('event_log')} WHERE status = 'N'")
             backlogs = [subscriber_backlog(config, engine, name) for name in site.subscribers]
@@ -38,10 +46,10 @@ def drain(engine: Engine, site: Site, publisher: Publisher, seconds: float) -> d
             time.sleep(1)
             continue
         waiting = sum(b.waiting + (1 if b.under_way else 0) for b in backlogs)
-        if left == 0 and waiting == 0:
+        if (left == 0 and waiting == 0) or publisher.stopped_readers(since_start=True):
             break
         time.sleep(1)
-    return {"rows_left_new": left, "subscriber_waiting": waiting,
+    return {"rows_left_new": left, "subscriber_waiting": waiting, "stopped_for_drain": stopped,
             "drain_seconds": round(time.monotonic() - started, 1)}
 
 
@@ -53,7 +61,8 @@ def verify_readers(engine: Engine, site: Site, outcome: Outcome) -> None:
     log = site.table("event_log")
     rows = sum(_scalar(engine, f"SELECT count(*) FROM {site.table(t)}") for t in ("acct", "team"))
     with engine.connect() as conn:
-        statuses = {str(s): int(n) for s, n in conn.execute(text(f"SELECT status, count(*) FROM {log} GROUP BY status"))}
+        found = conn.execute(text(f"SELECT status, count(*) FROM {log} GROUP BY status"))
+        statuses = {str(s): int(n) for s, n in found}
     outcome.counts.update(events=sum(statuses.values()), statuses=statuses, source_rows=rows,
                           members=_scalar(engine, f"SELECT count(*) FROM {site.table('team_member')}"))
     config = load_config(site.config)

@@ -49,6 +49,9 @@ class Publisher:
     def __init__(self, config: Path, log: Path) -> None:
         self.config, self.log = config, log
         self.process: subprocess.Popen[bytes] | None = None
+        self._started_at = 0
+        self.settings: tuple[str, ...] = ()
+        """The `--set` overrides of the current start."""
         self.starts = self.kills = self.exits = 0
         self.exit_codes: list[int] = []
         self.peaks: dict[str, int] = {"python": 0, "jvm": 0}
@@ -65,9 +68,31 @@ class Publisher:
         with self.log.open("ab") as out:
             out.write(f"--- start {self.starts + 1}: {' '.join(settings)}\n".encode())
             out.flush()
+            self._started_at = out.tell()
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True)
         self.starts += 1
+        self.settings = settings
+
+    def publishing(self) -> bool:
+        """Whether this start has got past Spark's start-up and its locks: a kill before that
+        would only ever test the start-up."""
+        return self.process is not None and " publishing " in self.logged(since_start=True)
+
+    def logged(self, since_start: bool = False) -> str:
+        with self.log.open("rb") as log:
+            log.seek(self._started_at if since_start else 0)
+            return log.read().decode("utf-8", errors="replace")
+
+    def stopped_readers(self, since_start: bool = False) -> list[str]:
+        """Readers `run` gave up on (it goes on with the others): each reason once."""
+        found = [line.split(" ERROR ", 1)[1] for line in self.logged(since_start).splitlines()
+                 if " ERROR " in line and " stopped: " in line]
+        return sorted(set(found))
+
+    def failed_cycles(self) -> int:
+        """Cycles that failed and were retried (nothing acknowledged), over every start."""
+        return self.logged().count("cycle failed, nothing acknowledged")
 
     def alive(self) -> bool:
         """Whether it still runs; an exit nobody asked for is counted, with its code."""

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import create_engine
 
 from publisher.config import DatabaseConfig
+from publisher.soak.drain import SPARK_PATH, drain, verify_readers
 from publisher.soak.process import Publisher
 from publisher.soak.schema import Site, create_tables, install, styles_for, write_config
 from publisher.soak.servers import Server, open_server
@@ -44,8 +45,8 @@ class SoakOptions:
     """A small query_limit, so that windows are cut inside transactions."""
     spark_path: bool = True
     """Some starts of `run` run every cycle as Spark jobs instead of in the driver."""
-    gap: tuple[float, float] = (6.0, 15.0)
-    """Seconds between two faults, drawn uniformly."""
+    gap: tuple[float, float] = (3.0, 12.0)
+    """Seconds from the publisher publishing to the next fault, drawn uniformly."""
     drain_seconds: float = 300.0
     keep: Path | None = None
     """Keep each database's directory (configuration, documents, logs) under this one."""
@@ -78,11 +79,11 @@ class Outcome:
 
 def soak(options: SoakOptions, say: Callable[[str], None] = lambda _: None) -> list[Outcome]:
     """Soak each database in turn; `say` hears progress."""
-    return [soak_database(d, options, turn, say) for turn, d in enumerate(options.databases)]
+    return [soak_database(d, options, say) for d in options.databases]
 
 
-def soak_database(dialect: str, options: SoakOptions, turn: int, say: Callable[[str], None]) -> Outcome:
-    outcome = Outcome(dialect, styles_for(options.seed + turn))
+def soak_database(dialect: str, options: SoakOptions, say: Callable[[str], None]) -> Outcome:
+    outcome = Outcome(dialect, styles_for(dialect, options.seed))
     root = Path(tempfile.mkdtemp(prefix=f"soak-{dialect}-"))
     root.chmod(0o755)
     server: Server | None = None
@@ -105,8 +106,6 @@ def _sockets(directory: str, names: list[str]) -> list[str]:
 
 
 def _soak(server: Server, root: Path, options: SoakOptions, outcome: Outcome, say: Callable[[str], None]) -> None:
-    from publisher.soak.drain import drain, verify_readers
-
     engine = create_engine(DatabaseConfig(url=server.url).sqlalchemy_url(), pool_pre_ping=True,
                            pool_size=options.writers + 2)
     try:
@@ -128,13 +127,14 @@ def _soak(server: Server, root: Path, options: SoakOptions, outcome: Outcome, sa
             say(f"{server.dialect}: writers stopped, draining")
             outcome.counts.update(drain(engine, site, publisher, options.drain_seconds))
             code = publisher.stop()
-            if code not in (0, None):
-                outcome.problems.append(f"publisher run exited {code} when stopped")
+            if code != 0:
+                outcome.problems.append(f"publisher run exited {code} when stopped (None: it did not stop)")
         finally:
             writers.join()
             publisher.close()
         outcome.counts.update(starts=publisher.starts, kills=publisher.kills, exits=publisher.exits,
-                              exit_codes=publisher.exit_codes,
+                              exit_codes=publisher.exit_codes, failed_cycles=publisher.failed_cycles(),
+                              stopped_readers=publisher.stopped_readers(),
                               peak_rss_mib={k: round(v / 2**20) for k, v in publisher.peaks.items()})
         verify_readers(engine, site, outcome)
         _check(outcome, options, server)
@@ -145,30 +145,35 @@ def _soak(server: Server, root: Path, options: SoakOptions, outcome: Outcome, sa
 
 
 def _settings(options: SoakOptions, rng: random.Random) -> list[str]:
-    """Per start of `run`: the window size, the batch size and the cycle path."""
+    """Per start of `run`: the window size, the batch size and the cycle path. Spark jobs take
+    seconds per cycle on a small machine, so the Spark path gets windows that keep up."""
+    if options.spark_path and rng.random() < 0.25:
+        return ["publisher.query_limit=1000", f"publisher.batch_size={rng.choice([2, 128])}", SPARK_PATH]
     limit = rng.choice([7, 25, 100]) if options.small_windows else 10000
-    settings = [f"publisher.query_limit={limit}", f"publisher.batch_size={rng.choice([2, 16, 128])}"]
-    if options.spark_path and rng.random() < 0.3:
-        settings.append("spark.small_cycle_events=0")
-    return settings
+    return [f"publisher.query_limit={limit}", f"publisher.batch_size={rng.choice([2, 16, 128])}"]
 
 
 def _faults(server: Server, publisher: Publisher, options: SoakOptions, rng: random.Random,
             say: Callable[[str], None]) -> dict[str, Any]:
-    """Until the writing time is over: kill the publisher or restart the database at random
-    moments, and start the publisher again whenever it is not running."""
+    """Until the writing time is over: kill the publisher and restart the database in turn, each
+    at a random moment once the publisher is publishing, and start the publisher again whenever
+    it is not running."""
     end = time.monotonic() + options.minutes * 60
     restarts: dict[str, int] = {"fast": 0, "immediate": 0}
     kinds = (["kill"] if options.kills else []) + (["restart"] if options.restarts and server.restartable else [])
-    upcoming = time.monotonic() + rng.uniform(*options.gap)
+    rng.shuffle(kinds)
+    upcoming: float | None = None
+    turn = 0
     while time.monotonic() < end:
         time.sleep(0.2)
         if not publisher.alive():
             publisher.start(*_settings(options, rng))
-        if not kinds or time.monotonic() < upcoming:
+        if upcoming is None and publisher.publishing():
+            upcoming = time.monotonic() + rng.uniform(*options.gap)
+        if not kinds or upcoming is None or time.monotonic() < upcoming:
             continue
-        upcoming = time.monotonic() + rng.uniform(*options.gap)
-        if rng.choice(kinds) == "kill":
+        upcoming, turn = None, turn + 1
+        if kinds[turn % len(kinds)] == "kill":
             publisher.kill()
             say(f"{server.dialect}: publisher killed")
             publisher.start(*_settings(options, rng))
@@ -192,6 +197,11 @@ def _check(outcome: Outcome, options: SoakOptions, server: Server) -> None:
         outcome.problems.append(f"{c['statuses']['E']} rows rejected (E): the triggers logged them, see rejects.jsonl")
     if not c.get("writes") or not c.get("events"):
         outcome.problems.append("nothing was written or logged: the soak compared nothing")
+    if c.get("stopped_for_drain") not in (None, 0):
+        outcome.problems.append(f"publisher run exited {c['stopped_for_drain']} when stopped for the drain")
+    outcome.problems += [f"publisher run: {line[:300]}" for line in c.get("stopped_readers", [])]
+    if not outcome.readers:
+        outcome.problems.append("verify did not run")
     if outcome.differences:
         outcome.problems.append(f"{outcome.differences} differences")
     for name, reader in outcome.readers.items():
