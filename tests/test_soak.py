@@ -13,7 +13,7 @@ from conftest import DIALECTS
 from publisher.soak.run import SoakOptions, soak_database
 from publisher.soak.schema import styles_for
 
-SHORT = {"minutes": 0.3, "writers": 4, "rate": 3.0, "gap": (5.0, 7.0), "drain_seconds": 120.0}
+SHORT = {"minutes": 0.3, "writers": 4, "rate": 3.0, "gap": (1.5, 3.0), "spark_path": False, "drain_seconds": 120.0}
 PASSING = {
     "sqlite": {},
     "postgresql": {"large_values": 0},

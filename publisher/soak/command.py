@@ -21,7 +21,7 @@ MariaDB server, each in a temporary directory on 127.0.0.1 and a free port; SQLi
   2. writers  threads making random transactions of 1-4 changes: inserts, updates of any column
               including the key, deletes, deletes and re-inserts of one key, members added and
               removed, texts with quotes, commas, `=`, non-ASCII, emoji and newlines, and a few
-              values over 1 MiB; a steady pace, and one second in ten all at once
+              values over 1 MiB; a steady pace, and one second in ten five times as fast
   3. faults   `publisher run` (status mode, and a subscriber where the database serves them)
               SIGKILLed with its JVM and workers at random moments and started again, with a
               random query_limit, batch size and cycle path; the database server restarted

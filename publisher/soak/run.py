@@ -24,6 +24,7 @@ from publisher.soak.servers import Server, open_server
 from publisher.soak.writers import Writers
 
 DIALECTS = ("sqlite", "postgresql", "mariadb")
+FAULT_GRACE = 120.0
 
 
 @dataclass(frozen=True)
@@ -155,16 +156,18 @@ def _settings(options: SoakOptions, rng: random.Random) -> list[str]:
 
 def _faults(server: Server, publisher: Publisher, options: SoakOptions, rng: random.Random,
             say: Callable[[str], None]) -> dict[str, Any]:
-    """Until the writing time is over: kill the publisher and restart the database in turn, each
+    """Until the writing time is over: restart the database and kill the publisher in turn, each
     at a random moment once the publisher is publishing, and start the publisher again whenever
-    it is not running."""
+    it is not running. A restart comes first: a kill costs a start-up before the next fault. The
+    writing goes on past its time until each kind of fault has happened once, at most
+    FAULT_GRACE seconds: a slow start-up must not make a soak without faults."""
     end = time.monotonic() + options.minutes * 60
+    latest = end + FAULT_GRACE
     restarts: dict[str, int] = {"fast": 0, "immediate": 0}
-    kinds = (["kill"] if options.kills else []) + (["restart"] if options.restarts and server.restartable else [])
-    rng.shuffle(kinds)
+    kinds = (["restart"] if options.restarts and server.restartable else []) + (["kill"] if options.kills else [])
     upcoming: float | None = None
     turn = 0
-    while time.monotonic() < end:
+    while time.monotonic() < latest and (time.monotonic() < end or turn < len(kinds)):
         time.sleep(0.2)
         if not publisher.alive():
             publisher.start(*_settings(options, rng))
@@ -173,7 +176,7 @@ def _faults(server: Server, publisher: Publisher, options: SoakOptions, rng: ran
         if not kinds or upcoming is None or time.monotonic() < upcoming:
             continue
         upcoming, turn = None, turn + 1
-        if kinds[turn % len(kinds)] == "kill":
+        if kinds[(turn - 1) % len(kinds)] == "kill":
             publisher.kill()
             say(f"{server.dialect}: publisher killed")
             publisher.start(*_settings(options, rng))
@@ -208,5 +211,7 @@ def _check(outcome: Outcome, options: SoakOptions, server: Server) -> None:
         if not reader.get("documents") or reader.get("objects", 0) < c.get("source_rows", 1):
             outcome.problems.append(f"verify of {name} compared {reader.get('objects')} objects from "
                                     f"{reader.get('documents')} documents: not every row")
-    if options.kills and options.minutes >= 0.3 and not c.get("kills"):
-        outcome.problems.append("the publisher was never killed: the soak was too short for its faults")
+    if options.kills and not c.get("kills"):
+        outcome.problems.append("the publisher was never killed: it never got to publish")
+    if options.restarts and server.restartable and not c.get("restarts"):
+        outcome.problems.append("the database was never restarted: the publisher never got to publish")

@@ -73,7 +73,7 @@ class Writers:
     def _write(self, number: int) -> None:
         rng = random.Random(self.seed * 1000 + number)
         gen = Generator(self.site, rng, lambda: self._take_large(rng))
-        while not self.stop.wait(0 if _burst() else rng.uniform(0, self.pause)):
+        while not self.stop.wait(rng.uniform(0, self.pause / (5 if _burst() else 1))):
             plan = [s for _ in range(rng.randint(1, 4)) for s in gen.change()]
             try:
                 with self.engine.begin() as conn:
@@ -90,7 +90,7 @@ class Writers:
 
 
 def _burst() -> bool:
-    """One second in every ten the writers write as fast as they can, all at once: concurrent
+    """One second in every ten the writers write five times as fast, all at once: concurrent
     statements interleave their events in the event log."""
     return int(time.monotonic()) % 10 == 0
 
