@@ -27,21 +27,17 @@ SPARK_PATH = "spark.small_cycle_events=0"
 def drain(engine: Engine, site: Site, publisher: Publisher, seconds: float) -> dict[str, Any]:
     """Wait for the drain, restarting `run` if it is gone; what is left at the end. A `run` on the
     Spark path or with the smallest window is stopped (SIGTERM: it finishes its cycle) and one
-    in the driver with large windows drains. A reader
-    that `run` gave up on ends the drain: it would not come back."""
+    in the driver with large windows drains. A reader that `run` gave up on ends the drain: it
+    would not come back."""
     from publisher.pipeline.subscribers import subscriber_backlog
 
     config = load_config(site.config)
     started = time.monotonic()
     stopped = None
     if SPARK_PATH in publisher.settings or any(s.endswith("query_limit=7") for s in publisher.settings):
-        while not publisher.publishing() and publisher.alive() and time.monotonic() - started < seconds:
-            time.sleep(0.5)  # SIGTERM during start-up ends it before it can finish anything
         stopped = publisher.stop()
     left = waiting = -1
     while time.monotonic() - started < seconds:
-        if not publisher.alive():
-            publisher.start(*DRAIN)
         try:
             left = _scalar(engine, f"SELECT count(*) FROM {site.table('event_log')} WHERE status = 'N'")
             backlogs = [subscriber_backlog(config, engine, name) for name in site.subscribers]
@@ -51,6 +47,8 @@ def drain(engine: Engine, site: Site, publisher: Publisher, seconds: float) -> d
         waiting = sum(b.waiting + (1 if b.under_way else 0) for b in backlogs)
         if (left == 0 and waiting == 0) or publisher.stopped_readers(since_start=True):
             break
+        if not publisher.alive():
+            publisher.start(*DRAIN)
         time.sleep(1)
     return {"rows_left_new": left, "subscriber_waiting": waiting, "stopped_for_drain": stopped,
             "drain_seconds": round(time.monotonic() - started, 1)}

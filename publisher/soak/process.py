@@ -108,44 +108,47 @@ class Publisher:
 
     def kill(self) -> None:
         """SIGKILL every process of its session, as a machine failure would."""
-        if self.process is None:
-            return
+        if self.process is not None:
+            self._end_session(self.process)
+            self.kills += 1
+
+    def _end_session(self, process: subprocess.Popen[bytes]) -> None:
         self._sample()
         deadline = time.monotonic() + 30
-        while members := session_members(self.process.pid):
+        while members := session_members(process.pid):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"processes {members} survived SIGKILL")
             for pid in members:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.1)
-        self.process.wait(timeout=30)
+        process.wait(timeout=30)
         self.process = None
-        self.kills += 1
 
     def stop(self, timeout: float = 120.0) -> int | None:
-        """SIGTERM: finish the cycle and exit; killed if it will not. Its exit code."""
-        if self.process is None:
+        """SIGTERM: finish the cycle and exit; killed if it will not. Its exit code (None: it was
+        not running; -9: it had to be killed). Sent once `run` publishes: during start-up it
+        would end the process before its handlers exist."""
+        deadline = time.monotonic() + timeout
+        while self.alive() and not self.publishing() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        process = self.process
+        if process is None:
             return None
         self._sample()
-        self.process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGTERM)
         try:
-            code = self.process.wait(timeout)
+            code = process.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.kill()
-            return None
-        members = session_members(self.process.pid)
-        for pid in members:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        self.process = None
+            code = -signal.SIGKILL
+        self._end_session(process)  # what it left behind, or all of it if it would not stop
         return code
 
     def close(self) -> None:
         self._stop.set()
         self._sampler.join(5)
         if self.process is not None:
-            self.kill()
+            self._end_session(self.process)
 
     def _sample_loop(self) -> None:
         while not self._stop.wait(SAMPLE_SECONDS):
