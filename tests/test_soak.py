@@ -7,6 +7,8 @@ windows stay off on MariaDB, whose field-style windows split concurrent inserts 
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import DIALECTS
 
@@ -40,3 +42,26 @@ def test_a_short_soak_finds_no_difference_and_compares_every_row(dialect):
     assert set(outcome.readers) == readers
     for reader in outcome.readers.values():
         assert reader["documents"] > 0 and reader["objects"] >= counts["source_rows"] > 0, reader
+
+
+def test_a_soak_that_compared_nothing_or_left_work_fails_without_differences():
+    """0 differences is a pass only when verify compared every row and the soak did its faults."""
+    from publisher.soak.run import Outcome, _check
+    from publisher.soak.servers import Server
+
+    def problems(counts: dict, readers: dict) -> list[str]:
+        outcome = Outcome("sqlite", styles_for("sqlite", 1), counts, readers)
+        _check(outcome, SoakOptions(), Server(Path("unused")))  # SQLite: nothing to restart
+        return outcome.problems
+
+    done = {"writes": 10, "events": 30, "kills": 1, "rows_left_new": 0, "subscriber_waiting": 0, "source_rows": 5}
+    compared = {"status mode": {"differences": 0, "objects": 5, "documents": 3}}
+    assert problems(done, compared) == []
+    assert problems(done, {}) == ["verify did not run"]
+    assert problems({**done, "writes": 0}, compared) == ["nothing was written or logged: the soak compared nothing"]
+    assert "not every row" in problems(done, {"status mode": {"differences": 0, "objects": 4, "documents": 3}})[0]
+    assert "not every row" in problems(done, {"status mode": {"differences": 0, "objects": 5, "documents": 0}})[0]
+    assert problems({**done, "rows_left_new": 2}, compared) == ["2 event log rows still N after the drain"]
+    assert problems({**done, "kills": 0}, compared) == ["the publisher was never killed: it never got to publish"]
+    assert problems({**done, "stopped_readers": ["the status mode stopped: x"]}, compared) == [
+        "publisher run: the status mode stopped: x"]
