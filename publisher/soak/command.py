@@ -21,7 +21,7 @@ MariaDB server, each in a temporary directory on 127.0.0.1 and a free port; SQLi
   2. writers  threads making random transactions of 1-4 changes: inserts, updates of any column
               including the key, deletes, deletes and re-inserts of one key, members added and
               removed, texts with quotes, commas, `=`, non-ASCII, emoji and newlines, and a few
-              values over 1 MiB; a steady pace, and one second in ten five times as fast
+              values over 1 MiB; a steady pace, and one second in ten as fast as they can
   3. faults   `publisher run` (status mode, and a subscriber where the database serves them)
               SIGKILLed with its JVM and workers at random moments and started again, with a
               random query_limit, batch size and cycle path; the database server restarted
@@ -68,6 +68,8 @@ def add_parser(commands: Any) -> None:
     sub.add_argument("--rate", type=float, default=2.0, metavar="TPS",
                      help="transactions per second per writer, on average (default: 2)")
     switch = argparse.BooleanOptionalAction
+    sub.add_argument("--bursts", action=switch, default=True,
+                     help="one second in ten, every writer writes as fast as it can")
     sub.add_argument("--kills", action=switch, default=True, help="SIGKILL and restart `publisher run`")
     sub.add_argument("--restarts", action=switch, default=True, help="restart the database server")
     sub.add_argument("--large-values", action=switch, default=True,
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     databases = DIALECTS if "all" in chosen else tuple(d for d in DIALECTS if d in chosen)
     options = SoakOptions(
         databases=databases, minutes=args.minutes, seed=args.seed, writers=args.writers, rate=args.rate,
-        kills=args.kills, restarts=args.restarts, large_values=3 if args.large_values else 0,
+        bursts=args.bursts, kills=args.kills, restarts=args.restarts, large_values=3 if args.large_values else 0,
         small_windows=args.small_windows, spark_path=args.spark_path, drain_seconds=args.drain_seconds,
         keep=Path(args.keep) if args.keep else None,
     )
@@ -107,8 +109,9 @@ def summary(outcomes: list[Outcome], options: SoakOptions) -> dict[str, Any]:
 
 
 def stressors(options: SoakOptions) -> dict[str, bool]:
-    return {"kills": options.kills, "restarts": options.restarts, "large_values": options.large_values > 0,
-            "small_windows": options.small_windows, "spark_path": options.spark_path}
+    return {"bursts": options.bursts, "kills": options.kills, "restarts": options.restarts,
+            "large_values": options.large_values > 0, "small_windows": options.small_windows,
+            "spark_path": options.spark_path}
 
 
 def format_report(outcomes: list[Outcome], options: SoakOptions) -> str:

@@ -26,15 +26,17 @@ SPARK_PATH = "spark.small_cycle_events=0"
 
 def drain(engine: Engine, site: Site, publisher: Publisher, seconds: float) -> dict[str, Any]:
     """Wait for the drain, restarting `run` if it is gone; what is left at the end. A `run` on the
-    Spark path or with the smallest window is stopped (SIGTERM: it finishes its cycle) and one
-    in the driver with large windows drains. A reader that `run` gave up on ends the drain: it
+    Spark path, or facing more than 20 of its windows, is stopped (SIGTERM: it finishes its
+    cycle) and one in the driver with large windows drains. A reader that `run` gave up on ends the drain: it
     would not come back."""
     from publisher.pipeline.subscribers import subscriber_backlog
 
     config = load_config(site.config)
     started = time.monotonic()
     stopped = None
-    if SPARK_PATH in publisher.settings or any(s.endswith("query_limit=7") for s in publisher.settings):
+    limit = next((int(s.split("=")[1]) for s in publisher.settings if s.startswith("publisher.query_limit=")), 10000)
+    backlog = _scalar(engine, f"SELECT count(*) FROM {site.table('event_log')} WHERE status = 'N'")
+    if SPARK_PATH in publisher.settings or backlog > 20 * limit:
         stopped = publisher.stop()
     left = waiting = -1
     while time.monotonic() - started < seconds:

@@ -38,6 +38,8 @@ class SoakOptions:
     writers: int = 5
     rate: float = 2.0
     """Transactions per second per writer, on average."""
+    bursts: bool = True
+    """One second in ten, the writers write as fast as they can."""
     kills: bool = True
     restarts: bool = True
     large_values: int = 3
@@ -116,7 +118,8 @@ def _soak(server: Server, root: Path, options: SoakOptions, outcome: Outcome, sa
         install(site)
         rng = random.Random(options.seed * 7919 + len(server.dialect))
         publisher = Publisher(site.config, root / "run.log")
-        writers = Writers(engine, site, options.seed, options.writers, options.large_values, options.rate)
+        writers = Writers(engine, site, options.seed, options.writers, options.large_values, options.rate,
+                          options.bursts)
         try:
             say(f"{server.dialect}: writing for {options.minutes:g} min ({outcome.styles})")
             publisher.start(*_settings(options, rng))

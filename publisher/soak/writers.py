@@ -34,8 +34,9 @@ Statement = tuple[str, dict[str, Any]]
 class Writers:
     """`count` threads writing until `stop` is set; their counts, merged, in `counts`."""
 
-    def __init__(self, engine: Engine, site: Site, seed: int, count: int, large_values: int, rate: float) -> None:
-        self.engine, self.site, self.seed, self.count = engine, site, seed, count
+    def __init__(self, engine: Engine, site: Site, seed: int, count: int, large_values: int, rate: float,
+                 bursts: bool) -> None:
+        self.engine, self.site, self.seed, self.count, self.bursts = engine, site, seed, count, bursts
         self.pause = 2.0 / rate
         """Pauses between a writer's transactions average 1/rate: bursts, and a pace the
         publisher keeps up with, so the drain is short."""
@@ -73,7 +74,7 @@ class Writers:
     def _write(self, number: int) -> None:
         rng = random.Random(self.seed * 1000 + number)
         gen = Generator(self.site, rng, lambda: self._take_large(rng))
-        while not self.stop.wait(rng.uniform(0, self.pause / (5 if _burst() else 1))):
+        while not self.stop.wait(0 if self.bursts and _burst() else rng.uniform(0, self.pause)):
             plan = [s for _ in range(rng.randint(1, 4)) for s in gen.change()]
             try:
                 with self.engine.begin() as conn:
@@ -90,7 +91,7 @@ class Writers:
 
 
 def _burst() -> bool:
-    """One second in every ten the writers write five times as fast, all at once: concurrent
+    """One second in every ten the writers write as fast as they can, all at once: concurrent
     statements interleave their events in the event log."""
     return int(time.monotonic()) % 10 == 0
 
@@ -163,7 +164,7 @@ class Generator:
 
     def _note(self) -> Any:
         if self.large():
-            return "Ωmega🙂,=\n" * (MIB // 10 + self.rng.randint(1, 20000))
+            return "Ωmega🙂,=\n" * int(MIB / 10 * self.rng.uniform(1.0, 2.5))  # 1.3 to 3.3 MB
         return self._maybe(lambda: "\n".join(self.rng.choice(ODD) for _ in range(self.rng.randint(1, 3))))
 
     WHERE = "code = :code AND day = :day AND part = :part"
