@@ -2,8 +2,9 @@
 drain and `verify` of every reader, on each database of the run (about 40 s each).
 
 `make soak` runs the long one. Here each database runs the stressors that pass on it today:
-values over 1 MiB stay off on PostgreSQL, whose cycles fail on such an event log row, and small
-windows stay off on MariaDB, whose field-style windows split concurrent inserts (README, Soak).
+values over 1 MiB stay off on PostgreSQL, whose readers stop on such an event log row, and
+small windows stay off on MariaDB, whose field-style windows split concurrent inserts (README,
+Soak).
 """
 from __future__ import annotations
 

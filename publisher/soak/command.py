@@ -129,7 +129,8 @@ def format_report(outcomes: list[Outcome], options: SoakOptions) -> str:
             *([f"  aborted by: {c['aborted_by']}"] if c.get("aborted_by") else []),
             f"  events {c.get('events', 0)} {c.get('statuses', {})}, rows {c.get('source_rows', 0)}, "
             f"members {c.get('members', 0)}",
-            f"  kills {c.get('kills', 0)}, starts {c.get('starts', 0)}, unasked exits {c.get('exits', 0)}, "
+            f"  kills {c.get('kills', 0)}, starts {c.get('starts', 0)}, unasked exits {c.get('exits', 0)} "
+            f"{c.get('exit_codes', [])}, "
             f"database restarts {restarts}, cycles failed and retried {c.get('failed_cycles', 0)}",
             f"  drain {c.get('drain_seconds', '-')} s, rows left N {c.get('rows_left_new', '-')}, "
             f"subscriber waiting {c.get('subscriber_waiting', '-')}",
@@ -140,6 +141,8 @@ def format_report(outcomes: list[Outcome], options: SoakOptions) -> str:
                          f"{r['documents']} documents replayed, {r['pending']} pending")
         lines += [f"  difference: {s}" for s in o.samples]
         lines += [f"  problem: {p}" for p in o.problems]
+        tail = str(c.get("run_log_tail", "")).strip().splitlines()[-4:]
+        lines += [f"  run log: {line[:300]}" for line in tail]
     total = sum(o.differences for o in outcomes)
     verdict = "OK" if all(o.ok for o in outcomes) else "FAILED"
     lines.append(f"soak {verdict}: {total} differences over {len(outcomes)} databases")
