@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parse_key_cmd.add_argument("text", metavar="TEXT")
     _add_bench(commands)
+    from publisher.soak.command import add_parser as add_soak
+
+    add_soak(commands)
     return parser
 
 
@@ -314,6 +317,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _guard(lambda: run_demo(Path(args.directory), args.master, args.formats), None)
     if args.command == "bench":
         return _guard(lambda: _bench(args), None)
+    if args.command == "soak":
+        from publisher.soak.command import run as run_soak
+
+        return run_soak(args)
     config = _load(args)
     if args.command == "install":
         return _guard(lambda: _install(config, args), config)
