@@ -14,7 +14,17 @@ import subprocess
 import time
 from pathlib import Path
 
-POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
+
+def _postgres_bin() -> Path:
+    """The server's binaries: PUBLISHER_SOAK_PG_BIN, else the newest of Debian's versions."""
+    named = os.environ.get("PUBLISHER_SOAK_PG_BIN")
+    if named:
+        return Path(named)
+    versions = [p for p in Path("/usr/lib/postgresql").glob("*/bin") if p.parent.name.isdigit()]
+    return max(versions, key=lambda p: int(p.parent.name), default=Path("/usr/lib/postgresql/bin"))
+
+
+POSTGRES_BIN = _postgres_bin()
 START_SECONDS = 60.0
 
 
@@ -76,7 +86,7 @@ class PrivatePostgres(Server):
     def __init__(self, directory: Path) -> None:
         super().__init__(directory)
         if not (POSTGRES_BIN / "initdb").exists():
-            raise ServerError(f"no PostgreSQL server binaries in {POSTGRES_BIN}")
+            raise ServerError(f"no PostgreSQL server binaries in {POSTGRES_BIN} (name them with PUBLISHER_SOAK_PG_BIN)")
         self.home = directory / "postgresql"
         _own(self.home, "postgres")
         self.data, self.log = self.home / "data", self.home / "server.log"
