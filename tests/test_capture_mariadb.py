@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import re
 
 import pytest
 from conftest import TestDatabase
@@ -348,3 +349,27 @@ def test_installing_again_while_the_table_changes_loses_no_change(db: TestDataba
         changing.join()
     assert updates > 15
     assert len([row for row in logged(db) if row[0] == 2]) == updates
+
+
+@pytest.mark.parametrize("column_type", ["BIGINT", "VARCHAR(32)"])
+def test_an_event_log_that_cannot_hold_the_statement_id_is_refused_before_any_trigger(
+    db: TestDatabase, column_type: str
+) -> None:
+    """A site's own (or an older) event log whose transaction_id takes no statement id would make
+    every write of the application fail once the triggers log one: install says so instead."""
+    log, doc = db.qualified("event_log"), db.qualified("doc")
+    db.execute(
+        f"CREATE TABLE {log} (record_id BIGINT AUTO_INCREMENT PRIMARY KEY, status CHAR(1) COLLATE utf8mb4_bin "
+        "NOT NULL DEFAULT 'N', event_type INT NOT NULL, event_time DATETIME(6) NOT NULL DEFAULT UTC_TIMESTAMP(6), "
+        "perpetrator VARCHAR(255), table_name VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, table_key LONGTEXT NOT NULL, "
+        f"column_name VARCHAR(255), old_value LONGTEXT, new_value LONGTEXT, transaction_id {column_type})",
+        f"CREATE TABLE {doc} (id INTEGER PRIMARY KEY, title VARCHAR(20))",
+    )
+    refused = rf"'transaction_id' is {re.escape(column_type.lower())}.*MODIFY transaction_id"
+    with pytest.raises(CaptureError, match=refused):
+        install_capture(make_config(db), db.engine, ["doc"])
+    assert trigger_names(db) == []
+    db.execute(f"ALTER TABLE {log} MODIFY transaction_id VARCHAR(64)")
+    install_capture(make_config(db), db.engine, ["doc"])
+    db.execute(f"INSERT INTO {doc} VALUES (1, 'a')")
+    assert [row[1:3] for row in logged(db)] == [("doc", "id=1")]

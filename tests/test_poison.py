@@ -67,6 +67,15 @@ def test_only_a_row_stage_failing_on_its_own_is_taken_for_a_poison_row():
         raise StageFailedError("read_and_classify", "x") from OperationalError("SELECT", {}, Exception("gone"))
     except StageFailedError as exc:
         assert not is_row_failure(exc)
+    # the COPY read's own driver, and the machine: none of them is a row's doing
+    import psycopg
+    for cause in (psycopg.OperationalError("terminating connection"), MemoryError()):
+        try:
+            raise StageFailedError("read_and_classify", type(cause).__name__) from cause
+        except StageFailedError as exc:
+            assert not is_row_failure(exc), cause
+    for text in ("out of memory", "deadlock detected", "canceling statement due to conflict with recovery"):
+        assert not is_row_failure(StageFailedError("resolve", text)), text
 
 
 def test_a_row_that_fails_its_stage_twice_is_isolated_and_the_window_publishes(spark, database, tmp_path, monkeypatch):
@@ -109,17 +118,54 @@ def test_a_failure_that_differs_the_second_time_is_not_isolated(spark, sqlite_da
     assert set(h.statuses().values()) == {"N"} and h.rejects() == []
 
 
-def test_a_window_whose_every_row_fails_is_not_rejected(spark, sqlite_database, tmp_path, monkeypatch):
-    """That is no poison row but a fault of the publisher: rejecting the log would hide it."""
+def test_a_window_whose_every_row_fails_is_isolated_whole_and_the_log_goes_on(spark, sqlite_database, tmp_path,
+                                                                               monkeypatch):
+    """One statement's rows carrying one bad value make such a window: holding it back would halt
+    the log for good, since a kept window takes no new row."""
     h = Harness(spark, sqlite_database, tmp_path)
     h.create_usr()
     h.create_event_log()
     ids = adds(h, 1, 2, 3)
     poison(monkeypatch, *ids)
-    for _ in range(3):
-        with pytest.raises(StageFailedError, match=f"record_id {ids[0]}"):
+    with pytest.raises(StageFailedError, match=f"record_id {ids[0]}"):
+        h.poll()
+    assert h.poll().isolation.record_ids == tuple(ids)
+    assert h.statuses() == {rid: "E" for rid in ids}
+    (later,) = adds(h, 4)
+    assert h.poll().statuses == {"S": 1}
+    assert h.statuses()[later] == "S"
+
+
+def test_an_environment_failure_while_bisecting_marks_nothing(spark, sqlite_database, tmp_path, monkeypatch):
+    """A trial that fails because the database went away says nothing of its rows: the isolation
+    ends with nothing marked, and the next cycle (the row's failure still remembered) isolates the
+    poison row alone."""
+    from publisher.pipeline import cycle
+
+    h = Harness(spark, sqlite_database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    ids = adds(h, *range(1, 9))
+    poison(monkeypatch, ids[2])
+    with pytest.raises(StageFailedError):
+        h.poll()
+    real = cycle._read_and_resolve
+    calls = []
+
+    def blip(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            gone = OperationalError("SELECT", {}, Exception("server closed the connection unexpectedly"))
+            raise StageFailedError("read_and_classify", "server closed the connection unexpectedly") from gone
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cycle, "_read_and_resolve", blip)
+        with pytest.raises(StageFailedError, match="server closed"):
             h.poll()
     assert set(h.statuses().values()) == {"N"} and h.rejects() == []
+    assert h.poll().isolation.record_ids == (ids[2],)
+    assert h.statuses() == {rid: "E" if rid == ids[2] else "S" for rid in ids}
 
 
 def test_a_subscriber_skips_a_poison_row_into_its_rejects(spark, subscriber_database, tmp_path, monkeypatch):
@@ -201,7 +247,7 @@ def test_poll_says_a_stage_failure_in_one_line_and_the_next_poll_isolates_the_ro
     second = subprocess.run(poll, capture_output=True, text=True, env=env, timeout=300)
     assert second.returncode == 0, second.stderr
     assert "Traceback" not in second.stderr
-    assert f"row {bad} isolated: stage read_and_classify failed on them twice" in second.stderr
+    assert f"row {bad} isolated: stage read_and_classify failed on it twice" in second.stderr
     assert statuses(database) == {rid: "E" if rid == bad else "S" for rid in ids}
 
 
@@ -237,7 +283,7 @@ def test_run_isolates_a_poison_row_once_and_keeps_serving(database, tmp_path):
     text = log_path.read_text()
     assert run.returncode == 0, text
     assert "Traceback" not in text
-    assert text.count("isolated: stage read_and_classify failed on them twice") == 1, text
+    assert text.count("isolated: stage read_and_classify failed on it twice") == 1, text
     failed = [line for line in text.splitlines() if "cycle failed" in line]
     assert len(failed) == 1 and f"record_id {bad}" in failed[0] and "retrying in" in failed[0], text
 

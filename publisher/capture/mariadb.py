@@ -37,6 +37,10 @@ CHANGING_ACTIONS = ("CASCADE", "SET NULL", "SET DEFAULT")
 """Foreign key actions that change the referencing rows, without firing their triggers."""
 
 
+STATEMENT_ID_CHARS = 47
+"""CONCAT(CONNECTION_ID(), '@', NOW(6)): a connection id of up to 20 digits, '@' and 26 characters."""
+
+
 def mariadb_trigger_name(table: str, suffix: str) -> str:
     """`<table>_publisher_<suffix>`; where that is too long, the table's name is cut and marked
     with a digest of the whole, so that two long tables sharing a prefix keep their triggers."""
@@ -64,11 +68,38 @@ class MariaDB(RowTriggers):
         table, index = super().event_log_ddl()
         inspector = inspect(self.engine)
         name = f"{self.config.event_log.table}_status_idx"
-        if inspector.has_table(self.config.event_log.table, schema=self.schema) and any(
-            found["name"] == name for found in inspector.get_indexes(self.config.event_log.table, schema=self.schema)
-        ):
+        if not inspector.has_table(self.config.event_log.table, schema=self.schema):
+            return [table, index]
+        self._check_statement_column()
+        indexes = inspector.get_indexes(self.config.event_log.table, schema=self.schema)
+        if any(found["name"] == name for found in indexes):
             return [table]
         return [table, index]
+
+    def _check_statement_column(self) -> None:
+        """An event log made before (or by a site) must hold the triggers' statement id (see
+        log_event.sql), or every write to a published table would fail on it."""
+        log, column = self.config.event_log.table, self.config.event_log.columns.transaction_id
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                text("SELECT DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, COLUMN_TYPE FROM information_schema.COLUMNS "
+                     "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+                     "AND COLUMN_NAME = :column"),
+                {"schema": self.schema, "table": log, "column": column},
+            ).first()
+        fix = f"ALTER TABLE {log} {{}} {column} VARCHAR(64)"
+        if found is None:
+            raise CaptureError(f"event log {log!r} has no column {column!r}, where the triggers log the statement's "
+                               f"id: {fix.format('ADD')}")
+        data_type, length, column_type = found
+        if data_type.lower() not in ("varchar", "char", "text", "tinytext", "mediumtext", "longtext") or (
+            length is not None and length < STATEMENT_ID_CHARS
+        ):
+            raise CaptureError(
+                f"event log {log!r}: column {column!r} is {column_type}, which cannot hold the statement id the "
+                f"triggers log there (up to {STATEMENT_ID_CHARS} characters, as '308@2026-11-25 15:38:14.441742'); "
+                f"the application's writes would fail on it: {fix.format('MODIFY')}"
+            )
 
     def literal(self, text: str) -> str:
         """A utf8mb4 hex literal where the text holds a backslash, which the server's sql_mode

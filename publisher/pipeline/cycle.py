@@ -232,26 +232,33 @@ def _isolate(
     too); a subscriber's window leaves them out, and its check-out passes them when it advances."""
 
     def fails(record_ids: Sequence[int]) -> bool:
+        """Whether the rows fail by themselves; a failure of the environment met on the way
+        ends the isolation, with nothing marked, and the cycle is retried."""
         part = dataclasses.replace(plan.window, lo=record_ids[0], hi=record_ids[-1], count=len(record_ids))
         try:
             _read_and_resolve(spark, dataclasses.replace(plan, window=part), config, _Stopwatch())
         except StageFailedError as failure:
-            return is_row_failure(failure)
+            if not is_row_failure(failure):
+                raise
+            return True
         return False
 
     with watch.stage("isolate"):
         read = window_ids(engine, plan.window)
+        if not read or not fails(read):
+            raise exc  # the rows tried again pass: whatever failed, it was not them
         record_ids = narrow(read, fails)
-        if len(record_ids) == len(read) > 1:
-            raise exc  # every row fails alone: the publisher or its environment is at fault, not a row
         isolation = Isolation(tuple(record_ids), exc.stage, exc.reason)
         append_rejects(plan.output, rejects_of(engine, plan.window, isolation))
         if plan.acknowledgement.writes_statuses:
             runs = [(Status.ERROR, IdRun(rid, rid)) for rid in record_ids]
             acknowledge_runs(engine, config, runs, run_post_polling=False)
     done = "marked E" if plan.acknowledgement.writes_statuses else "skipped into the subscriber's rejects"
-    log.error("%s: stage %s failed on them twice (%s); %s, publishing goes on", _rows(record_ids), exc.stage,
-              exc.reason, done)
+    them = "it" if len(record_ids) == 1 else "them"
+    whole = len(record_ids) == len(read) > 1
+    every = " (every row of the window: requeue them once the cause is fixed)" if whole else ""
+    log.error("%s%s: stage %s failed on %s twice (%s); %s, publishing goes on", _rows(record_ids), every, exc.stage,
+              them, exc.reason, done)
     window = dataclasses.replace(plan.window, excluded=plan.window.excluded + isolation.record_ids,
                                  count=max(0, plan.window.count - len(record_ids)))
     return isolation, dataclasses.replace(plan, window=window)

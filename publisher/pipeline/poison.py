@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
+import pymysql
 from py4j.protocol import Py4JNetworkError
 from sqlalchemy import Engine, LargeBinary, String, cast, select
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError, TimeoutError
@@ -28,10 +31,16 @@ FAILURE_FILE = ".publisher-failure"
 """In the output directory: the last failure of a row stage, on which window."""
 ROW_STAGES = ("read_and_classify", "resolve")
 """The stages whose work depends on the rows' values; the others write what those gave."""
-_ENVIRONMENT = (OSError, OperationalError, InterfaceError, DisconnectionError, TimeoutError, Py4JNetworkError)
+_ENVIRONMENT = (
+    OSError, MemoryError, OperationalError, InterfaceError, DisconnectionError, TimeoutError, Py4JNetworkError,
+    psycopg.OperationalError, pymysql.err.OperationalError, sqlite3.OperationalError,
+)
+"""Failures that say the database, the output or the machine failed; the drivers' own, since
+the COPY read uses psycopg's cursor directly."""
 _AWAY = re.compile(
-    r"OperationalError|InterfaceError|connection|could not connect|timed? ?out|No space left|Permission denied|"
-    r"Python worker exited unexpectedly|OutOfMemory|Killed",
+    r"OperationalError|InterfaceError|MemoryError|connection|could not connect|timed? ?out|No space left|"
+    r"Permission denied|Python worker exited unexpectedly|OutOfMemory|out of memory|Killed|deadlock|"
+    r"conflict with recovery|SSL",
     re.IGNORECASE,
 )
 """A failure, reported from a Spark executor as text, that says the environment failed."""

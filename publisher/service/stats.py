@@ -129,6 +129,7 @@ def unpublished_tables(config: Config, engine: Engine) -> dict[str, Unpublished]
     ignoring case. A logical class's child tables are no class of their own: their rows are
     logged against the parent."""
     from publisher.capture.install import published_tables
+    from publisher.model.logical import child_tables
 
     published = published_tables(config, engine)
     exact = set(published.names)
@@ -142,7 +143,7 @@ def unpublished_tables(config: Config, engine: Engine) -> dict[str, Unpublished]
             select(column).where(table.c[names.status] == Status.NEW.value).group_by(column).order_by(column)
         ).scalars()
         named = [decoded(raw) for raw in found if raw is not None]
-    children = {spec.split(".", 1)[0].lower() for cls in config.classes.values() for spec in cls.multi_valued.values()}
+    children = child_tables(config.classes)
     return {
         name: Unpublished.CHILD_TABLE if name.lower() in children else why
         for name in named if name not in exact and name.lower() not in lowered
