@@ -6,6 +6,7 @@ the mirror (`publisher verify --subscriber`) and the count of event rows each ch
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 from typing import Any
@@ -524,3 +525,36 @@ def test_a_sqlite_event_log_that_reuses_ids_is_refused(spark, sqlite_database, t
 
     assert main(["poll", "-c", str(site.path), "--subscriber", "a"]) == 2
     assert "record_id is not AUTOINCREMENT" in capsys.readouterr().err
+
+
+def test_a_check_out_repeated_with_another_query_limit_takes_the_same_window(spark, database, tmp_path, monkeypatch):
+    """A window written and not acknowledged is kept: a publisher started again with another
+    query_limit (a deployment, the soak) repeats it under the same event-ids, instead of cutting
+    the events anew, which gave an operation an event-id the consumer had never seen for a change
+    it had applied (a second <add> of an object)."""
+    from publisher.pipeline import checkout
+
+    site = Site(spark, database, tmp_path, ALL, {"a": "all"}, settings="query_limit = 100")
+    site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')", "INSERT INTO {usr} VALUES (2, 'Bo', 'Ng')")
+    site.check_out("a")
+    site.change("UPDATE {usr} SET fname = 'Di' WHERE idu = 2")
+    site.change("UPDATE {usr} SET lname = 'Oz' WHERE idu = 2")
+    site.change("DELETE FROM {usr} WHERE idu = 1")
+    site.change("INSERT INTO {usr} VALUES (1, 'Cy', 'Oz')")
+    first = len(site.operations("a"))
+
+    def lost(*args, **kwargs):
+        raise ConnectionError("the database went away before the check-out advanced")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(checkout.CheckOutState, "advance", lost)
+        with pytest.raises(Exception, match="went away"):
+            site.check_out("a")
+    tried = site.operations("a")[first:]
+    assert tried
+    site.config = dataclasses.replace(site.config, publisher=dataclasses.replace(site.config.publisher, query_limit=1))
+    while site.check_out("a")["events"]:
+        pass
+    repeated = site.operations("a")[first + len(tried):]
+    assert repeated == tried, "the same operations under the same event-ids"
+    assert site.verify("a") == []

@@ -125,23 +125,27 @@ WINDOW_FILE = ".publisher-window"
 """The window of a cycle whose output is written and not yet acknowledged."""
 
 
-def pin_window(directory: Path, pin: str) -> None:
+CHECK_OUT_FILE = ".publisher-check-out"
+"""A subscriber's: the window of its check-out whose output is written and not yet acknowledged."""
+
+
+def pin_window(directory: Path, pin: str, name: str = WINDOW_FILE) -> None:
     """Keep the window of a cycle before it writes anything, until it is acknowledged."""
     directory.mkdir(parents=True, exist_ok=True)
-    write_atomically(directory / WINDOW_FILE, pin.encode("utf-8"))
+    write_atomically(directory / name, pin.encode("utf-8"))
 
 
-def pinned_window(directory: Path) -> str | None:
+def pinned_window(directory: Path, name: str = WINDOW_FILE) -> str | None:
     """The window an unacknowledged cycle kept, or None."""
     try:
-        return (directory / WINDOW_FILE).read_text(encoding="utf-8")
+        return (directory / name).read_text(encoding="utf-8")
     except (FileNotFoundError, NotADirectoryError):
         return None
 
 
-def unpin_window(directory: Path) -> None:
+def unpin_window(directory: Path, name: str = WINDOW_FILE) -> None:
     """Forget the window once its rows are acknowledged."""
-    path = directory / WINDOW_FILE
+    path = directory / name
     if path.exists():
         path.unlink()
         fsync_directory(directory)

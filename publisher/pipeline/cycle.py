@@ -290,7 +290,7 @@ def _plan(config: Config, engine: Engine, subscriber: str | None) -> CyclePlan |
         config = subscriber_config(config, subscriber)
         output = Path(config.output.directory).resolve()
         state, window = check_out_window(config, engine, subscriber)
-        acknowledgement = CheckOutAcknowledgement(engine, state, window) if window is not None else None
+        acknowledgement = CheckOutAcknowledgement(engine, state, window, output) if window is not None else None
     if window is None or acknowledgement is None:
         return None
     schema = table_schema(config, engine)

@@ -3,8 +3,10 @@ acknowledged by advancing its state row instead of writing statuses (see `checko
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import ColumnElement, Engine, and_, exists, func, not_, select
 
@@ -12,6 +14,7 @@ from publisher.config import Config, ConfigError
 from publisher.database import table_schema
 from publisher.model.catalog import Catalog
 from publisher.model.events import Status
+from publisher.outputs.files import CHECK_OUT_FILE, pin_window, pinned_window, unpin_window
 from publisher.pipeline.acknowledge import StatusRun
 from publisher.pipeline.checkout import CheckOutState, CheckOutWindow, check_out_predicate, checked_out_predicate
 from publisher.pipeline.failpoints import reached
@@ -20,6 +23,7 @@ from publisher.pipeline.window import (
     CycleWindow,
     event_log_table,
     event_log_table_of,
+    kept_check_out_window,
     logged_transaction_column,
     plan_window,
 )
@@ -55,9 +59,15 @@ class CheckOutAcknowledgement:
     engine: Engine
     state: CheckOutState
     window: CycleWindow
+    output: Path
 
     def keep(self) -> None:
-        """The check-out under way is kept in the state row already (`CheckOutState.begin`)."""
+        """The check-out under way is kept in the state row already (`CheckOutState.begin`); the
+        window's end is kept in the output directory before anything is written there, so that a
+        repeat takes the same events whatever `query_limit` it runs with."""
+        pin = _check_out_pin(self.window)
+        if pinned_window(self.output, CHECK_OUT_FILE) != pin:
+            pin_window(self.output, pin, CHECK_OUT_FILE)
 
     def acknowledge(self, runs: Iterable[StatusRun], published: bool) -> Mapping[Status, int]:
         counted: dict[Status, int] = {}
@@ -73,11 +83,35 @@ class CheckOutAcknowledgement:
         return counted
 
     def release(self) -> None:
-        """Nothing was kept outside the state row."""
+        unpin_window(self.output, CHECK_OUT_FILE)
 
     @property
     def writes_statuses(self) -> bool:
         return False
+
+
+def _check_out_pin(window: CycleWindow) -> str:
+    """Which check-out (its snapshot and its progress) the window belongs to, and its end."""
+    assert window.check_out is not None
+    return json.dumps({"until": window.check_out.until.record_id, "after": window.check_out.after, "hi": window.hi})
+
+
+def _kept(config: Config, engine: Engine, check_out: CheckOutWindow, output: Path) -> CycleWindow | None:
+    """The window this check-out wrote and did not acknowledge, again; None when there is none
+    (a pin of another check-out, or of progress since made, is forgotten)."""
+    pin = pinned_window(output, CHECK_OUT_FILE)
+    if pin is None:
+        return None
+    try:
+        kept = json.loads(pin)
+        same = (int(kept["until"]), int(kept["after"])) == (check_out.until.record_id, check_out.after)
+        hi = int(kept["hi"])
+    except (ValueError, KeyError, TypeError):
+        same = False
+    window = kept_check_out_window(config, engine, check_out, hi) if same else None
+    if window is None:
+        unpin_window(output, CHECK_OUT_FILE)
+    return window
 
 
 def _remaining(window: CycleWindow, dialect: str) -> ColumnElement[bool]:
@@ -99,7 +133,9 @@ def check_out_window(config: Config, engine: Engine, name: str) -> tuple[CheckOu
     subscriber = config.subscribers[name]
     check_out: CheckOutWindow = state.begin(subscriber.subscription, subscriber.output,
                                             log.c[config.event_log.columns.record_id])
-    window = plan_window(config, engine, check_out)
+    window = _kept(config, engine, check_out, Path(config.output.directory))
+    if window is None:
+        window = plan_window(config, engine, check_out)
     if window is None:
         with engine.begin() as conn:
             state.advance(conn, check_out, check_out.after, finished=True)

@@ -235,6 +235,26 @@ def plan_window(config: Config, engine: Engine, check_out: CheckOutWindow | None
     )
 
 
+def kept_check_out_window(config: Config, engine: Engine, check_out: CheckOutWindow, hi: int) -> CycleWindow | None:
+    """A check-out window whose output was written and not acknowledged, again: its events up to
+    `hi`, whatever `query_limit` is now, so the repeat publishes the same operations under the
+    same event-ids. None when it holds no event (then it was acknowledged)."""
+    schema = table_schema(config, engine)
+    columns = config.event_log.columns.in_order()
+    transaction_column = logged_transaction_column(engine, config, schema)
+    window = CycleWindow(
+        url=config.database.sqlalchemy_url(), table=config.event_log.table, schema=schema, columns=columns,
+        lo=check_out.after + 1, hi=hi, count=0, cutoff_record_id=None, transaction_column=transaction_column,
+        check_out=check_out, max_row_bytes=config.publisher.max_row_bytes,
+    )
+    extra = () if transaction_column is None else (transaction_column,)
+    log = event_log_table_of(config.event_log.table, columns + extra, schema)
+    predicate = window_predicate(window, log, window.lo, hi, engine.dialect.name)
+    with engine.connect() as conn:
+        lo, count = conn.execute(select(func.min(log.c[columns[0]]), func.count()).where(predicate)).one()
+    return replace(window, lo=int(lo), count=int(count)) if count else None
+
+
 LOOK_AROUND = 5_000
 """Rows looked at before a full window's end, and at most after its last taken row, to end the
 window between transactions. A transaction that logs nothing while more rows than this are
