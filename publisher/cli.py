@@ -40,6 +40,7 @@ statuses written to the event log:
 examples:
   publisher demo
   publisher install -c publisher.toml --table usr --style field --dry-run
+  publisher install -c publisher.toml --check          exit 1 if a migration left a table's capture behind
   publisher poll -c publisher.toml
   publisher run -c publisher.toml --set publisher.polling_interval=2
   publisher verify -c publisher.toml    replay the documents, compare with the tables
@@ -96,10 +97,17 @@ def build_parser() -> argparse.ArgumentParser:
     ))
     install.add_argument("--table", action="append", default=[], metavar="T", help="table to capture (repeatable)")
     install.add_argument(
-        "--style", choices=("field", "row"), default="field",
-        help="field: one event per changed column (types 1, 2, 4); row: query-back events (5, 6, 4)",
+        "--style", choices=("field", "row"), default=None,
+        help="field: one event per changed column (types 1, 2, 4); row: query-back events (5, 6, 4). "
+        "Default: the style the table was installed with, else field",
     )
     install.add_argument("--dry-run", action="store_true", help="print the SQL instead of running it")
+    install.add_argument(
+        "--check", action="store_true",
+        help="install nothing: exit 1 naming every installed table whose capture no longer matches its columns "
+        "and key (a migration since), 0 if every one matches. For deployment pipelines: run it after the "
+        "migrations, and `install --table T` for each table it names",
+    )
 
     poll = with_config(commands.add_parser(
         "poll", help="run one polling cycle (or one subscriber's check-out) and print a JSON summary",
@@ -399,6 +407,8 @@ def _install(config: Config, args: argparse.Namespace) -> int:
     from publisher.model.logical import installed_children
 
     engine = connect(config)
+    if args.check:
+        return _check_capture(config, engine)
     statements = install_capture(config, engine, args.table, args.style, args.dry_run)
     if args.dry_run:
         # The mariadb/mysql clients end a statement at the first ';', inside a trigger's BEGIN ... END too.
@@ -411,8 +421,21 @@ def _install(config: Config, args: argparse.Namespace) -> int:
         names = ", ".join(args.table) or "no tables"
         children = [f"{child} (values of {table}.{attribute})" for table, attribute, child in
                     installed_children(config.classes, args.table)]
-        print(f"installed the event log {config.event_log.table} and the {args.style} triggers of {names}"
+        print(f"installed the event log {config.event_log.table} and the {args.style or 'capture'} triggers of {names}"
               + (f"; child tables: {', '.join(children)}" if children else ""), file=sys.stderr)
+    return 0
+
+
+def _check_capture(config: Config, engine: Any) -> int:
+    from publisher.capture.install import capture_problems
+
+    problems = capture_problems(config, engine)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{len(problems)} table(s) to install again: publisher install -c CONFIG --table T", file=sys.stderr)
+        return 1
+    print("every installed table's capture matches its columns and key", file=sys.stderr)
     return 0
 
 

@@ -30,6 +30,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import JSON
 
 import publisher.capture.install as capture
+from publisher.capture.follow import FOLLOW_FUNCTIONS
 from publisher.capture.install import CaptureError, event_log_ddl, install_capture, trigger_sql
 from publisher.config import Config, DatabaseConfig, EventLogColumns, EventLogConfig
 from publisher.model.keys import KeyPart, parse_key
@@ -482,12 +483,12 @@ def test_postgresql_json_columns_compare_as_text(postgresql_database: TestDataba
 
 def test_dry_run_returns_the_sql_and_creates_nothing(database: TestDatabase, usr: Table) -> None:
     statements = install_capture(make_config(database), database.engine, ["usr"], dry_run=True)
-    assert statements == event_log_ddl(make_config(database), database.engine) + trigger_sql(
-        make_config(database), database.engine, "usr", "field"
-    )
+    assert statements == event_log_ddl(make_config(database), database.engine) + capture.capture_ddl(
+        make_config(database), database.engine
+    ) + trigger_sql(make_config(database), database.engine, "usr", "field")
     assert any("CREATE TABLE IF NOT EXISTS" in s for s in statements)
-    creates = sum(re.search(r"CREATE (OR REPLACE )?TRIGGER", s) is not None for s in statements)
-    assert creates == (2 if database.dialect == "postgresql" else 3)
+    creates = sum(re.match(r"CREATE (OR REPLACE )?TRIGGER", s) is not None for s in statements)
+    assert creates == 3
     assert not inspect(database.engine).has_table("event_log", schema=database.schema)
     assert trigger_names(database, "usr") == []
     run(database, insert(usr).values(idu=1, fname="Jack"))
@@ -498,7 +499,7 @@ def test_installing_twice_leaves_one_set_of_triggers(database: TestDatabase, usr
     install_capture(config, database.engine, ["usr"])
     install_capture(config, database.engine, ["usr"])
     expected = (
-        ["usr_publisher", "usr_publisher_upd"]
+        ["usr_publisher", "usr_publisher_trunc", "usr_publisher_upd"]
         if database.dialect == "postgresql"
         else ["usr_publisher_del", "usr_publisher_ins", "usr_publisher_upd"]
     )
@@ -659,10 +660,10 @@ def test_postgresql_long_table_names_keep_their_triggers_and_functions_apart(
     config = make_config(db)
     install_capture(config, db.engine, names)
     install_capture(config, db.engine, names)
-    assert [len(trigger_names(db, f'"{name}"')) for name in names] == [2, 2]
+    assert [len(trigger_names(db, f'"{name}"')) for name in names] == [3, 3]
     assert capture.triggered_tables(config, db.engine) == tuple(names)
     functions = db.rows(f"SELECT count(*) FROM pg_proc WHERE pronamespace = '{db.schema}'::regnamespace")
-    assert functions == [(1 + 2 * len(names),)]
+    assert functions == [(1 + len(FOLLOW_FUNCTIONS) + 2 * len(names),)]
     for name in names:
         table = f'{db.schema}."{name}"'
         db.execute(f"INSERT INTO {table} VALUES (1, 'a')", f"UPDATE {table} SET v = 'b'", f"DELETE FROM {table}")

@@ -44,12 +44,14 @@ a BLOB on SQLite: a type 8 of the attribute, one per parent an update changes.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 
 from sqlalchemy import Engine, text
 
 from publisher.capture import mariadb
 from publisher.capture.dialect import Dialect
+from publisher.capture.follow import follow_ddl, follow_record, may_follow
 from publisher.capture.mariadb import MariaDB, mariadb_trigger_name
 from publisher.capture.postgresql import (
     KEY_VALUE_FUNCTION,
@@ -58,12 +60,22 @@ from publisher.capture.postgresql import (
     postgresql_trigger_name,
     postgresql_update_trigger_name,
 )
+from publisher.capture.shape import (
+    StaleCapture,
+    capture_table,
+    record_sql,
+    recorded_styles,
+    recorded_tables,
+    stale_captures,
+)
 from publisher.capture.sqlite import SQLITE_TRIGGER_SUFFIXES, SQLite, sqlite_trigger_name
 from publisher.capture.tables import STYLES, CaptureError, Style, captured
 from publisher.config import Config
 from publisher.database import is_mysql, is_sqlite, table_schema
 from publisher.model.catalog import PublishedTables
 from publisher.model.logical import child_of, child_tables
+
+log = logging.getLogger("publisher")
 
 __all__ = [
     "KEY_VALUE_FUNCTION",
@@ -72,6 +84,7 @@ __all__ = [
     "CaptureError",
     "Style",
     "event_log_ddl",
+    "follow_shapes",
     "install_capture",
     "mariadb_trigger_name",
     "postgresql_trigger_name",
@@ -161,21 +174,77 @@ def subscription_ddl(config: Config, engine: Engine) -> list[str]:
 def trigger_sql(config: Config, engine: Engine, table: str, style: Style) -> list[str]:
     """Statements that (re)install the capture triggers of one table, replacing any earlier ones:
     for a logical class's parent, those of its child tables too; for a child table, its own as
-    a child of its class."""
+    a child of its class; and the record of what they were installed for (`shape`)."""
     _check_style(style, table)
     dialect = _dialect(config, engine)
     statements = []
-    for reflected in captured(config, engine, dialect.schema, table):
+    tables = captured(config, engine, dialect.schema, table)
+    for reflected in tables:
         dialect.check(reflected)
         statements += dialect.trigger_sql(reflected, style)
+    follow = None
+    if isinstance(dialect, PostgreSQL):
+        follow = {t.name: follow_record(dialect, t) for t in tables}
+    return statements + record_sql(config, engine, table, tables, style, follow)
+
+
+def capture_ddl(config: Config, engine: Engine) -> list[str]:
+    """The record of what each table's capture was installed for; on PostgreSQL, where the user
+    may create event triggers, the capture that follows migrations (`follow`)."""
+    from sqlalchemy.schema import CreateTable
+
+    target = capture_table(config.event_log.table, table_schema(config, engine))
+    statements = [str(CreateTable(target, if_not_exists=True).compile(engine))]
+    dialect = _dialect(config, engine)
+    if isinstance(dialect, PostgreSQL):
+        if may_follow(dialect):
+            statements += follow_ddl(dialect)
+        else:
+            log.warning(
+                "the database user may not create event triggers (PostgreSQL: superusers only): a migration "
+                "that drops or renames a published column fails the application's writes until the publisher's "
+                "next cycle reinstalls the table's capture; see README, \"Migrations\""
+            )
     return statements
+
+
+def reinstall_capture(config: Config, engine: Engine, table: str, style: Style) -> None:
+    """Install one table's capture again, for its shape now."""
+    _execute(config, engine, trigger_sql(config, engine, table, style))
+
+
+def capture_problems(config: Config, engine: Engine) -> list[str]:
+    """What `install --check` reports: every table whose capture no longer matches it, and every
+    triggered table with no record of what its capture was installed for."""
+    stale = stale_captures(config, engine)
+    problems = [found.describe() for found in stale]
+    recorded = recorded_tables(config, engine)
+    for table in triggered_tables(config, engine):
+        if table not in recorded:
+            problems.append(f"table {table!r}: its capture was installed with no record of the table's shape "
+                            f"(by an earlier publisher): install it again")
+    return problems
+
+
+def follow_shapes(config: Config, engine: Engine) -> list[StaleCapture]:
+    """Reinstall the capture of every table a migration changed, logging one warning each; a
+    table that cannot be captured any more is logged and left as it is."""
+    stale = stale_captures(config, engine)
+    for found in stale:
+        try:
+            reinstall_capture(config, engine, found.published_as, found.style)
+        except CaptureError as exc:
+            log.error("%s: capture not reinstalled: %s", found.describe(), exc)
+            continue
+        log.warning("%s: capture reinstalled", found.describe())
+    return stale
 
 
 def install_capture(
     config: Config,
     engine: Engine,
     tables: Sequence[str],
-    style: Style = "field",
+    style: Style | None = "field",
     dry_run: bool = False,
 ) -> list[str]:
     """Create the event log and every named table's triggers in one transaction.
@@ -183,15 +252,17 @@ def install_capture(
     Every table is reflected before anything runs, so one bad name installs nothing. With
     ``dry_run`` nothing runs; either way the statements are returned, for printing.
     """
-    _check_style(style)
-    statements = event_log_ddl(config, engine)
+    if style is not None:
+        _check_style(style)
+    recorded = recorded_styles(config, engine)
+    statements = event_log_ddl(config, engine) + capture_ddl(config, engine)
     if config.subscriptions or config.subscribers:
         statements += subscription_ddl(config, engine)
     named = {t.lower() for t in tables}
     for table in tables:
         child = child_of(config.classes, table)
         if child is None or child.class_name.lower() not in named:  # else installed with its class
-            statements += trigger_sql(config, engine, table, style)
+            statements += trigger_sql(config, engine, table, style or recorded.get(table.lower(), "field"))
     if not dry_run:
         _execute(config, engine, statements)
     return statements
@@ -206,7 +277,8 @@ def _execute(config: Config, engine: Engine, statements: Sequence[str]) -> None:
             # Python's sqlite3 runs DDL outside any transaction unless one is begun explicitly.
             conn.exec_driver_sql("BEGIN")
         for statement in statements:
-            conn.exec_driver_sql(statement)
+            # psycopg reads % as a placeholder even without parameters; format() strings have them.
+            conn.exec_driver_sql(statement if is_sqlite(engine) else statement.replace("%", "%%"))
         conn.commit()
 
 
@@ -215,7 +287,6 @@ def _check_style(style: str, table: str | None = None) -> None:
         where = f" for table {table!r}" if table else ""
         expected = ", ".join(STYLES)
         raise CaptureError(f"unknown capture style {style!r}{where}, expected one of {expected}")
-
 
 
 def _dialect(config: Config, engine: Engine) -> Dialect:

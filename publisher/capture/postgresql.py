@@ -32,6 +32,11 @@ def postgresql_update_trigger_name(table: str) -> str:
     return _postgresql_name(table, "_publisher_upd")
 
 
+def postgresql_truncate_trigger_name(table: str) -> str:
+    """The statement trigger of TRUNCATE."""
+    return _postgresql_name(table, "_publisher_trunc")
+
+
 def postgresql_identifier(name: str) -> str:
     return name.encode("utf-8")[:POSTGRESQL_NAME_BYTES].decode("utf-8", errors="ignore")
 
@@ -137,6 +142,7 @@ class PostgreSQL(Dialect):
         table_sql = self.qualify(table.name)
         row_trigger = postgresql_trigger_name(table.name)
         update_trigger = self.quote(postgresql_update_trigger_name(table.name))
+        truncate_trigger = self.quote(postgresql_truncate_trigger_name(table.name))
         row_function = self.qualify(f"{table.name}_publisher_log")
         update_function = self.qualify(_postgresql_name(table.name, "_publisher_log_upd"))
         settings = function_settings_sql(self.name)
@@ -155,11 +161,13 @@ class PostgreSQL(Dialect):
             function=update_function,
             row_trigger=literal(postgresql_identifier(row_trigger)),
             on_update=indent(self.log_update(table, style), 4),
+            on_truncate=indent(self.log_truncate(table, style), 8),
             settings=settings,
         )
         return [
             self.render("drop_trigger", trigger=self.quote(row_trigger), table=table_sql),
             self.render("drop_trigger", trigger=update_trigger, table=table_sql),
+            self.render("drop_trigger", trigger=truncate_trigger, table=table_sql),
             on_row,
             on_update,
             self.render("create_trigger", trigger=self.quote(row_trigger), table=table_sql, function=row_function),
@@ -171,6 +179,7 @@ class PostgreSQL(Dialect):
                 old_rows=self.quote(POSTGRESQL_OLD_ROWS),
                 new_rows=self.quote(POSTGRESQL_NEW_ROWS),
             ),
+            self.render("create_truncate_trigger", trigger=truncate_trigger, table=table_sql, function=update_function),
         ]
 
     def log_update(self, table: Table, style: Style) -> str:
@@ -213,6 +222,26 @@ class PostgreSQL(Dialect):
             )
             for rows, condition, key_sql, events in kinds
             if events
+        )
+
+    def log_truncate(self, table: Table, style: Style) -> str:
+        """What deleting every row of the table would log, in table_key order: a delete per
+        object, or for a child table its values removed (a query-back per parent in row style)."""
+        rows = f"ONLY {self.qualify(table.name)} AS _o"
+        gone = self.delete_events(table, style, "_o")
+        key_sql = self.key_sql(table, "_o")
+        if table.multi_valued and not self.logs_multi_value(table.multi_valued.value, style):
+            (gone_event,) = gone
+            rows = f"(SELECT DISTINCT ({key_sql}) COLLATE \"C\" FROM {rows} WHERE {gone_event.condition}) AS _k(k)"
+            key_sql, gone = "_k.k", [dataclasses.replace(gone_event, condition=TRUE)]
+        return self.render(
+            "log_rows",
+            rows=rows,
+            condition=all_of(["v.logged"]),
+            fields=self._values(gone),
+            table_name_sql=literal(table.logged_name),
+            key_sql=key_sql,
+            **self.event_log_fields(),
         )
 
     def _values(self, events: Sequence[Event]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine
 
-from publisher.capture.install import published_tables
+from publisher.capture.install import follow_shapes, published_tables
 from publisher.config import Config, ConfigError
 from publisher.database import association_schema, publisher_user, table_schema
 from publisher.errors import StageFailedError, root_cause
@@ -146,6 +146,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
     return what was done."""
     watch = _Stopwatch()
     with watch.stage("plan"):
+        follow_shapes(config, engine)
         plan = _plan(config, engine, subscriber)
         if plan is None:
             return CycleResult(seconds=watch.seconds)

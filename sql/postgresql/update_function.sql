@@ -1,4 +1,5 @@
--- The capture function of one table's UPDATE statements, run once per statement. ${on_update}
+-- The capture function of one table's UPDATE and TRUNCATE statements, run once per statement.
+-- A TRUNCATE (before it empties the table) logs ${on_truncate}: what deleting every row would. ${on_update}
 -- pairs the statement's old and new rows by table_key and logs, in this order: a delete per
 -- key only among the old rows, the update events of each key in both, the insert events of
 -- each key only among the new rows. A statement that swaps or renumbers keys so updates each
@@ -14,6 +15,10 @@ BEGIN
         SELECT FROM pg_catalog.pg_trigger
         WHERE tgrelid = TG_RELID AND tgname = ${row_trigger} AND tgenabled <> 'D'
     ) THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'TRUNCATE' THEN
+${on_truncate}
         RETURN NULL;
     END IF;
 ${on_update}

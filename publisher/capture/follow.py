@@ -1,0 +1,113 @@
+"""PostgreSQL: capture that follows a migration in the migration's own transaction.
+
+A table's own capture names its columns, so a migration that drops or renames one would make it
+fail the application's next INSERT or UPDATE. An event trigger at the end of every ALTER TABLE
+(sql/postgresql/follow_event_trigger.sql) moves each captured table whose shape the command
+changed onto one column-blind capture function (follow_function.sql): query-back events keyed by
+the table's primary key as it is now, which no migration can break, at the price of a dynamic
+statement per row. The publisher's next cycle sees the table marked followed and reinstalls its
+own capture for the new shape (`shape.stale_captures`), so a table pays that price from the
+migration to the next cycle only.
+
+Only a superuser may create event triggers; without one `install` says so, and the cycle's
+comparison is all there is, as on MariaDB and SQLite.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from sqlalchemy import text
+
+from publisher.capture.dialect import literal
+from publisher.capture.postgresql import (
+    KEY_VALUE_FUNCTION,
+    POSTGRESQL_NAME_BYTES,
+    POSTGRESQL_NEW_ROWS,
+    POSTGRESQL_OLD_ROWS,
+    PostgreSQL,
+    postgresql_identifier,
+    postgresql_trigger_name,
+    postgresql_truncate_trigger_name,
+    postgresql_update_trigger_name,
+)
+from publisher.capture.shape import CAPTURE_TABLE_SUFFIX
+from publisher.capture.tables import Table
+from publisher.model.valuetext import function_settings_sql
+
+FOLLOW_FUNCTIONS = ("shape", "key", "capture", "table", "migration")
+
+
+def may_follow(dialect: PostgreSQL) -> bool:
+    """Whether the connected user may create event triggers (PostgreSQL: superusers only)."""
+    with dialect.engine.connect() as conn:
+        return bool(conn.execute(text("SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user"))
+                    .scalar())
+
+
+def follow_ddl(dialect: PostgreSQL) -> list[str]:
+    """The functions of column-blind capture and the event trigger that applies them."""
+    name = _names(dialect)
+    schema = dialect.schema or _current_schema(dialect)
+    return [
+        dialect.render("follow_shape_function", function=name["shape"]),
+        dialect.render("follow_key_function", function=name["key"],
+                       key_value_literal=literal(dialect.qualify(KEY_VALUE_FUNCTION))),
+        dialect.render(
+            "follow_function", function=name["capture"], key_function=name["key"],
+            settings=function_settings_sql(dialect.name), old_rows=dialect.quote(POSTGRESQL_OLD_ROWS),
+            new_rows=dialect.quote(POSTGRESQL_NEW_ROWS), **dialect.event_log_fields(),
+        ),
+        dialect.render(
+            "follow_table_function", function=name["table"], follow_function_literal=literal(name["capture"]),
+            old_rows_literal=literal(POSTGRESQL_OLD_ROWS), new_rows_literal=literal(POSTGRESQL_NEW_ROWS),
+        ),
+        dialect.render(
+            "follow_event_trigger", function=name["migration"], capture=_capture_table(dialect),
+            shape_function=name["shape"], follow_table=name["table"], schema_literal=literal(schema),
+        ),
+        dialect.render("drop_event_trigger", trigger=dialect.quote(event_trigger_name(schema, dialect))),
+        dialect.render("create_event_trigger", trigger=dialect.quote(event_trigger_name(schema, dialect)),
+                       function=name["migration"]),
+    ]
+
+
+def follow_record(dialect: PostgreSQL, table: Table) -> tuple[str, str, str]:
+    """What the event trigger needs of a table, for `shape.record_sql`, each as SQL: its shape
+    now, its triggers' names and the arguments of its column-blind capture (lists of literals).
+    A child table's links are given by attnum, which a rename keeps."""
+    relation = f"{literal(dialect.qualify(table.name))}::regclass"
+    triggers = (postgresql_identifier(postgresql_trigger_name(table.name)),
+                postgresql_update_trigger_name(table.name), postgresql_truncate_trigger_name(table.name))
+    arguments = [literal(triggers[0]), literal(table.logged_name)]
+    child = table.multi_valued
+    arguments.append(literal("" if child is None else child.attribute))
+    for name, column in child.parent_key if child else ():
+        attnum = (f"(SELECT attnum::text FROM pg_catalog.pg_attribute "
+                  f"WHERE attrelid = {relation} AND attname = {literal(column.name)})")
+        arguments += [literal(name), attnum]
+    listed = ", ".join(f"quote_literal({a})" for a in arguments)
+    return (f"{_names(dialect)['shape']}({relation})", literal(", ".join(map(literal, triggers))),
+            f"concat_ws(', ', {listed})")
+
+
+def event_trigger_name(schema: str, dialect: PostgreSQL) -> str:
+    """Event triggers are the database's, not a schema's: one per event log, named after both."""
+    owner = f"{schema}.{dialect.config.event_log.table}"
+    digest = hashlib.sha256(owner.encode("utf-8")).hexdigest()[:8]
+    prefix = f"publisher_follow_{digest}_"
+    room = POSTGRESQL_NAME_BYTES - len(prefix)
+    return prefix + dialect.config.event_log.table.encode("utf-8")[:room].decode("utf-8", errors="ignore")
+
+
+def _names(dialect: PostgreSQL) -> dict[str, str]:
+    log = dialect.config.event_log.table
+    return {role: dialect.qualify(postgresql_identifier(f"{log}_follow_{role}")) for role in FOLLOW_FUNCTIONS}
+
+
+def _capture_table(dialect: PostgreSQL) -> str:
+    return dialect.qualify(f"{dialect.config.event_log.table}{CAPTURE_TABLE_SUFFIX}")
+
+
+def _current_schema(dialect: PostgreSQL) -> str:
+    with dialect.engine.connect() as conn:
+        return str(conn.execute(text("SELECT current_schema()")).scalar_one())

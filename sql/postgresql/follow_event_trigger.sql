@@ -1,0 +1,31 @@
+-- Run at the end of every ALTER TABLE: each table of ${capture} the command changed the shape of
+-- (${shape_function}, against what install recorded) whose capture is on gets the column-blind
+-- capture of ${follow_function} in place of its own, in the migration's own transaction, so
+-- that none of the application's later statements names a column that is gone; the row is
+-- marked followed, and the publisher's next cycle reinstalls the table's own capture. A failure
+-- here is a warning: it must not fail the migration either.
+CREATE OR REPLACE FUNCTION ${function}() RETURNS event_trigger
+LANGUAGE plpgsql
+AS $$$$
+DECLARE
+    _table record;
+BEGIN
+    FOR _table IN
+        SELECT DISTINCT c.oid::regclass AS relation, s.table_name, s.follow_triggers, s.follow_arguments
+        FROM pg_catalog.pg_event_trigger_ddl_commands() AS command
+        JOIN pg_catalog.pg_class AS c ON c.oid = command.objid
+        JOIN ${capture} AS s ON s.table_name = c.relname
+        WHERE command.classid = 'pg_catalog.pg_class'::regclass
+          AND c.relnamespace = ${schema_literal}::regnamespace
+          AND s.follow_arguments IS NOT NULL
+          AND ${shape_function}(c.oid) IS DISTINCT FROM s.follow_shape
+    LOOP
+        BEGIN
+            PERFORM ${follow_table}(_table.relation, _table.follow_triggers, _table.follow_arguments);
+            UPDATE ${capture} SET followed_at = clock_timestamp() WHERE table_name = _table.table_name;
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'publisher: capture of % could not follow the migration: %', _table.relation, SQLERRM;
+        END;
+    END LOOP;
+END
+$$$$

@@ -1,0 +1,173 @@
+"""Migrations of published tables, through the real triggers and the application's own
+connection: PostgreSQL's capture follows them in the migration's transaction, so no write of the
+application fails; MariaDB's and SQLite's is made anew by the next cycle, and `install --check`
+names it meanwhile. TRUNCATE on PostgreSQL publishes a delete per object."""
+from __future__ import annotations
+
+import pytest
+from harness import Harness, assert_mirrored, drain
+from sqlalchemy import text
+
+from publisher.capture.install import capture_problems
+from publisher.capture.shape import stale_captures
+from publisher.cli import main
+from publisher.service.mirror import verify
+
+PUBLISHER_USER = "publisher_app"
+
+
+def harness_for(spark, database, tmp_path, **settings) -> Harness:
+    """Capture is the same on either path of the cycle: these tests run the driver's."""
+    h = Harness(spark, database, tmp_path, user=PUBLISHER_USER, tables=(), **settings)
+    h.db.execute(f"CREATE TABLE {h.table('usr')} (idu INTEGER PRIMARY KEY, fname VARCHAR(64), "
+                 f"lname VARCHAR(64), born DATE)")
+    h.install("usr")
+    return h
+
+
+def application(h: Harness, *statements: str) -> None:
+    """The application's statements, in one transaction of its own connection."""
+    with h.engine.begin() as conn:
+        for statement in statements:
+            conn.execute(text(statement))
+
+
+def columns_differences(h: Harness) -> list[str]:
+    """What `verify` finds on the table's columns now: a dropped column's values stay with the
+    consumer, which the publisher no longer speaks of."""
+    current = {name for (name,) in h.db.rows(
+        f"SELECT column_name FROM information_schema.columns WHERE table_schema = '{h.db.schema}' "
+        f"AND table_name = 'usr'")} if h.dialect != "sqlite" else {
+        row[1] for row in h.db.rows("PRAGMA table_info(usr)")}
+    return [str(d) for d in verify(h.config, h.engine) if d.attribute is None or d.attribute in current]
+
+
+def published_attributes(h: Harness) -> set[str]:
+    return {attr.get("attr-name") for op in h.published().operations for attr in op.iter("add-attr", "modify-attr")}
+
+
+def test_postgresql_capture_follows_a_migration_in_its_own_transaction(spark, postgresql_database,
+                                                                        tmp_path):
+    h = harness_for(spark, postgresql_database, tmp_path)
+    usr = h.table("usr")
+    application(h, f"INSERT INTO {usr} VALUES (1, 'Ann', 'Lee', '1990-01-01'), (2, 'Bo', 'Ng', NULL)")
+    drain(h)
+    h.published()
+    # The migration and the application's writes in one transaction: none of them fails.
+    application(
+        h,
+        f"ALTER TABLE {usr} DROP COLUMN lname",
+        f"UPDATE {usr} SET fname = 'Anne' WHERE idu = 1",
+        f"ALTER TABLE {usr} RENAME COLUMN fname TO given",
+        f"ALTER TABLE {usr} ADD COLUMN email text",
+        f"INSERT INTO {usr} (idu, given, email) VALUES (3, 'Cy', 'cy@example.com')",
+        f"UPDATE {usr} SET email = 'ann@example.com' WHERE idu = 1",
+        f"DELETE FROM {usr} WHERE idu = 2",
+    )
+    assert [found.published_as for found in stale_captures(h.config, h.engine)] == ["usr"]
+    drain(h)
+    assert {"given", "email"} <= published_attributes(h)
+    assert stale_captures(h.config, h.engine) == []  # the cycle put the table's own capture back
+    application(h, f"UPDATE {usr} SET email = 'anne@example.com' WHERE idu = 1",
+                f"INSERT INTO {usr} (idu, given) VALUES (4, 'Di')")
+    fields = h.db.rows(f"SELECT event_type, column_name, new_value FROM {h.table('event_log')} "
+                       f"WHERE status = 'N' ORDER BY record_id")
+    assert fields == [(2, "email", "anne@example.com"), (1, "given", "Di")]  # field events again
+    drain(h)
+    assert columns_differences(h) == []
+    assert_mirrored_on_columns(h)
+
+
+def assert_mirrored_on_columns(h: Harness) -> None:
+    assert "N" not in set(h.statuses().values())
+    assert "E" not in set(h.statuses().values()), h.rejects()
+
+
+def test_postgresql_followed_capture_keys_rows_as_the_installed_one_does(spark, postgresql_database,
+                                                                         tmp_path):
+    """The column-blind capture builds table_keys from the catalog, the installed one from
+    reflection: for keys of every type, both must name the same objects."""
+    from test_real_schemas import TYPED_KEYS
+
+    h = Harness(spark, postgresql_database, tmp_path, user=PUBLISHER_USER, tables=())
+    ddl, _, rows = TYPED_KEYS["postgresql"]
+    h.db.execute(ddl.format(s=h.db.schema))
+    h.install("acct")
+    acct = h.table("acct")
+    for row in rows:
+        application(h, f"INSERT INTO {acct} (c, b, ts, t, u, n, d, f, h, v) VALUES ({', '.join(row)}, 'x')")
+    log = h.table("event_log")
+    installed = [k for (k,) in h.db.rows(f"SELECT DISTINCT table_key FROM {log} ORDER BY 1")]
+    application(h, f"ALTER TABLE {acct} ADD COLUMN extra text", f"UPDATE {acct} SET v = 'y'", f"DELETE FROM {acct}")
+    followed = h.db.rows(f"SELECT event_type, table_key FROM {log} WHERE event_type IN (4, 6) ORDER BY record_id")
+    assert sorted(k for t, k in followed if t == 6) == installed
+    assert sorted(k for t, k in followed if t == 4) == installed
+    drain(h)
+    assert_mirrored(h, rejects_allowed=False)
+
+
+def test_postgresql_truncate_publishes_a_delete_per_object_in_order(spark, postgresql_database, tmp_path):
+    h = harness_for(spark, postgresql_database, tmp_path)
+    usr = h.table("usr")
+    application(h, f"INSERT INTO {usr} VALUES (1, 'Ann', 'Lee', NULL), (2, 'Bo', 'Ng', NULL)")
+    drain(h)
+    h.published()
+    application(h, f"INSERT INTO {usr} VALUES (3, 'Cy', NULL, NULL)", f"TRUNCATE {usr}",
+                f"INSERT INTO {usr} VALUES (2, 'Bob', NULL, NULL)")
+    drain(h)
+    operations = [(op.tag, op.findtext("association").strip()) for op in h.published().operations]
+    assert [tag for tag, _ in operations] == ["add", "delete", "delete", "delete", "add"]
+    assert sorted(a for tag, a in operations if tag == "delete") == sorted(
+        h.association(f"idu={n}") for n in (1, 2, 3))
+    assert_mirrored(h, rejects_allowed=False)
+
+
+def test_mariadb_capture_is_made_anew_by_the_next_cycle_and_install_check_says_so(
+    spark, mariadb_database, tmp_path, capsys,
+):
+    h = harness_for(spark, mariadb_database, tmp_path)
+    usr = h.table("usr")
+    config_file = tmp_path / "publisher.toml"
+    config_file.write_text(
+        f'[database]\nurl = "{h.db.url}"\nschema = "{h.db.schema}"\nuser = "{PUBLISHER_USER}"\n'
+        f'[output]\ndirectory = "{h.output}"\n', encoding="utf-8")
+    application(h, f"INSERT INTO {usr} VALUES (1, 'Ann', 'Lee', '1990-01-01'), (2, 'Bo', 'Ng', NULL)")
+    drain(h)
+    assert main(["install", "-c", str(config_file), "--check"]) == 0
+    application(h, f"ALTER TABLE {usr} DROP COLUMN lname", f"ALTER TABLE {usr} RENAME COLUMN fname TO given",
+                f"ALTER TABLE {usr} ADD COLUMN email VARCHAR(64)")
+    with pytest.raises(Exception, match="Unknown column"):  # what the README says the application sees
+        application(h, f"UPDATE {usr} SET given = 'Anne' WHERE idu = 1")
+    capsys.readouterr()
+    assert main(["install", "-c", str(config_file), "--check"]) == 1
+    reported = capsys.readouterr().out
+    assert "'usr'" in reported and "given" in reported and "lname" in reported
+    drain(h)  # the cycle reinstalls the capture before it reads
+    assert main(["install", "-c", str(config_file), "--check"]) == 0
+    application(
+        h,
+        f"UPDATE {usr} SET given = 'Anne', email = 'ann@example.com' WHERE idu = 1",
+        f"INSERT INTO {usr} (idu, given, email) VALUES (3, 'Cy', 'cy@example.com')",
+        f"DELETE FROM {usr} WHERE idu = 2",
+    )
+    drain(h)
+    assert {"given", "email"} <= published_attributes(h)
+    assert columns_differences(h) == []
+    assert_mirrored_on_columns(h)
+
+
+def test_sqlite_rename_is_followed_and_a_dropped_column_is_refused_by_sqlite(spark, sqlite_database,
+                                                                             tmp_path):
+    h = harness_for(spark, sqlite_database, tmp_path)
+    application(h, "INSERT INTO usr VALUES (1, 'Ann', 'Lee', NULL)")
+    drain(h)
+    with pytest.raises(Exception, match="lname"):  # SQLite will not drop a column a trigger names
+        application(h, "ALTER TABLE usr DROP COLUMN lname")
+    application(h, "ALTER TABLE usr RENAME COLUMN fname TO given", "ALTER TABLE usr ADD COLUMN email TEXT")
+    assert capture_problems(h.config, h.engine) != []
+    drain(h)
+    assert capture_problems(h.config, h.engine) == []
+    application(h, "UPDATE usr SET given = 'Anne', email = 'a@example.com' WHERE idu = 1")
+    drain(h)
+    assert {"given", "email"} <= published_attributes(h)
+    assert columns_differences(h) == []
