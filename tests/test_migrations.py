@@ -171,3 +171,29 @@ def test_sqlite_rename_is_followed_and_a_dropped_column_is_refused_by_sqlite(spa
     drain(h)
     assert {"given", "email"} <= published_attributes(h)
     assert columns_differences(h) == []
+
+
+def test_postgresql_events_under_an_old_primary_key_are_rejected_with_the_reason(spark, postgresql_database,
+                                                                                tmp_path):
+    h = harness_for(spark, postgresql_database, tmp_path)
+    usr = h.table("usr")
+    application(h, f"INSERT INTO {usr} VALUES (1, 'Ann', 'Lee', NULL)")
+    application(h, f"ALTER TABLE {usr} DROP CONSTRAINT usr_pkey", f"ALTER TABLE {usr} ADD PRIMARY KEY (idu, fname)",
+                f"INSERT INTO {usr} VALUES (3, 'Cy', NULL, NULL)")
+    drain(h)
+    rejected = h.rejects()
+    assert {r["table_key"] for r in rejected} == {"idu=1"}
+    assert all("key column 'fname' is missing" in r["reason"] for r in rejected)
+    associations = [op.findtext("association").strip() for op in h.published().operations]
+    assert associations == [h.association("idu=3+fname=Cy")]
+
+
+def test_postgresql_a_migration_succeeds_whatever_becomes_of_the_capture_record(spark, postgresql_database,
+                                                                               tmp_path):
+    """The event trigger fires on every ALTER TABLE of the database: if it fails, it warns and
+    the migration goes on."""
+    h = harness_for(spark, postgresql_database, tmp_path)
+    h.db.execute(f"DROP TABLE {h.table('event_log_capture')}")
+    application(h, f"ALTER TABLE {h.table('usr')} ADD COLUMN email text",
+                f"INSERT INTO {h.table('usr')} (idu, fname, email) VALUES (1, 'Ann', 'a@example.com')")
+    assert h.db.rows(f"SELECT count(*) FROM {h.table('event_log')}") == [(1,)]  # fname; email once reinstalled

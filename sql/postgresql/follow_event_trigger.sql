@@ -20,12 +20,10 @@ BEGIN
           AND s.follow_arguments IS NOT NULL
           AND ${shape_function}(c.oid) IS DISTINCT FROM s.follow_shape
     LOOP
-        BEGIN
-            PERFORM ${follow_table}(_table.relation, _table.follow_triggers, _table.follow_arguments);
-            UPDATE ${capture} SET followed_at = clock_timestamp() WHERE table_name = _table.table_name;
-        EXCEPTION WHEN OTHERS THEN
-            RAISE WARNING 'publisher: capture of % could not follow the migration: %', _table.relation, SQLERRM;
-        END;
+        PERFORM ${follow_table}(_table.relation, _table.follow_triggers, _table.follow_arguments);
+        UPDATE ${capture} SET followed_at = clock_timestamp() WHERE table_name = _table.table_name;
     END LOOP;
+EXCEPTION WHEN OTHERS THEN
+    RAISE WARNING 'publisher: capture could not follow the migration: %', SQLERRM;
 END
 $$$$
