@@ -198,6 +198,15 @@ Measures how fast the publisher drains a large backlog, against two yardsticks:
 
 Documents go to a temporary directory that is removed afterwards. The default sizes take a long
 while on a small machine: start with --rows 5000 --events 20000.
+
+With --capture it measures something else: what the capture triggers cost the application.
+On one table of four columns (int key, text, int, timestamp; 10000 rows) in a schema (MariaDB:
+database) `capture_bench` it creates and drops, 4 clients run transactions of two UPDATEs of
+existing keys, one INSERT and one DELETE for SECONDS seconds, with no triggers, with field-style
+and with row-style capture (as `publisher install` puts them), alternating over ROUNDS rounds;
+each run starts from a fresh table and an emptied event log. PostgreSQL runs the mix through
+pgbench (on PATH); MariaDB through Python threads, one connection each. A failed transaction
+stops the benchmark rather than lower the figures.
 """
 
 BENCH_EPILOG = """\
@@ -211,6 +220,14 @@ examples:
   publisher bench --url postgresql://postgres@127.0.0.1:5432/test --query-limit 100000
   publisher bench --json > bench.json
   publisher bench --cluster --events 200000      the same drain on a standalone cluster
+
+reading the --capture report:
+  median tps    transactions per second, the median of the rounds (each round's beside it)
+  slowdown      median tps without triggers / median tps with the style's triggers
+  events/tx     events logged per committed transaction (0 without triggers)
+
+  publisher bench --capture                              PostgreSQL, 3 rounds of 20 s
+  publisher bench --capture --database mariadb --rounds 5 --seconds 30 --json
 """
 
 
@@ -219,11 +236,19 @@ def _add_bench(commands: Any) -> None:
         "bench", help="generate a backlog, drain it and compare with the floor and a one-at-a-time publisher",
         description=BENCH_DESCRIPTION, epilog=BENCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    bench.add_argument("--database", choices=("postgresql", "sqlite"),
-                       help="where the backlog lives (default: the --url's database, else postgresql)")
+    bench.add_argument("--database", choices=("postgresql", "sqlite", "mariadb"),
+                       help="where the backlog lives (default: the --url's database, else postgresql); "
+                       "mariadb only with --capture, sqlite only without")
     bench.add_argument("--url", metavar="URL",
                        help="SQLAlchemy URL (default: postgresql://postgres@127.0.0.1:5432/test, "
-                       "or a temporary SQLite file)")
+                       "mysql://root@127.0.0.1:3306/test for mariadb, or a temporary SQLite file)")
+    bench.add_argument("--capture", action="store_true",
+                       help="measure what the capture triggers cost the application's transactions instead "
+                       "(see above); uses only --database, --url, --seconds, --rounds and --json")
+    bench.add_argument("--seconds", type=_positive, default=20, metavar="S",
+                       help="--capture: seconds each configuration runs per round (default: 20)")
+    bench.add_argument("--rounds", type=_positive, default=3, metavar="N",
+                       help="--capture: rounds of the three configurations; the report takes medians (default: 3)")
     bench.add_argument("--rows", type=_positive, default=100_000, metavar="R",
                        help="rows of the usr table before the events start (default: 100000)")
     bench.add_argument("--events", type=_positive, default=1_000_000, metavar="E",
@@ -626,6 +651,10 @@ def _bench(args: argparse.Namespace) -> int:
     from publisher.bench.run import BenchOptions, format_report, run_benchmark
     from publisher.bench.workload import Backlog, Dialect, WorkloadError
 
+    if args.capture:
+        return _bench_capture(args)
+    if args.database == "mariadb":
+        raise UsageError("bench: --database mariadb measures only --capture")
     database: Dialect = "postgresql"
     if args.database == "sqlite" or (args.database is None and (args.url or "").startswith("sqlite")):
         database = "sqlite"
@@ -639,6 +668,25 @@ def _bench(args: argparse.Namespace) -> int:
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
     print(json.dumps(report.summary()) if args.json else format_report(report))
+    return 0
+
+
+def _bench_capture(args: argparse.Namespace) -> int:
+    from publisher.bench.capture import CaptureBenchError, CaptureOptions, format_capture_report, run_capture_bench
+    from publisher.dialects import is_mysql
+
+    database = args.database
+    if database is None:
+        scheme = (args.url or "").split(":", 1)[0].split("+", 1)[0]
+        database = "mariadb" if is_mysql(scheme) else "postgresql"
+    if database == "sqlite":
+        raise UsageError("bench --capture: sqlite has no concurrent writers to measure; use postgresql or mariadb")
+    options = CaptureOptions(database=database, url=args.url, seconds=args.seconds, rounds=args.rounds)
+    try:
+        report = run_capture_bench(options)
+    except CaptureBenchError as exc:
+        raise UnavailableError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else format_capture_report(report))
     return 0
 
 

@@ -2,14 +2,19 @@
 from __future__ import annotations
 
 import math
+import uuid
 from pathlib import Path
 
 import pytest
+from conftest import DIALECTS, MARIADB_URL, POSTGRES_URL
 from lxml import etree
 from sqlalchemy import create_engine, text
 
+from publisher.bench.capture import CaptureOptions, format_capture_report, run_capture_bench
 from publisher.bench.run import BenchOptions, format_report, run_benchmark
 from publisher.bench.workload import Backlog
+from publisher.cli import main
+from publisher.config import DatabaseConfig
 
 ROWS, EVENTS, LATENCY_CYCLES, SAMPLE = 200, 2_000, 3, 200
 
@@ -86,3 +91,53 @@ def test_subscribers_check_the_backlog_out_beside_the_status_mode(spark, tmp_pat
         assert sum(1 for _ in (tmp_path / f"subscriber-{number}").glob("*.xml")) == subscriber.documents
     assert report.drain.events == EVENTS and report.left_new == 0
     assert "subscriber bench-2 (one check-out of the backlog in" in format_report(report)
+
+
+# --- bench --capture: what the triggers cost the application, on the real servers ----------------
+
+CAPTURE_URLS = {"postgresql": POSTGRES_URL, "mariadb": MARIADB_URL}
+
+
+@pytest.mark.parametrize("database", [d for d in ("postgresql", "mariadb") if d in DIALECTS])
+def test_capture_bench_logs_the_styles_events_and_divides_the_tps_it_shows(database: str) -> None:
+    schema = f"cb_{uuid.uuid4().hex[:10]}"
+    options = CaptureOptions(database=database, url=CAPTURE_URLS[database], seconds=1, rounds=1, schema=schema)
+    report = run_capture_bench(options)
+    summary = report.summary()
+
+    configurations = summary["configurations"]
+    runs = {name: c["runs"] for name, c in configurations.items()}
+    assert {name: len(r) for name, r in runs.items()} == {"none": 1, "field": 1, "row": 1}
+    (none,), (field,), (row,) = runs["none"], runs["field"], runs["row"]
+    for run in (none, field, row):
+        assert run["transactions"] > 0
+        assert run["tps"] == pytest.approx(run["transactions"] / run["seconds"], rel=0.01)
+    # Without triggers nothing is logged. Row style logs one event per statement of every committed
+    # transaction, so the count checks the transactions too; field style 2 per UPDATE (balance and
+    # updated_at; 1 when both UPDATEs of a transaction hit one key), 3 per INSERT, 1 per DELETE.
+    assert none["events"] == 0
+    assert row["events"] == 4 * row["transactions"]
+    assert 7 * field["transactions"] <= field["events"] <= 8 * field["transactions"]
+
+    for style in ("field", "row"):
+        shown = configurations[style]["median_tps"]
+        assert shown == runs[style][0]["tps"]
+        assert summary["slowdown"][style] == round(configurations["none"]["median_tps"] / shown, 2)
+    table = format_capture_report(report)
+    assert f"{summary['slowdown']['row']:.2f}x" in table.splitlines()[4]
+
+    engine = create_engine(DatabaseConfig(url=CAPTURE_URLS[database]).sqlalchemy_url())
+    with engine.connect() as conn:
+        left = conn.execute(text("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = :s"),
+                            {"s": schema}).scalar_one()
+    engine.dispose()
+    assert left == 0
+
+
+@pytest.mark.parametrize(("argv", "why"), [
+    (["--capture", "--database", "sqlite"], "sqlite has no concurrent writers"),
+    (["--database", "mariadb"], "measures only --capture"),
+])
+def test_capture_bench_refuses_what_it_cannot_measure(capsys, argv: list[str], why: str) -> None:
+    assert main(["bench", *argv]) == 2
+    assert why in capsys.readouterr().err
