@@ -4,6 +4,10 @@ application fails; MariaDB's and SQLite's is made anew by the next cycle, and `i
 names it meanwhile. TRUNCATE on PostgreSQL publishes a delete per object."""
 from __future__ import annotations
 
+import dataclasses
+import logging
+import uuid
+
 import pytest
 from harness import Harness, assert_mirrored, drain
 from sqlalchemy import text
@@ -197,3 +201,34 @@ def test_postgresql_a_migration_succeeds_whatever_becomes_of_the_capture_record(
     application(h, f"ALTER TABLE {h.table('usr')} ADD COLUMN email text",
                 f"INSERT INTO {h.table('usr')} (idu, fname, email) VALUES (1, 'Ann', 'a@example.com')")
     assert h.db.rows(f"SELECT count(*) FROM {h.table('event_log')}") == [(1,)]  # fname; email once reinstalled
+
+
+def test_postgresql_without_event_triggers_install_says_so_and_the_cycle_reinstalls(spark, postgresql_database,
+                                                                                   tmp_path, caplog):
+    """Only a superuser may create event triggers: a plain owner of the tables gets capture, a
+    warning, and the MariaDB behaviour after a migration."""
+    db = postgresql_database
+    role = f"pub_{uuid.uuid4().hex[:10]}"
+    db.execute(f"CREATE ROLE {role} LOGIN", f"GRANT USAGE, CREATE ON SCHEMA {db.schema} TO {role}")
+    try:
+        as_role = dataclasses.replace(db, url=db.url.replace("postgres@", f"{role}@"))
+        caplog.set_level(logging.WARNING, logger="publisher")
+        h = Harness(spark, as_role, tmp_path, user=PUBLISHER_USER, tables=())
+        db.execute(f"CREATE TABLE {h.table('usr')} (idu INTEGER PRIMARY KEY, fname VARCHAR(64), lname VARCHAR(64), "
+                   f"born DATE)", f"ALTER TABLE {h.table('usr')} OWNER TO {role}")
+        h.install("usr")
+        assert "may not create event triggers" in caplog.text
+        assert db.rows("SELECT count(*) FROM pg_event_trigger WHERE evtfoid::regproc::text LIKE "
+                       f"'{db.schema}.%'") == [(0,)]
+        usr = h.table("usr")
+        application(h, f"INSERT INTO {usr} VALUES (1, 'Ann', 'Lee', NULL)", f"ALTER TABLE {usr} DROP COLUMN lname")
+        with pytest.raises(Exception, match="lname"):
+            application(h, f"UPDATE {usr} SET fname = 'Anne'")
+        drain(h)
+        application(h, f"UPDATE {usr} SET fname = 'Anne'")
+        drain(h)
+        assert columns_differences(h) == []
+        h.engine.dispose()
+    finally:
+        db.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'",
+                   f"DROP OWNED BY {role}", f"DROP ROLE {role}")

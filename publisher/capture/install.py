@@ -183,7 +183,7 @@ def trigger_sql(config: Config, engine: Engine, table: str, style: Style) -> lis
         dialect.check(reflected)
         statements += dialect.trigger_sql(reflected, style)
     follow = None
-    if isinstance(dialect, PostgreSQL):
+    if isinstance(dialect, PostgreSQL) and may_follow(dialect):
         follow = {t.name: follow_record(dialect, t) for t in tables}
     return statements + record_sql(config, engine, table, tables, style, follow)
 
@@ -203,7 +203,7 @@ def capture_ddl(config: Config, engine: Engine) -> list[str]:
             log.warning(
                 "the database user may not create event triggers (PostgreSQL: superusers only): a migration "
                 "that drops or renames a published column fails the application's writes until the publisher's "
-                "next cycle reinstalls the table's capture; see README, \"Migrations\""
+                "next cycle reinstalls the table's capture; see README, \"Migrations of published tables\""
             )
     return statements
 
