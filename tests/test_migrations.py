@@ -9,12 +9,13 @@ import logging
 import uuid
 
 import pytest
-from harness import Harness, assert_mirrored, drain
+from harness import Harness, assert_mirrored, drain, read_change_tables, read_messages
 from sqlalchemy import text
 
 from publisher.capture.install import capture_problems
 from publisher.capture.shape import stale_captures
 from publisher.cli import main
+from publisher.config import ChangeTablesConfig, MessagesConfig
 from publisher.service.mirror import verify
 
 PUBLISHER_USER = "publisher_app"
@@ -232,3 +233,35 @@ def test_postgresql_without_event_triggers_install_says_so_and_the_cycle_reinsta
     finally:
         db.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'",
                    f"DROP OWNED BY {role}", f"DROP ROLE {role}")
+
+
+def test_postgresql_change_tables_and_messages_take_a_new_table_version_after_a_migration(
+    spark, postgresql_database, tmp_path,
+):
+    """A migration in the middle of a backlog: what is published after it is described by a new
+    table version; a value logged before it for a column it dropped is rejected, saying why."""
+    h = harness_for(spark, postgresql_database, tmp_path)
+    output = dataclasses.replace(h.config.output, change_tables=ChangeTablesConfig(enabled=True),
+                                 messages=MessagesConfig(enabled=True))
+    h.config = dataclasses.replace(h.config, output=output)
+    usr = h.table("usr")
+    application(h, f"INSERT INTO {usr} VALUES (1, 'Ann', 'Lee', NULL)")
+    drain(h)
+    application(h, f"INSERT INTO {usr} VALUES (2, 'Bo', NULL, NULL)", f"UPDATE {usr} SET lname = 'Lea' WHERE idu = 1")
+    application(h, f"ALTER TABLE {usr} DROP COLUMN lname", f"ALTER TABLE {usr} ADD COLUMN email text",
+                f"INSERT INTO {usr} (idu, fname, email) VALUES (3, 'Cy', 'cy@example.com')")
+    drain(h)
+    messages = read_messages(h.output)
+    described = [(m["lineage"]["tableVersion"], list(m["tableStructure"]["tableColumns"]))
+                 for m in messages if "tableStructure" in m]
+    assert described == [(1, ["idu", "fname", "lname", "born"]), (2, ["idu", "fname", "born", "email"])]
+    after = [m["data"] for m in messages[messages.index(next(m for m in messages if "tableStructure" in m
+                                                             and m["lineage"]["tableVersion"] == 2)):]
+             if "data" in m]
+    assert [(d["idu"], d["fname"], d["email"]) for d in after] == [(2, "Bo", None), (3, "Cy", "cy@example.com")]
+    assert all("lname" not in d for d in after)
+    changes = read_change_tables(h.output)["usr"]
+    assert [(r["idu"], r.get("email")) for r in changes] == [(1, None), (2, None), (3, "cy@example.com")]
+    rejected = h.rejects()
+    assert [(r["table_key"], r["column_name"], r["new_value"]) for r in rejected] == [("idu=1", "lname", "Lea")]
+    assert rejected[0]["reason"] == "column 'lname' does not exist in table 'usr'"
