@@ -58,6 +58,7 @@ from publisher.capture.postgresql import (
     PostgreSQL,
     postgresql_identifier,
     postgresql_trigger_name,
+    postgresql_truncate_trigger_name,
     postgresql_update_trigger_name,
 )
 from publisher.capture.shape import (
@@ -105,14 +106,18 @@ def triggered_tables(config: Config, engine: Engine) -> tuple[str, ...]:
     A configured child table is not listed: it is no class, its triggers log its parent's.
     """
     children = child_tables(config.classes)
+    return tuple(t for t in _capture_carriers(config, engine) if t.lower() not in children)
+
+
+def _capture_carriers(config: Config, engine: Engine, any_trigger: bool = False) -> tuple[str, ...]:
+    """The tables carrying capture triggers; on PostgreSQL, its row trigger (the table's switch:
+    dropped, capture is off), or with `any_trigger` any of its three."""
     with engine.connect() as conn:
         if is_sqlite(engine):
             rows = conn.execute(text("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'"))
-            found = _carrying(rows, lambda t: {sqlite_trigger_name(t, s) for s in SQLITE_TRIGGER_SUFFIXES.values()})
-            return tuple(t for t in found if t.lower() not in children)
+            return _carrying(rows, lambda t: {sqlite_trigger_name(t, s) for s in SQLITE_TRIGGER_SUFFIXES.values()})
         if is_mysql(engine):
-            found = tuple(sorted({table for _, table in mariadb.triggered(conn, table_schema(config, engine))}))
-            return tuple(t for t in found if t.lower() not in children)
+            return tuple(sorted({table for _, table in mariadb.triggered(conn, table_schema(config, engine))}))
         rows = conn.execute(
             text(
                 "SELECT t.tgname, c.relname FROM pg_catalog.pg_trigger t "
@@ -122,8 +127,10 @@ def triggered_tables(config: Config, engine: Engine) -> tuple[str, ...]:
             ),
             {"schema": table_schema(config, engine)},
         )
-        found = _carrying(rows, lambda t: {postgresql_identifier(postgresql_trigger_name(t))})
-        return tuple(t for t in found if t.lower() not in children)
+        if any_trigger:
+            return _carrying(rows, lambda t: {postgresql_identifier(postgresql_trigger_name(t)),
+                                              postgresql_update_trigger_name(t), postgresql_truncate_trigger_name(t)})
+        return _carrying(rows, lambda t: {postgresql_identifier(postgresql_trigger_name(t))})
 
 
 def published_tables(config: Config, engine: Engine) -> PublishedTables:
@@ -216,10 +223,11 @@ def reinstall_capture(config: Config, engine: Engine, table: str, style: Style) 
 def capture_problems(config: Config, engine: Engine) -> list[str]:
     """What `install --check` reports: every table whose capture no longer matches it, and every
     triggered table with no record of what its capture was installed for."""
-    stale = stale_captures(config, engine)
+    stale = stale_captures(config, engine, _capture_carriers(config, engine, any_trigger=True))
     problems = [found.describe() for found in stale]
     recorded = recorded_tables(config, engine)
-    for table in triggered_tables(config, engine):
+    triggered = triggered_tables(config, engine)
+    for table in triggered:
         if table not in recorded:
             problems.append(f"table {table!r}: its capture was installed with no record of the table's shape "
                             f"(by an earlier publisher): install it again")
@@ -229,7 +237,7 @@ def capture_problems(config: Config, engine: Engine) -> list[str]:
 def follow_shapes(config: Config, engine: Engine) -> list[StaleCapture]:
     """Reinstall the capture of every table a migration changed, logging one warning each; a
     table that cannot be captured any more is logged and left as it is."""
-    stale = stale_captures(config, engine)
+    stale = stale_captures(config, engine, _capture_carriers(config, engine, any_trigger=True))
     for found in stale:
         try:
             reinstall_capture(config, engine, found.published_as, found.style)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Column as SqlColumn
@@ -156,19 +156,35 @@ def _records(config: Config, engine: Engine) -> list[Row[Any]]:
         return list(conn.execute(select(target).order_by(target.c.published_as, target.c.table_name)).all())
 
 
-def stale_captures(config: Config, engine: Engine) -> list[StaleCapture]:
-    """Every installed table whose capture no longer matches its columns and key: a table gone
-    since is left out (nothing of it can be captured, nor break)."""
+def stale_captures(config: Config, engine: Engine, carriers: Iterable[str]) -> list[StaleCapture]:
+    """Every installed table whose capture no longer matches its columns and key, or whose
+    capture triggers are all gone (`carriers`: the tables that carry any of them), as when a
+    migration rebuilds a table (create a new one, copy, drop the old, rename). A table gone
+    since is left out: nothing of it can be captured, nor break."""
     schema = table_schema(config, engine)
+    carrying = {name.lower() for name in carriers}
     by_table: dict[str, list[Row[Any]]] = {}
     for row in _records(config, engine):
         by_table.setdefault(row.published_as, []).append(row)
     stale = []
     for published_as, records in by_table.items():
         found = _stale(config, engine, schema, published_as, records)
+        if found is None and any(r.table_name.lower() not in carrying for r in records):
+            found = _uncaptured(config, engine, schema, published_as, records)
         if found is not None:
             stale.append(found)
     return stale
+
+
+def _uncaptured(config: Config, engine: Engine, schema: str | None, published_as: str,
+                records: Sequence[Row[Any]]) -> StaleCapture | None:
+    """A table whose record matches it but whose triggers are gone: rebuilt, if it exists."""
+    existing = {name.lower() for name in inspect(engine).get_table_names(schema=schema)}
+    if not any(r.table_name.lower() in existing for r in records):
+        return None
+    installed = "; ".join(r.columns for r in records)
+    return StaleCapture(published_as, records[0].style, installed,
+                        "its capture triggers are gone (was it dropped and created again?)")
 
 
 def _stale(config: Config, engine: Engine, schema: str | None, published_as: str,
