@@ -350,3 +350,31 @@ def test_a_row_naming_a_child_table_says_it_is_one(spark, sqlite_database, tmp_p
     assert h.statuses() == {child: "E"}
     (reason,) = [r["reason"] for r in h.rejects()]
     assert "child table of logical class 'usr'" in reason and "usr.phone" in reason, reason
+
+
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_postgresql_a_child_tables_migration_is_followed_and_truncate_removes_its_values(
+    style, spark, postgresql_database, tmp_path,
+) -> None:
+    """The column-blind capture of a child table logs its parents' attribute read-backs, its
+    links found by attnum, which the rename of a link column keeps."""
+    h = Harness(spark, postgresql_database, tmp_path, user=OTHER_USER, tables=())
+    h.config = dataclasses.replace(h.config, classes=CLASSES)
+    h.db.execute(*_ddl(h.dialect, h.db.schema))
+    h.install("usr", "grp", style=style)
+    _run(h, "INSERT INTO {usr} (idu, fname) VALUES (1, 'Ann'), (2, 'Bo')",
+         "INSERT INTO {usr_phone} (idu, phone) VALUES (1, '555-1'), (2, '555-2')")
+    _cycle(h)
+    _run(h, "ALTER TABLE {usr_phone} RENAME COLUMN kind TO label",
+         "ALTER TABLE {usr_phone} RENAME COLUMN idu TO owner",
+         "ALTER TABLE {usr_phone} ADD COLUMN note text",
+         "INSERT INTO {usr_phone} (owner, phone, label) VALUES (1, '555-3', 'home')",
+         "UPDATE {usr_phone} SET phone = '555-4' WHERE phone = '555-2'",
+         "DELETE FROM {usr_phone} WHERE phone = '555-1'")
+    changed = _cycle(h)
+    assert sorted(op.findtext("association").strip() for op in changed) == sorted(
+        h.association(f"idu={n}") for n in (1, 2))
+    _run(h, "TRUNCATE {usr_phone}")
+    emptied = _cycle(h)
+    assert sorted(op.findtext("association").strip() for op in emptied) == sorted(
+        h.association(f"idu={n}") for n in (1, 2))
