@@ -3,11 +3,12 @@
 A table's own capture names its columns, so a migration that drops or renames one would make it
 fail the application's next INSERT or UPDATE. An event trigger at the end of every ALTER TABLE
 (sql/postgresql/follow_event_trigger.sql) moves each captured table whose shape the command
-changed onto one column-blind capture function (follow_function.sql): query-back events keyed by
-the table's primary key as it is now, which no migration can break, at the price of a dynamic
-statement per row. The publisher's next cycle sees the table marked followed and reinstalls its
-own capture for the new shape (`shape.stale_captures`), so a table pays that price from the
-migration to the next cycle only.
+changed onto one column-blind capture function (follow_function.sql), which reads the table's
+columns and key from the catalog and logs what the table's own capture would for its shape now,
+at the price of a dynamic statement per trigger call. The publisher's next cycle sees the table
+marked followed and reinstalls its own capture for the new shape (`shape.stale_captures`), so a
+table pays that price from the migration to the next cycle only. The two are held equal by a
+test over the statements and types the capture tests use.
 
 Only a superuser may create event triggers; without one `install` says so, and the cycle's
 comparison is all there is, as on MariaDB and SQLite.
@@ -31,10 +32,10 @@ from publisher.capture.postgresql import (
     postgresql_update_trigger_name,
 )
 from publisher.capture.shape import CAPTURE_TABLE_SUFFIX
-from publisher.capture.tables import Table
+from publisher.capture.tables import Style, Table
 from publisher.model.valuetext import function_settings_sql
 
-FOLLOW_FUNCTIONS = ("shape", "key", "capture", "table", "migration")
+FOLLOW_FUNCTIONS = ("shape", "key", "events", "capture", "table", "migration")
 
 
 def may_follow(dialect: PostgreSQL) -> bool:
@@ -52,8 +53,9 @@ def follow_ddl(dialect: PostgreSQL) -> list[str]:
         dialect.render("follow_shape_function", function=name["shape"]),
         dialect.render("follow_key_function", function=name["key"],
                        key_value_literal=literal(dialect.qualify(KEY_VALUE_FUNCTION))),
+        dialect.render("follow_events_function", function=name["events"]),
         dialect.render(
-            "follow_function", function=name["capture"], key_function=name["key"],
+            "follow_function", function=name["capture"], key_function=name["key"], events_function=name["events"],
             settings=function_settings_sql(dialect.name), old_rows=dialect.quote(POSTGRESQL_OLD_ROWS),
             new_rows=dialect.quote(POSTGRESQL_NEW_ROWS), **dialect.event_log_fields(),
         ),
@@ -71,14 +73,14 @@ def follow_ddl(dialect: PostgreSQL) -> list[str]:
     ]
 
 
-def follow_record(dialect: PostgreSQL, table: Table) -> tuple[str, str, str]:
+def follow_record(dialect: PostgreSQL, table: Table, style: Style) -> tuple[str, str, str]:
     """What the event trigger needs of a table, for `shape.record_sql`, each as SQL: its shape
     now, its triggers' names and the arguments of its column-blind capture (lists of literals).
     A child table's links are given by attnum, which a rename keeps."""
     relation = f"{literal(dialect.qualify(table.name))}::regclass"
     triggers = (postgresql_identifier(postgresql_trigger_name(table.name)),
                 postgresql_update_trigger_name(table.name), postgresql_truncate_trigger_name(table.name))
-    arguments = [literal(triggers[0]), literal(table.logged_name)]
+    arguments = [literal(triggers[0]), literal(table.logged_name), literal(style)]
     child = table.multi_valued
     arguments.append(literal("" if child is None else child.attribute))
     for name, column in child.parent_key if child else ():

@@ -191,7 +191,7 @@ def trigger_sql(config: Config, engine: Engine, table: str, style: Style) -> lis
         statements += dialect.trigger_sql(reflected, style)
     follow = None
     if isinstance(dialect, PostgreSQL) and may_follow(dialect):
-        follow = {t.name: follow_record(dialect, t) for t in tables}
+        follow = {t.name: follow_record(dialect, t, style) for t in tables}
     return statements + record_sql(config, engine, table, tables, style, follow)
 
 
