@@ -37,7 +37,7 @@ from sqlalchemy import (
 from sqlalchemy import Table as SqlTable
 from sqlalchemy.sql.expression import ClauseElement, ColumnElement
 
-from publisher.capture.tables import CaptureError, Style, Table, captured
+from publisher.capture.tables import CaptureError, Style, Table, captured, resolve
 from publisher.config import Config
 from publisher.database import table_schema
 from publisher.model.catalog import type_name
@@ -76,15 +76,13 @@ class Shape:
 
 
 def shape_of(table: Table, style: Style) -> Shape:
-    columns = [(c.name, type_name(c.sql_type)) for c in table.key], [(c.name, type_name(c.sql_type))
-                                                                    for c in table.values]
     child = table.multi_valued
     described = {
         "style": style,
         "table": table.name,
         "logged_as": table.logged_name,
-        "key": columns[0],
-        "values": columns[1],
+        "key": [(c.name, type_name(c.sql_type)) for c in table.key],
+        "values": [(c.name, type_name(c.sql_type)) for c in table.values],
         "multi_valued": None if child is None else [child.attribute, child.value.name, child.parent,
                                                     [[name, c.name] for name, c in child.parent_key]],
     }
@@ -192,11 +190,11 @@ def _stale(config: Config, engine: Engine, schema: str | None, published_as: str
     style: Style = records[0].style
     installed = "; ".join(r.columns if len(records) == 1 else f"{r.table_name}: {r.columns}" for r in records)
     followed = any(r.followed_at is not None for r in records)
+    if resolve(published_as, inspect(engine).get_table_names(schema=schema)) is None:
+        return None
     try:
         shapes = [shape_of(t, style) for t in captured(config, engine, schema, published_as)]
     except CaptureError as exc:
-        if "does not exist" in str(exc):
-            return None
         return StaleCapture(published_as, style, installed, f"it cannot be captured: {exc}", followed)
     if {(s.table, s.fingerprint) for s in shapes} == {(r.table_name, r.fingerprint) for r in records} \
             and not followed:
