@@ -223,7 +223,7 @@ def reinstall_capture(config: Config, engine: Engine, table: str, style: Style) 
 def capture_problems(config: Config, engine: Engine) -> list[str]:
     """What `install --check` reports: every table whose capture no longer matches it, and every
     triggered table with no record of what its capture was installed for."""
-    stale = stale_captures(config, engine, _capture_carriers(config, engine, any_trigger=True))
+    stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True))
     problems = [found.describe() for found in stale]
     recorded = recorded_tables(config, engine)
     triggered = triggered_tables(config, engine)
@@ -237,7 +237,7 @@ def capture_problems(config: Config, engine: Engine) -> list[str]:
 def follow_shapes(config: Config, engine: Engine) -> list[StaleCapture]:
     """Reinstall the capture of every table a migration changed, logging one warning each; a
     table that cannot be captured any more is logged and left as it is."""
-    stale = stale_captures(config, engine, _capture_carriers(config, engine, any_trigger=True))
+    stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True))
     for found in stale:
         try:
             reinstall_capture(config, engine, found.published_as, found.style)

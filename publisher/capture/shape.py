@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Column as SqlColumn
@@ -154,16 +154,19 @@ def _records(config: Config, engine: Engine) -> list[Row[Any]]:
         return list(conn.execute(select(target).order_by(target.c.published_as, target.c.table_name)).all())
 
 
-def stale_captures(config: Config, engine: Engine, carriers: Iterable[str]) -> list[StaleCapture]:
+def stale_captures(config: Config, engine: Engine, carriers: Callable[[], Iterable[str]]) -> list[StaleCapture]:
     """Every installed table whose capture no longer matches its columns and key, or whose
-    capture triggers are all gone (`carriers`: the tables that carry any of them), as when a
+    capture triggers are all gone (`carriers`: the tables that carry any of them, asked for
+    only when a table was installed), as when a
     migration rebuilds a table (create a new one, copy, drop the old, rename). A table gone
     since is left out: nothing of it can be captured, nor break."""
     schema = table_schema(config, engine)
-    carrying = {name.lower() for name in carriers}
     by_table: dict[str, list[Row[Any]]] = {}
     for row in _records(config, engine):
         by_table.setdefault(row.published_as, []).append(row)
+    if not by_table:
+        return []
+    carrying = {name.lower() for name in carriers()}
     stale = []
     for published_as, records in by_table.items():
         found = _stale(config, engine, schema, published_as, records)
