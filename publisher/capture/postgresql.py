@@ -8,10 +8,10 @@ from collections.abc import Iterator, Sequence
 
 from sqlalchemy import text
 
+from publisher.capture import text_settings
 from publisher.capture.dialect import TRUE, Dialect, all_of, indent, literal
 from publisher.capture.tables import CaptureError, Column, Event, Style, Table
 from publisher.model.values import ValueType
-from publisher.model.valuetext import function_settings_sql
 
 KEY_VALUE_FUNCTION = "publisher_key_value"
 POSTGRESQL_NAME_BYTES = 63
@@ -145,7 +145,7 @@ class PostgreSQL(Dialect):
         truncate_trigger = self.quote(postgresql_truncate_trigger_name(table.name))
         row_function = self.qualify(f"{table.name}_publisher_log")
         update_function = self.qualify(_postgresql_name(table.name, "_publisher_log_upd"))
-        settings = function_settings_sql(self.name)
+        settings = self.settings_sql(table)
         inserted = self.insert_events(table, style)
         on_row = self.render(
             "trigger_function",
@@ -154,15 +154,15 @@ class PostgreSQL(Dialect):
             new_key=self.key_sql(table, "NEW"),
             on_insert=indent(self.log_events(table, inserted), 8),
             on_delete=indent(self.log_events(table, self.delete_events(table, style)), 8),
-            settings=settings,
+            **settings,
         )
         on_update = self.render(
             "update_function",
             function=update_function,
-            on_update=indent(self.log_update(table, style), 4),
+            on_update=indent(self.log_update(table, style), 8),
             capture_on=indent(self.capture_on(table), 8).lstrip(),
-            on_truncate=indent(self.log_truncate(table, style), 8),
-            settings=settings,
+            on_truncate=indent(self.log_truncate(table, style), 12),
+            **settings,
         )
         return [
             self.render("drop_trigger", trigger=self.quote(row_trigger), table=table_sql),
@@ -232,6 +232,17 @@ class PostgreSQL(Dialect):
             table_name_sql=literal(table.logged_name),
             **self.event_log_fields(),
         )
+
+    def settings_sql(self, table: Table) -> dict[str, str]:
+        """settings_on and settings_off of the table's capture functions: nothing where its values'
+        texts depend on no setting."""
+        settings = text_settings.text_settings(table)
+        if not settings:
+            return {"settings_on": "", "settings_off": ""}
+        on = self.render("settings_on", same_text=text_settings.same_text_sql(settings),
+                         current=text_settings.current_sql(settings), set=text_settings.set_sql(settings))
+        off = self.render("settings_off", restore=text_settings.restore_sql(settings))
+        return {"settings_on": indent(on, 4), "settings_off": indent(off, 4)}
 
     def capture_on(self, table: Table) -> str:
         """Whether the table's capture is on: its row trigger, the switch, is there and enabled."""

@@ -6,20 +6,22 @@
 -- key that stays, and, unlike row triggers, never logs an object's insert ahead of its delete.
 -- While the row trigger is dropped or disabled, capture of the table is off and this function
 -- logs nothing either: ${capture_on} (which ${on_update} checks within its INSERT, once per
--- statement) does not hold. ${settings}: see trigger_function.
+-- statement) does not hold. ${settings_on}, ${settings_off}: see trigger_function.
 CREATE OR REPLACE FUNCTION ${function}() RETURNS trigger
 LANGUAGE plpgsql
-${settings}
 AS $$$$
+DECLARE
+    _publisher_settings text[];
 BEGIN
+${settings_on}
     IF TG_OP = 'TRUNCATE' THEN
-        IF NOT ${capture_on} THEN
-            RETURN NULL;
-        END IF;
+        IF ${capture_on} THEN
 ${on_truncate}
-        RETURN NULL;
-    END IF;
+        END IF;
+    ELSE
 ${on_update}
+    END IF;
+${settings_off}
     RETURN NULL;
 END
 $$$$
