@@ -676,3 +676,33 @@ def test_postgresql_long_table_names_keep_their_triggers_and_functions_apart(
             event(db, 4, "id=1", table=name),
         )
     ]
+
+
+def test_postgresql_logs_canonical_texts_and_leaves_the_sessions_own_settings(
+    postgresql_database: TestDatabase,
+) -> None:
+    """A session whose settings would write other texts gets the capture's only while a capture
+    function logs: the events carry the texts query-back reads, and the session keeps its own."""
+    db = postgresql_database
+    table = db.qualified("ev")
+    db.execute(f"CREATE TABLE {table} (id integer PRIMARY KEY, at timestamptz, span interval, "
+               "ratio double precision, day date)")
+    install_capture(make_config(db), db.engine, ["ev"])
+    foreign = {"DateStyle": "SQL, DMY", "TimeZone": "America/New_York", "IntervalStyle": "sql_standard",
+               "extra_float_digits": "0"}
+    with db.engine.begin() as conn:
+        for name, value in foreign.items():
+            conn.exec_driver_sql(f"SET LOCAL {name} = '{value}'")
+        conn.exec_driver_sql(f"INSERT INTO {table} VALUES (1, '2024-01-02 03:04:05+00', '1 day 02:03:04', "
+                             "0.30000000000000004, '2024-01-02')")
+        conn.exec_driver_sql(f"UPDATE {table} SET ratio = 0.5, day = '2024-01-03' WHERE id = 1")
+        kept = {name: conn.exec_driver_sql(f"SHOW {name}").scalar_one() for name in foreign}
+    assert kept == foreign
+    assert db.rows(f"SELECT column_name, old_value, new_value FROM {db.qualified('event_log')} ORDER BY record_id") == [
+        ("at", None, "2024-01-02 03:04:05+00"),
+        ("span", None, "1 day 02:03:04"),
+        ("ratio", None, "0.30000000000000004"),
+        ("day", None, "2024-01-02"),
+        ("ratio", "0.30000000000000004", "0.5"),
+        ("day", "2024-01-02", "2024-01-03"),
+    ]

@@ -8,10 +8,10 @@ from collections.abc import Iterator, Sequence
 
 from sqlalchemy import text
 
+from publisher.capture import text_settings
 from publisher.capture.dialect import TRUE, Dialect, all_of, indent, literal
 from publisher.capture.tables import CaptureError, Column, Event, Style, Table
 from publisher.model.values import ValueType
-from publisher.model.valuetext import function_settings_sql
 
 KEY_VALUE_FUNCTION = "publisher_key_value"
 POSTGRESQL_NAME_BYTES = 63
@@ -145,7 +145,7 @@ class PostgreSQL(Dialect):
         truncate_trigger = self.quote(postgresql_truncate_trigger_name(table.name))
         row_function = self.qualify(f"{table.name}_publisher_log")
         update_function = self.qualify(_postgresql_name(table.name, "_publisher_log_upd"))
-        settings = function_settings_sql(self.name)
+        settings = self.settings_sql(table)
         inserted = self.insert_events(table, style)
         on_row = self.render(
             "trigger_function",
@@ -154,15 +154,15 @@ class PostgreSQL(Dialect):
             new_key=self.key_sql(table, "NEW"),
             on_insert=indent(self.log_events(table, inserted), 8),
             on_delete=indent(self.log_events(table, self.delete_events(table, style)), 8),
-            settings=settings,
+            **settings,
         )
         on_update = self.render(
             "update_function",
             function=update_function,
-            row_trigger=literal(postgresql_identifier(row_trigger)),
-            on_update=indent(self.log_update(table, style), 4),
-            on_truncate=indent(self.log_truncate(table, style), 8),
-            settings=settings,
+            on_update=indent(self.log_update(table, style), 8),
+            capture_on=indent(self.capture_on(table), 8).lstrip(),
+            on_truncate=indent(self.log_truncate(table, style), 12),
+            **settings,
         )
         return [
             self.render("drop_trigger", trigger=self.quote(row_trigger), table=table_sql),
@@ -183,13 +183,15 @@ class PostgreSQL(Dialect):
         ]
 
     def log_update(self, table: Table, style: Style) -> str:
-        """One INSERT per kind of key an UPDATE statement leaves: removed, kept, added.
+        """One INSERT of the events of each kind of key an UPDATE statement leaves, in this
+        order: removed, kept, added (the old and new rows fully joined by key, see log_update.sql).
 
         Old and new rows are paired by their table_key's text, byte for byte: a key its type
         calls equal but spells otherwise ('alice' and 'Alice' under a case-insensitive
         collation) names another object for the consumer. A child table's rows are paired by
         their whole identity (`identity_sql`), so none is kept: values are removed, then added."""
         old_rows, new_rows = self.quote(POSTGRESQL_OLD_ROWS), self.quote(POSTGRESQL_NEW_ROWS)
+        switched_on = self.capture_on(table)
         old_key, new_key = self.key_sql(table, "_o"), self.key_sql(table, "_n")
         same = f'({self.identity_sql(table, "_o")}) COLLATE "C" = ({self.identity_sql(table, "_n")}) COLLATE "C"'
         old_only = f"NOT EXISTS (SELECT FROM {new_rows} AS _n WHERE {same})"
@@ -202,26 +204,60 @@ class PostgreSQL(Dialect):
                 "child_parents", old_rows=old_rows, new_rows=new_rows, old_key=old_key, new_key=new_key,
                 old_only=all_of([gone_event.condition, old_only]), new_only=all_of([come_event.condition, new_only]),
             )
-            kinds = [(parents, TRUE, "_k.k", [dataclasses.replace(come_event, condition=TRUE)])]
-        else:
-            kinds = [
-                (f"{old_rows} AS _o", old_only, old_key, gone),
-                (f"{old_rows} AS _o JOIN {new_rows} AS _n ON {same}", TRUE, new_key,
-                 self.update_events(table, style, "_o", "_n")),
-                (f"{new_rows} AS _n", new_only, new_key, come),
-            ]
-        return "\n".join(
-            self.render(
+            return self.render(
                 "log_rows",
-                rows=rows,
-                condition=all_of(["v.logged", condition]),
-                fields=self._values(events),
+                rows=parents,
+                condition=all_of(["v.logged", switched_on]),
+                fields=self._values([dataclasses.replace(come_event, condition=TRUE)]),
                 table_name_sql=literal(table.logged_name),
-                key_sql=key_sql,
+                key_sql="_k.k",
                 **self.event_log_fields(),
             )
-            for rows, condition, key_sql, events in kinds
-            if events
+        present = {row: f"{self.ref(row, table.key[0])} IS NOT NULL" for row in ("_o", "_n")}
+        absent = {row: f"{self.ref(row, table.key[0])} IS NULL" for row in ("_o", "_n")}
+        kinds = [
+            (absent["_n"], gone),
+            (all_of(present.values()), self.update_events(table, style, "_o", "_n")),
+            (absent["_o"], come),
+        ]
+        return self.render(
+            "log_update",
+            old_rows=old_rows,
+            new_rows=new_rows,
+            same=same,
+            switched_on=switched_on,
+            old_key=old_key,
+            new_key=new_key,
+            fields=self._kind_values(kinds),
+            table_name_sql=literal(table.logged_name),
+            **self.event_log_fields(),
+        )
+
+    def settings_sql(self, table: Table) -> dict[str, str]:
+        """settings_on and settings_off of the table's capture functions: nothing where its values'
+        texts depend on no setting."""
+        settings = text_settings.text_settings(table)
+        if not settings:
+            return {"settings_on": "", "settings_off": ""}
+        on = self.render("settings_on", same_text=text_settings.same_text_sql(settings),
+                         current=text_settings.current_sql(settings), set=text_settings.set_sql(settings))
+        off = self.render("settings_off", restore=text_settings.restore_sql(settings))
+        return {"settings_on": indent(on, 4), "settings_off": indent(off, 4)}
+
+    def capture_on(self, table: Table) -> str:
+        """Whether the table's capture is on: its row trigger, the switch, is there and enabled."""
+        row_trigger = postgresql_identifier(postgresql_trigger_name(table.name))
+        return self.render("capture_on", row_trigger=literal(row_trigger))
+
+    def _kind_values(self, kinds: Sequence[tuple[str, Sequence[Event]]]) -> str:
+        """The rows (kind, position, event_type, column_name, logged, old_text, new_text) of
+        each kind's events, logged where the kind's condition and the event's hold."""
+        return ",\n".join(
+            f"    ({kind}, {position}, {int(e.event_type)}, "
+            f"{self.null() if e.column is None else literal(e.column)}, {all_of([condition, e.condition])}, "
+            f"{e.old or self.null()}, {e.new or self.null()})"
+            for kind, (condition, events) in enumerate(kinds, 1)
+            for position, e in enumerate(events, 1)
         )
 
     def log_truncate(self, table: Table, style: Style) -> str:

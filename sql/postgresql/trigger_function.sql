@@ -1,14 +1,16 @@
--- The capture function of one table's inserted and deleted rows. ${settings} (DateStyle,
--- IntervalStyle, ...) make a logged value's text what query-back reads, whatever the changing
--- session uses; $$$$ is string.Template's spelling of $$.
+-- The capture function of one table's inserted and deleted rows. ${settings_on} and
+-- ${settings_off} (DateStyle, TimeZone, ... where the table's columns need them) make a logged
+-- value's text what query-back reads, whatever the changing session uses; $$$$ is
+-- string.Template's spelling of $$.
 CREATE OR REPLACE FUNCTION ${function}() RETURNS trigger
 LANGUAGE plpgsql
-${settings}
 AS $$$$
 DECLARE
     _old_key text;
     _new_key text;
+    _publisher_settings text[];
 BEGIN
+${settings_on}
     IF TG_OP = 'INSERT' THEN
         _new_key := ${new_key};
 ${on_insert}
@@ -16,6 +18,7 @@ ${on_insert}
         _old_key := ${old_key};
 ${on_delete}
     END IF;
+${settings_off}
     RETURN NULL;
 END
 $$$$

@@ -4,24 +4,24 @@
 -- key only among the old rows, the update events of each key in both, the insert events of
 -- each key only among the new rows. A statement that swaps or renumbers keys so updates each
 -- key that stays, and, unlike row triggers, never logs an object's insert ahead of its delete.
--- While the row trigger ${row_trigger} is dropped or disabled, capture of the table is off and
--- this function logs nothing either. ${settings}: see trigger_function.
+-- While the row trigger is dropped or disabled, capture of the table is off and this function
+-- logs nothing either: ${capture_on} (which ${on_update} checks within its INSERT, once per
+-- statement) does not hold. ${settings_on}, ${settings_off}: see trigger_function.
 CREATE OR REPLACE FUNCTION ${function}() RETURNS trigger
 LANGUAGE plpgsql
-${settings}
 AS $$$$
+DECLARE
+    _publisher_settings text[];
 BEGIN
-    IF NOT EXISTS (
-        SELECT FROM pg_catalog.pg_trigger
-        WHERE tgrelid = TG_RELID AND tgname = ${row_trigger} AND tgenabled <> 'D'
-    ) THEN
-        RETURN NULL;
-    END IF;
+${settings_on}
     IF TG_OP = 'TRUNCATE' THEN
+        IF ${capture_on} THEN
 ${on_truncate}
-        RETURN NULL;
-    END IF;
+        END IF;
+    ELSE
 ${on_update}
+    END IF;
+${settings_off}
     RETURN NULL;
 END
 $$$$
