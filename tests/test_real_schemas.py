@@ -4,6 +4,8 @@ mirror equal to the source, on each database of PUBLISHER_TEST_DIALECTS (SQLite,
 MariaDB), in the driver and as Spark jobs."""
 from __future__ import annotations
 
+import time
+
 import pytest
 from harness import Harness, assert_mirrored, drain
 
@@ -290,10 +292,14 @@ def test_row_adds_when_a_cycle_ends_on_a_delete_of_a_row_that_exists_again(spark
     table = h.table("usr")
     h.insert_usr(1, fname="one")
     drain(h)
-    h.db.execute(f"DELETE FROM {table} WHERE idu = 1")
-    h.insert_usr(1, fname="two")
-    h.db.execute(f"DELETE FROM {table} WHERE idu = 1")
-    h.insert_usr(1, fname="three")
+    # A millisecond apart: SQLite's window keeps an object's events of one event_time (one
+    # statement's, or two statements' in the same millisecond) together past query_limit.
+    for statement in (lambda: h.db.execute(f"DELETE FROM {table} WHERE idu = 1"),
+                      lambda: h.insert_usr(1, fname="two"),
+                      lambda: h.db.execute(f"DELETE FROM {table} WHERE idu = 1"),
+                      lambda: h.insert_usr(1, fname="three")):
+        statement()
+        time.sleep(0.002)
     h.reconfigure(query_limit=3)
     h.poll()
     h.db.execute(f"UPDATE {table} SET fname = 'four' WHERE idu = 1")
