@@ -109,6 +109,25 @@ def build_parser() -> argparse.ArgumentParser:
         "migrations, and `install --table T` for each table it names",
     )
 
+    snapshot = with_config(commands.add_parser(
+        "snapshot", help="publish every current row of the tables as an <add> (initial load, resync)",
+        description="Logs every current row of the tables (default: every published table) in the event log as a "
+        "row query-back (type 5), in key order, a chunk per transaction; the next cycles (poll, run) publish each "
+        "as an <add> of the row as it is then, in order with the changes made meanwhile. A snapshot killed and "
+        "started again with the same tables and condition continues after its last chunk. Prints one JSON "
+        "summary line, and progress on stderr.",
+    ))
+    snapshot.add_argument("--table", action="append", default=[], metavar="T",
+                          help="a published table to snapshot (repeatable; default: every published table)")
+    snapshot.add_argument("--where", metavar="SQL",
+                          help="only the rows this condition on the table selects, e.g. \"dept = 'sales'\"")
+    snapshot.add_argument("--subscriber", metavar="NAME",
+                          help="for this [subscribers.NAME] only: the tables and columns its subscription tracks, "
+                          "published by its check-outs; the status mode and other subscribers pass it over")
+    snapshot.add_argument("--dry-run", action="store_true", help="count the rows per table; log nothing")
+    snapshot.add_argument("--chunk-rows", type=_positive, default=None, metavar="N",
+                          help="rows logged per transaction (default 1000)")
+
     poll = with_config(commands.add_parser(
         "poll", help="run one polling cycle (or one subscriber's check-out) and print a JSON summary",
         description="Runs one polling cycle and prints one JSON line: events, operations, documents, statuses. "
@@ -359,6 +378,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _guard(lambda: _install(config, args), config)
     if args.command == "poll":
         return _guard(lambda: _poll(config, args.subscriber), config)
+    if args.command == "snapshot":
+        return _guard(lambda: _snapshot(config, args), config)
     if args.command == "purge":
         return _guard(lambda: _purge(config), config)
     if args.command == "requeue":
@@ -392,11 +413,12 @@ def _guard(action: Any, config: Config | None) -> int:
     from publisher.errors import TransientError, root_cause
     from publisher.pipeline.checkout import MissingStateError
     from publisher.service.lock import LockHeldError
+    from publisher.service.snapshot import SnapshotError
 
     redact = config.database.redact if config else str
     try:
         return int(action())
-    except (CaptureError, ConfigError, MissingStateError) as exc:
+    except (CaptureError, ConfigError, MissingStateError, SnapshotError) as exc:
         raise UsageError(str(exc)) from None
     except MissingDriverError as exc:
         raise UnavailableError(str(exc)) from None
@@ -448,6 +470,19 @@ def _install(config: Config, args: argparse.Namespace) -> int:
                     installed_children(config.classes, args.table)]
         print(f"installed the event log {config.event_log.table} and the {args.style or 'capture'} triggers of {names}"
               + (f"; child tables: {', '.join(children)}" if children else ""), file=sys.stderr)
+    return 0
+
+
+def _snapshot(config: Config, args: argparse.Namespace) -> int:
+    from publisher.database import connect
+    from publisher.service.snapshot import CHUNK_ROWS, ProgressLines, snapshot
+
+    result = snapshot(config, connect(config), args.table, args.where, args.subscriber, args.dry_run,
+                      args.chunk_rows or CHUNK_ROWS, ProgressLines())
+    print(json.dumps(result.summary()))
+    if not args.dry_run:
+        by = "run or poll" if args.subscriber is None else f"poll --subscriber {args.subscriber}"
+        print(f"logged {result.summary()['events']} row query-backs; {by} publishes them", file=sys.stderr)
     return 0
 
 

@@ -134,6 +134,11 @@ class Dialect(abc.ABC):
     def null(self) -> str:
         return "NULL"
 
+    def transaction_sql(self) -> str | None:
+        """What an event logged by a statement outside the triggers (a snapshot's) writes in
+        transaction_id, as the triggers' templates write it; None: the column stays NULL."""
+        return None
+
     def insert_events(self, table: Table, style: Style, new: str = "NEW") -> list[Event]:
         """The events of a new row (an insert, or an update that gave a row a new key): the
         logged values first, so that they make one `<add>`, then the field query-backs."""

@@ -297,6 +297,11 @@ def _check_style(style: str, table: str | None = None) -> None:
         raise CaptureError(f"unknown capture style {style!r}{where}, expected one of {expected}")
 
 
+def logged_transaction_sql(config: Config, engine: Engine) -> str | None:
+    """The SQL expression the triggers log in transaction_id (see `Dialect.transaction_sql`)."""
+    return _dialect(config, engine).transaction_sql()
+
+
 def _dialect(config: Config, engine: Engine) -> Dialect:
     cls = SQLite if is_sqlite(engine) else MariaDB if is_mysql(engine) else PostgreSQL
     return cls(config, engine)

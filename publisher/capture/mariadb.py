@@ -137,6 +137,9 @@ class MariaDB(RowTriggers):
             return ref
         return f"CAST({self.as_text(ref, column)} AS BINARY)"
 
+    def transaction_sql(self) -> str:
+        return "CONCAT(CONNECTION_ID(), '@', NOW(6))"
+
     def changed(self, column: Column, old: str, new: str) -> str:
         return f"NOT ({self.same(column, old, new)})"
 

@@ -75,6 +75,9 @@ class PostgreSQL(Dialect):
     def null(self) -> str:
         return "NULL::text"
 
+    def transaction_sql(self) -> str:
+        return "txid_current()::text"
+
     def changed(self, column: Column, old: str, new: str) -> str:
         return f"{self._published(old, column)} IS DISTINCT FROM {self._published(new, column)}"
 

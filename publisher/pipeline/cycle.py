@@ -308,7 +308,7 @@ def _plan(config: Config, engine: Engine, subscriber: str | None) -> CyclePlan |
         window=window,
         output=output,
         classify=ClassifyContext(catalog, publisher_user(config, engine), config.publisher.allow_loopback,
-                                 subscription),
+                                 subscription, reader=subscriber),
         objects=ObjectsContext(QueryBackContext(config.database.sqlalchemy_url(), schema,
                                                 {**referenced_tables(catalog, tables), **tables}), operations),
         future_events=config.publisher.future_events,

@@ -73,7 +73,7 @@ class CurrentRows:
         self.ctx = ctx
         self._stack = ExitStack()
         self._conn: Connection | None = None
-        self._readings: dict[str, _Reading] = {}
+        self._readings: dict[str, RowReading] = {}
 
     def __enter__(self) -> CurrentRows:
         return self
@@ -101,11 +101,11 @@ class CurrentRows:
             self._conn.rollback()
         return found
 
-    def _reading(self, table: TableInfo, spelling: TableInfo | None = None) -> _Reading:
+    def _reading(self, table: TableInfo, spelling: TableInfo | None = None) -> RowReading:
         reading = self._readings.get(table.name)
         if reading is None:
             assert self._conn is not None
-            reading = self._readings[table.name] = _Reading(table, self.ctx.schema, self._conn.dialect, spelling)
+            reading = self._readings[table.name] = RowReading(table, self.ctx.schema, self._conn.dialect, spelling)
         return reading
 
     def _children(self, table: TableInfo, keys: Sequence[str]) -> dict[str, _ChildValues]:
@@ -137,7 +137,7 @@ def current_rows(ctx: QueryBackContext, wanted: Mapping[str, Sequence[str]]) -> 
 
 
 def _read_keys(
-    conn: Connection, reading: _Reading, keys: Sequence[str]
+    conn: Connection, reading: RowReading, keys: Sequence[str]
 ) -> Iterable[tuple[str, str, dict[str, str | None], dict[str, str]]]:
     """(class_name, canonical_key, row, problems) for the keys that exist, CHUNK keys per SELECT.
 
@@ -163,7 +163,7 @@ def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[Published]:
     """Every current row of `table` as query-back would publish it; what the consumer mirror
     compares the published documents with."""
     with _session(ctx) as conn:
-        reading = _Reading(table, ctx.schema, conn.dialect)
+        reading = RowReading(table, ctx.schema, conn.dialect)
         streamed = conn.execution_options(stream_results=True, yield_per=CHUNK)
         for records in streamed.execute(reading.select()).partitions():
             yield from reading.published(records)
@@ -174,7 +174,7 @@ def scan_children(ctx: QueryBackContext, table: TableInfo) -> Iterator[tuple[str
     why it cannot be published); what the mirror's objects hold besides their rows."""
     with _session(ctx) as conn:
         for multi in table.multi_valued:
-            reading = _Reading(child_table(multi), ctx.schema, conn.dialect, table)
+            reading = RowReading(child_table(multi), ctx.schema, conn.dialect, table)
             streamed = conn.execution_options(stream_results=True, yield_per=CHUNK)
             for records in streamed.execute(reading.select()).partitions():
                 for key, row, problems in reading.published(records):
@@ -199,7 +199,7 @@ def _session(ctx: QueryBackContext, *session_settings: str) -> Iterator[Connecti
         yield conn
 
 
-class _Reading:
+class RowReading:
     """How one table's rows are read: every column as its logged text, keys compared as typed
     values (or as that text, where a column's text is not exact: see `matched_as_text`)."""
 

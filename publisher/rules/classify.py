@@ -52,6 +52,9 @@ class ClassifyContext:
     allow_loopback: bool
     subscription: SubscriptionFilter | None = None
     """A subscriber's cycle: the events its subscription tracks; None: every event."""
+    reader: str | None = None
+    """The subscriber reading (None: the status mode): a snapshot's events for another reader
+    are left out (`for_another_reader`)."""
 
     def untracked(self, event_type: EventType | str, table_name: object, column_name: object) -> bool:
         """Whether a subscriber's subscription leaves the event out (`event_type`: the type, or
@@ -61,6 +64,26 @@ class ClassifyContext:
 
     def is_loopback(self, perpetrator: object) -> bool:
         return is_loopback(perpetrator, self.publisher_user)
+
+    def for_another_reader(self, perpetrator: object) -> bool:
+        return for_another_reader(perpetrator, self.reader)
+
+
+SNAPSHOT_BY = "publisher snapshot"
+"""The perpetrator of the events a snapshot logs for the status mode; for a subscriber NAME,
+`publisher snapshot for NAME`. No database user has a name with a space in it."""
+
+
+def snapshot_perpetrator(reader: str | None) -> str:
+    """Who a snapshot's events say logged them: the reader they are for."""
+    return SNAPSHOT_BY if reader is None else f"{SNAPSHOT_BY} for {reader}"
+
+
+def for_another_reader(perpetrator: object, reader: str | None) -> bool:
+    """Whether a row is a snapshot's event for a reader other than `reader` (None: the status
+    mode): neither published nor rejected by this one, as an untracked event."""
+    return (isinstance(perpetrator, str) and perpetrator.startswith(SNAPSHOT_BY)
+            and perpetrator != snapshot_perpetrator(reader))
 
 
 def is_loopback(perpetrator: object, publisher_user: str | None) -> bool:
@@ -78,7 +101,7 @@ def classify_event(row: dict[str, Any], ctx: ClassifyContext) -> dict[str, Any]:
     exception, and a publishable row carries only names and keys that XML can carry.
     """
     out: dict[str, Any] = dict.fromkeys(CLASSIFIED_NAMES)
-    if ctx.subscription is not None and ctx.untracked(
+    if ctx.for_another_reader(row.get("perpetrator")) or ctx.subscription is not None and ctx.untracked(
         _rejection(_event_type, row.get("event_type")), row.get("table_name"), row.get("column_name")
     ):
         out["disposition"] = Disposition.UNTRACKED
@@ -363,12 +386,15 @@ class BatchClassifier:
         )
 
     def _untracked(self, batch: pa.RecordBatch) -> np.ndarray:
-        """Each row outside a subscriber's subscription; asked once per distinct (type, table, column)."""
+        """Each row outside a subscriber's subscription, or a snapshot's event for another
+        reader; asked once per distinct (type, table, column) and perpetrator."""
+        others = _per_distinct(batch.column("perpetrator"), self.ctx.for_another_reader, pa.bool_())
+        untracked = others.to_numpy(zero_copy_only=False)
         if self.ctx.subscription is None:
-            return np.zeros(batch.num_rows, dtype=bool)
+            return untracked
         events, rows = _distinct(batch, ("event_type", "table_name", "column_name"))
         answers = [self.ctx.untracked(self._kind(kind), table, column) for kind, table, column in events]
-        return np.array(answers, dtype=bool)[rows]
+        return np.array(answers, dtype=bool)[rows] | untracked
 
     def _is_loopback(self, perpetrator: Any) -> bool:
         known = self._loopback.get(perpetrator)
