@@ -186,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--subscriber", metavar="NAME",
                         help="verify this subscriber's documents (default: its output) against the tables and "
                         "columns its subscription tracks")
+    verify.add_argument("--repair", action="store_true",
+                        help="for exactly the objects that differ, publish what makes the consumer equal (the "
+                        "object's whole current state, or a <delete>) through the event log, then verify again. "
+                        "If another publisher holds the lock, it publishes them")
 
     parse_key_cmd = commands.add_parser(
         "parse-key", help="parse a table_key and print it as JSON",
@@ -393,7 +397,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _guard(lambda: _stats_prometheus(config), config)
         return _guard(lambda: _stats(config, args.json), config)
     if args.command == "verify":
-        return _guard(lambda: _verify(config, args.documents, args.subscriber), config)
+        return _guard(lambda: _verify(config, args.documents, args.subscriber, args.repair), config)
     raise UsageError(f"unknown command {args.command}")  # pragma: no cover
 
 
@@ -654,7 +658,7 @@ def _stats(config: Config, as_json: bool) -> int:
     return 0
 
 
-def _verify(config: Config, documents: str | None, subscriber: str | None) -> int:
+def _verify(config: Config, documents: str | None, subscriber: str | None, repair: bool = False) -> int:
     from publisher.database import connect
     from publisher.service.mirror import check
 
@@ -663,7 +667,26 @@ def _verify(config: Config, documents: str | None, subscriber: str | None) -> in
     directory = Path(documents or default)
     if not directory.is_dir():
         raise UnavailableError(f"no documents to replay: the directory {directory} does not exist")
+    if repair and documents is not None and directory.resolve() != Path(default).resolve():
+        raise UsageError("verify --repair: repairs the consumer of the configured output; --documents names another")
     result = check(config, engine, directory, subscriber)
+    _report_verification(result, subscriber)
+    if not (repair and result.differences):
+        return 1 if result.differences else 0
+    from publisher.service.repair import publish_now
+    from publisher.service.repair import repair as log_repair
+
+    done = log_repair(config, engine, result.differences, subscriber)
+    print(json.dumps(done.summary()))
+    if not publish_now(config, engine, subscriber):
+        print(f"logged {_count(done.total, 'event')}; the publisher holding the lock publishes them", file=sys.stderr)
+        return 0
+    result = check(config, engine, directory, subscriber)
+    _report_verification(result, subscriber)
+    return 1 if result.differences else 0
+
+
+def _report_verification(result: Any, subscriber: str | None) -> None:
     for difference in result.differences:
         print(difference)
     counted = f"{_count(result.objects, 'object')} in {_count(result.tables, 'table')}"
@@ -675,7 +698,6 @@ def _verify(config: Config, documents: str | None, subscriber: str | None) -> in
         are = "is" if result.pending == 1 else "are"
         waiting = "still new" if subscriber is None else "not checked out yet"
         print(f"note: {_count(result.pending, 'event')} {are} {waiting}; poll until drained before verifying")
-    return 1 if result.differences else 0
 
 
 def _count(number: int, noun: str) -> str:

@@ -26,6 +26,9 @@ Objects = dict[str, dict[str, set[str]]]
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True)
 ABSENT = "absent"
+CANNOT_PUBLISH = "cannot be published"
+REFUSED_ADD = "no <add> while it exists"
+"""An anomaly: what the consumer did is in the documents' history, whatever is published next."""
 PRESENT = "present"
 
 
@@ -109,7 +112,7 @@ def _apply(mirror: Mirror, op: etree._Element) -> None:
     elif op.tag == "add":
         if association in objects:
             mirror.anomalies.append(Difference(
-                association, None, "no <add> while it exists",
+                association, None, REFUSED_ADD,
                 f"an <add> for an object that already exists (event-id {op.get('event-id')}) was refused",
             ))
             return
@@ -181,13 +184,13 @@ def _source(config: Config, engine: Engine, subscriber: str | None = None) -> tu
                              for column, value in row.items() if value is not None}
             for column, reason in row_problems.items():
                 objects[name].pop(column, None)
-                problems.append(Difference(name, column, f"cannot be published: {reason}", ""))
+                problems.append(Difference(name, column, f"{CANNOT_PUBLISH}: {reason}", ""))
         for key, attribute, value, problem in scan_children(ctx, table) if table.multi_valued else ():
             name = association(key, table.name, label)
             if name not in objects:
                 continue
             if problem is not None:
-                problems.append(Difference(name, attribute, f"cannot be published: {problem}", ""))
+                problems.append(Difference(name, attribute, f"{CANNOT_PUBLISH}: {problem}", ""))
             elif value is not None:
                 objects[name].setdefault(attribute, set()).add(_published(table, attribute, value, references))
     return len(tables), objects, problems

@@ -56,7 +56,7 @@ from publisher.model.keys import KeyPart, bound_value, canonical_key_of, format_
 from publisher.model.valuetext import settings_sql
 from publisher.pipeline import failpoints
 from publisher.pipeline.queryback import RowReading
-from publisher.pipeline.window import event_log_table, logged_transaction_column
+from publisher.pipeline.window import event_log_table_of, logged_transaction_column
 from publisher.rules.classify import snapshot_perpetrator
 
 CHUNK_ROWS = 1_000
@@ -143,7 +143,7 @@ def snapshot(
         return result
     state = snapshot_table(config.event_log.table, table_schema(config, engine))
     state.create(engine, checkfirst=True)
-    logger = _EventLogger(config, engine, snapshot_perpetrator(subscriber))
+    logger = EventLogger(config, engine, snapshot_perpetrator(subscriber))
     for name, table in chosen.items():
         result.tables[name] = _snapshot_one(
             engine, state, logger, table, condition, subscriber or "", counts[name], chunk_rows, progress)
@@ -195,26 +195,29 @@ def _count(engine: Engine, config: Config, table: TableInfo, condition: str) -> 
         raise SnapshotError(f"--where {condition!r} on table {table.name}: {root_cause(exc)}") from None
 
 
-class _EventLogger:
-    """Writes a chunk of a snapshot's events: one row query-back per key, in the given order."""
+class EventLogger:
+    """Writes a snapshot's (or a repair's) events: one event per key, in the given order."""
 
     def __init__(self, config: Config, engine: Engine, perpetrator: str) -> None:
         schema = table_schema(config, engine)
-        log = event_log_table(config, schema)
         names = config.event_log.columns
+        transaction = logged_transaction_column(engine, config, schema)
+        expression = logged_transaction_sql(config, engine)
+        logs_transaction = transaction is not None and expression is not None
+        log = event_log_table_of(config.event_log.table,
+                                 (*names.in_order(), *([transaction] if logs_transaction else [])), schema)
         self.roles = {role: log.c[getattr(names, role)] for role in
                       ("status", "event_type", "perpetrator", "table_name", "table_key")}
         statement = insert(log)
-        transaction = logged_transaction_column(engine, config, schema)
-        expression = logged_transaction_sql(config, engine)
-        if transaction is not None and expression is not None:
+        if logs_transaction:
             statement = statement.values({log.c[transaction]: literal_column(expression)})
         self.statement = statement
         self.perpetrator = perpetrator
 
-    def log(self, conn: Connection, table: str, keys: Iterable[str]) -> int:
+    def log(self, conn: Connection, table: str, keys: Iterable[str],
+            event_type: EventType = EventType.INSERT_ROW_QUERY_BACK) -> int:
         rows = [{self.roles["status"].key: Status.NEW.value,
-                 self.roles["event_type"].key: int(EventType.INSERT_ROW_QUERY_BACK),
+                 self.roles["event_type"].key: int(event_type),
                  self.roles["perpetrator"].key: self.perpetrator,
                  self.roles["table_name"].key: table,
                  self.roles["table_key"].key: key} for key in keys]
@@ -280,7 +283,7 @@ class _KeyOrder:
 
 
 def _snapshot_one(
-    engine: Engine, state: Table, logger: _EventLogger, table: TableInfo, condition: str, reader: str,
+    engine: Engine, state: Table, logger: EventLogger, table: TableInfo, condition: str, reader: str,
     total: int, chunk_rows: int, progress: Progress | None,
 ) -> TableSnapshot:
     order = _KeyOrder(table, state.schema, engine, condition)
