@@ -161,6 +161,9 @@ class PublisherSettings:
     status_mode: bool = True
     """The status mode publishes this event log (poll/run without --subscriber): purge keeps
     every row it has not processed. false: only subscribers read it."""
+    initial_snapshot: bool = False
+    """`run` first snapshots every published table for a reader whose output holds no document
+    yet and that has had no snapshot (an initial load), as `publisher snapshot` would."""
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,8 @@ def serve(
                     session_spark = spark()
                     log.info("publishing %s from %s for %s to %s", config.event_log.table,
                              config.database.display_url(), reader, output)
+                    if config.publisher.initial_snapshot:
+                        _initial_snapshot(engine, config, output, subscriber, reader)
                     if metrics is not None:
                         metrics.lock_held(True)
                     try:
@@ -168,6 +170,15 @@ def serve(
         if not lock.lost:
             break
         log.warning("publishing for %s paused until its lock is ours again", reader)
+
+
+def _initial_snapshot(engine: Engine, config: Config, output: Path, subscriber: str | None, reader: str) -> None:
+    from publisher.service.snapshot import ProgressLines, initial_snapshot
+
+    done = initial_snapshot(config, engine, output, subscriber, ProgressLines(log.info))
+    if done is not None:
+        rows = sum(t.rows for t in done.tables.values())
+        log.info("initial snapshot for %s: logged %d rows of %d tables", reader, rows, len(done.tables))
 
 
 def _following(stop: threading.Event) -> threading.Event:

@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -349,11 +350,12 @@ def _now() -> str:
 
 
 class ProgressLines:
-    """Progress on stderr, a line at most every PROGRESS_EVERY seconds and one when a table is
-    done: table, rows logged of the total, rate, time left."""
+    """Progress lines (on stderr unless `emit` says otherwise), one at most every PROGRESS_EVERY
+    seconds and one when a table is done: table, rows logged of the total, rate, time left."""
 
-    def __init__(self) -> None:
+    def __init__(self, emit: Callable[[str], None] | None = None) -> None:
         self.last = 0.0
+        self.emit = emit or (lambda line: print(line, file=sys.stderr))
 
     def __call__(self, table: str, rows: int, total: int, seconds: float) -> None:
         now = time.monotonic()
@@ -362,4 +364,24 @@ class ProgressLines:
         self.last = now
         rate = rows / seconds if seconds > 0 else 0.0
         left = f", about {int((total - rows) / rate)} s left" if rate > 0 and rows < total else ""
-        print(f"snapshot {table}: {rows:,} of {total:,} rows, {rate:,.0f} rows/s{left}", file=sys.stderr)
+        self.emit(f"snapshot {table}: {rows:,} of {total:,} rows, {rate:,.0f} rows/s{left}")
+
+
+def initial_snapshot(config: Config, engine: Engine, output: Path, subscriber: str | None = None,
+                     progress: Progress | None = None) -> SnapshotResult | None:
+    """`publisher.initial_snapshot`: the snapshot a reader gets before its first cycle when its
+    output holds no document and no snapshot of it is recorded; one a stop interrupted is
+    continued, table by table. None when none is due."""
+    from publisher.service.mirror import document_paths
+
+    state = snapshot_table(config.event_log.table, table_schema(config, engine))
+    state.create(engine, checkfirst=True)
+    with engine.connect() as conn:
+        recorded = {row.table_name: row.finished_at is not None for row in conn.execute(
+            select(state.c.table_name, state.c.finished_at).where(state.c.reader == (subscriber or "")))}
+    if not recorded and output.is_dir() and document_paths(output):
+        return None
+    waiting = [name for name in _chosen_tables(config, engine, (), subscriber) if not recorded.get(name)]
+    if not waiting:
+        return None
+    return snapshot(config, engine, waiting, subscriber=subscriber, progress=progress)

@@ -1,0 +1,92 @@
+"""`publisher.initial_snapshot`: `run` loads a new consumer from the rows the tables already hold,
+once, and a snapshot a stop interrupted is continued rather than started again."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+from harness import Harness, drain
+from test_poison import cli_env, site_config, statuses, wait_for
+
+from publisher.config import load_config
+from publisher.database import connect
+from publisher.service.mirror import check
+from publisher.service.snapshot import initial_snapshot, snapshot
+
+
+class Stop(Exception):
+    pass
+
+
+def two_tables(spark, database, tmp_path) -> Harness:
+    h = Harness(spark, database, tmp_path, user="publisher_app", tables=())
+    for name in ("grp", "usr"):
+        h.db.execute(f"CREATE TABLE {h.table(name)} (id INTEGER PRIMARY KEY, name VARCHAR(64))",
+                     *(f"INSERT INTO {h.table(name)} VALUES ({i}, '{name}{i}')" for i in range(1, 11)))
+    h.install("grp", "usr")
+    return h
+
+
+def test_initial_snapshot_is_due_once_for_an_empty_consumer(spark, sqlite_database, tmp_path):
+    h = two_tables(spark, sqlite_database, tmp_path)
+    first = initial_snapshot(h.config, h.engine, h.output)
+    assert first is not None and {n: t.rows for n, t in first.tables.items()} == {"grp": 10, "usr": 10}
+    drain(h)
+    assert check(h.config, h.engine).differences == []
+    assert initial_snapshot(h.config, h.engine, h.output) is None  # done: never again
+
+
+def test_no_initial_snapshot_for_a_consumer_that_has_documents(spark, sqlite_database, tmp_path):
+    h = two_tables(spark, sqlite_database, tmp_path)
+    h.db.execute(f"UPDATE {h.table('usr')} SET name = 'x' WHERE id = 1")
+    drain(h)
+    assert list(h.output.glob("*.xml"))
+    assert initial_snapshot(h.config, h.engine, h.output) is None
+
+
+def test_an_interrupted_initial_snapshot_continues_where_it_stopped(spark, sqlite_database, tmp_path):
+    h = two_tables(spark, sqlite_database, tmp_path)
+
+    def stop_after_a_chunk_of_usr(table, rows, total, seconds):
+        if table == "usr":
+            raise Stop
+
+    with pytest.raises(Stop):
+        snapshot(h.config, h.engine, chunk_rows=4, progress=stop_after_a_chunk_of_usr)
+    again = initial_snapshot(h.config, h.engine, h.output)
+    assert again is not None and list(again.tables) == ["usr"]  # grp was finished
+    assert again.tables["usr"].resumed_after == "id=4" and again.tables["usr"].rows == 6
+    logged = h.db.rows(f"SELECT table_name, table_key FROM {h.table('event_log')}")
+    assert len(logged) == len(set(logged)) == 20
+    drain(h)
+    assert check(h.config, h.engine).differences == []
+
+
+def test_run_with_initial_snapshot_loads_the_rows_from_before_install(sqlite_database, tmp_path):
+    database = sqlite_database
+    config = site_config(database, tmp_path, publisher="initial_snapshot = true\n")
+    usr = database.qualified("usr")
+    database.execute(f"DROP TABLE {usr}", f"CREATE TABLE {usr} (idu INTEGER PRIMARY KEY, fname VARCHAR(64))",
+                     *(f"INSERT INTO {usr} VALUES ({i}, 'before{i}')" for i in range(1, 31)))
+    subprocess.run([sys.executable, "-m", "publisher.cli", "install", "-c", str(config), "--table", "usr"],
+                   check=True, capture_output=True, env=cli_env())
+    assert statuses(database) == {}
+    log_path = tmp_path / "run.log"
+    with log_path.open("w") as log_file:
+        run = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", str(config)],
+                               stdout=subprocess.DEVNULL, stderr=log_file, env=cli_env())
+    try:
+        wait_for(lambda: len(statuses(database)) == 30 and "N" not in statuses(database).values(), run, log_path)
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    text = log_path.read_text()
+    assert run.returncode == 0, text
+    assert "initial snapshot for the status mode: logged 30 rows of 1 tables" in text
+    loaded = load_config(str(config))
+    assert check(loaded, connect(loaded)).differences == []
