@@ -378,6 +378,13 @@ class Poll:
     batch_size: int
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """`publisher snapshot` of every published table, `chunk_rows` rows per transaction."""
+
+    chunk_rows: int
+
+
 def _maybe_null(literals: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     """NULL one time in four; shrinks towards NULL, so a value that matters stays in a reproduction."""
     return st.integers(0, 3).flatmap(lambda i: st.just("NULL") if i == 0 else literals)
@@ -442,6 +449,8 @@ class Scenario:
     """The logical classes' child tables (the last of `tables`), see `logical_scenarios`."""
     column_references: tuple[tuple[int, str, int], ...] = ()
     """(table, column, referenced table): parent columns published as references."""
+    before_install: int = 0
+    """The first steps run before capture is installed (rows no trigger sees; a snapshot follows)."""
 
     @property
     def published(self) -> list[str]:
@@ -457,6 +466,24 @@ class Scenario:
 def scenarios(draw: st.DrawFn, dialect: str, max_steps: int = 20) -> Scenario:
     tables = draw(schemas(dialect))
     return Scenario(dialect, tables, tuple(draw(steps(tables, max_steps))))
+
+
+@st.composite
+def with_snapshots(draw: st.DrawFn, scenarios: st.SearchStrategy[Scenario], before_install: bool = True) -> Scenario:
+    """A scenario with 1-2 snapshots at random moments; with `before_install`, its first inserts
+    run before capture is installed and a snapshot comes right after the install."""
+    scenario = draw(scenarios)
+    steps = list(scenario.steps)
+    for _ in range(draw(st.integers(1, 2))):
+        steps.insert(draw(st.integers(0, len(steps))), Snapshot(draw(st.integers(1, 7))))
+    leading = 0
+    if before_install:
+        while leading < len(steps) and isinstance(steps[leading], Insert):
+            leading += 1
+        leading = draw(st.integers(0, leading))
+        if leading:
+            steps.insert(leading, Snapshot(draw(st.integers(1, 7))))
+    return dataclasses.replace(scenario, steps=tuple(steps), before_install=leading)
 
 
 # --- logical classes -----------------------------------------------------------------------------
@@ -901,7 +928,9 @@ def logical_scenarios(draw: st.DrawFn, dialect: str, allowed: Allowed = Allowed(
 # --- running -------------------------------------------------------------------------------------
 
 Script = list[Any]
-"""What ran, in order: a tuple of SQL statements per committed transaction, and `Poll`s."""
+"""What ran, in order: a tuple of SQL statements per committed transaction, `Poll`s and
+`Snapshot`s, and INSTALL where capture was installed after the first statements."""
+INSTALL = "install"
 
 
 MARIADB_SESSION = ("SET SESSION sql_mode = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,ANSI_QUOTES,"
@@ -1008,18 +1037,19 @@ def _set(changes: Sequence[tuple[str, str]]) -> str:
 class Execution:
     """Resolves a scenario's steps against the database as they run; `script` records what ran."""
 
-    def __init__(self, runner: Runner, tables: Sequence[TableSpec], poll: Callable[[Poll], None],
+    def __init__(self, runner: Runner, tables: Sequence[TableSpec], poll: Callable[[Poll | Snapshot], None],
                  children: Sequence[ChildSpec] = ()) -> None:
         self.runner = runner
         self.tables = tables
         self.poll = poll
+        """Runs a Poll, or a Snapshot."""
         self.children = tuple(children)
         self.of_parent = {i: [c for c in self.children if c.parent == i] for i in range(len(tables))}
         self.deleted: dict[int, list[tuple[str, ...]]] = {i: [] for i in range(len(tables))}
         self.script: Script = []
 
     def step(self, step: Any) -> None:
-        if isinstance(step, Poll):
+        if isinstance(step, (Poll, Snapshot)):
             self.script.append(step)
             self.poll(step)
             return
@@ -1416,7 +1446,7 @@ def case_text(dialect: str, style: str, path: str, ddl: Sequence[str], script: S
     lines += [f"    {s!r}," for s in ddl]
     lines += ["]", "script = ["]
     for item in script:
-        if isinstance(item, Poll):
+        if isinstance(item, (Poll, Snapshot)) or item == INSTALL:
             lines.append(f"    {item!r},")
         else:
             lines.append("    (" + "".join(f"{s!r}, " for s in item).rstrip() + "),")
@@ -1440,7 +1470,13 @@ def install(h: Any, ddl: Sequence[str], tables: Sequence[str], style: str) -> No
     h.install(*tables, style=style)
 
 
-def poll_with(h: Any, poll: Poll) -> None:
+def poll_with(h: Any, poll: Poll | Snapshot) -> None:
+    """A cycle, or a snapshot (whose events later cycles publish)."""
+    if isinstance(poll, Snapshot):
+        from publisher.service.snapshot import snapshot
+
+        snapshot(h.config, h.engine, chunk_rows=poll.chunk_rows)
+        return
     h.reconfigure(query_limit=poll.query_limit, batch_size=poll.batch_size)
     h.poll()
 
@@ -1468,10 +1504,13 @@ def run_script(spark: Any, db: Any, folder: Path, path: str, style: str, ddl: Se
     """Replay a recorded case exactly (a regression test of a failure the property test found);
     `tables`: those to install capture on (a logical class's parent installs its children)."""
     h = make_harness(spark, db, folder, path, classes)
-    install(h, ddl, tables, style)
+    install(h, ddl, () if INSTALL in script else tables, style)
     runner = Runner(db)
     for item in script:
-        if isinstance(item, Poll):
+        if item == INSTALL:
+            h.install(*tables, style=style)
+            continue
+        if isinstance(item, (Poll, Snapshot)):
             poll_with(h, item)
             continue
         with runner.transaction() as conn:
@@ -1489,10 +1528,13 @@ def run_scenario(spark: Any, scenario: Scenario, style: str, path: str, root: Pa
             classes = scenario.classes()
             h = make_harness(spark, db, folder, path, classes)
             ddl = [t.ddl() for t in scenario.tables]
-            install(h, ddl, scenario.published, style)
+            install(h, ddl, () if scenario.before_install else scenario.published, style)
             execution = Execution(Runner(db), scenario.tables, lambda poll: poll_with(h, poll), scenario.children)
             try:
-                for step in scenario.steps:
+                for index, step in enumerate(scenario.steps):
+                    if index == scenario.before_install and index:
+                        h.install(*scenario.published, style=style)
+                        execution.script.append(INSTALL)
                     execution.step(step)
                 return finish(h, style, path, ddl, execution.script, classes)
             except Exception as exc:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import DIALECTS
 from hypothesis import HealthCheck, Phase, given, settings
-from schemas import Outcome, Poll, allowed, logical_scenarios, run_scenario, run_script, scenarios
+from schemas import Outcome, Poll, allowed, logical_scenarios, run_scenario, run_script, scenarios, with_snapshots
 
 from publisher.config import ClassConfig
 
@@ -31,6 +31,8 @@ HUNT = int(os.environ.get("PUBLISHER_PROPERTY_EXAMPLES", "0"))
 EXAMPLES = {"driver": HUNT or 40, "spark": max(1, HUNT // 5) if HUNT else 3}
 LOGICAL_EXAMPLES = {"driver": HUNT or 15, "spark": max(1, HUNT // 5) if HUNT else 2}
 """Of the logical-class property: fewer, since its schemas have more tables."""
+SNAPSHOT_EXAMPLES = {"driver": HUNT or 6, "spark": max(1, HUNT // 5) if HUNT else 1}
+"""Of the snapshot properties: the same schemas and steps as above, with snapshots added."""
 SHRINK_SECONDS = {"driver": 20.0, "spark": 30.0}
 """How long CI spends shrinking a failure (a Spark-path example costs seconds of cycles)."""
 PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
@@ -107,6 +109,29 @@ def test_consumer_mirror_of_logical_classes_equals_the_tables(
     value generated is publishable, so no event may end E either."""
     strategy = logical_scenarios(dialect, allowed(dialect, style))
     check_scenarios(spark, strategy, LOGICAL_EXAMPLES[cycle_path], cycle_path, style, tmp_path, no_rejects=True)
+
+
+@pytest.mark.parametrize("style", ["field", "row"])
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_consumer_mirror_equals_the_tables_with_snapshots_at_random_moments(
+    spark, cycle_path: str, dialect: str, style: str, tmp_path: Path
+) -> None:
+    """Snapshots (`publisher snapshot`, random chunk sizes) anywhere among the steps, and often
+    rows inserted before capture is installed, which only the snapshot right after the install
+    publishes: the consumer still ends with the tables."""
+    check_scenarios(spark, with_snapshots(scenarios(dialect)), SNAPSHOT_EXAMPLES[cycle_path], cycle_path, style,
+                    tmp_path)
+
+
+@pytest.mark.parametrize("style", ["field", "row"])
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_consumer_mirror_of_logical_classes_equals_the_tables_with_snapshots(
+    spark, cycle_path: str, dialect: str, style: str, tmp_path: Path
+) -> None:
+    """The same for logical classes: a snapshot of a parent publishes its children's values."""
+    strategy = with_snapshots(logical_scenarios(dialect, allowed(dialect, style)), before_install=False)
+    check_scenarios(spark, strategy, max(1, SNAPSHOT_EXAMPLES[cycle_path] // 2), cycle_path, style, tmp_path,
+                    no_rejects=True)
 
 
 # --- what the property test found, one regression test per class ---------------------------------

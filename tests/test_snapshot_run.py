@@ -90,3 +90,26 @@ def test_run_with_initial_snapshot_loads_the_rows_from_before_install(sqlite_dat
     assert "initial snapshot for the status mode: logged 30 rows of 1 tables" in text
     loaded = load_config(str(config))
     assert check(loaded, connect(loaded)).differences == []
+
+
+def test_stats_and_metrics_show_a_snapshot_under_way(spark, sqlite_database, tmp_path):
+    from publisher.service.metrics import exposition
+    from publisher.service.stats import backlog, format_backlog
+
+    h = two_tables(spark, sqlite_database, tmp_path)
+
+    def stop_in_usr(table, rows, total, seconds):
+        if table == "usr":
+            raise Stop
+
+    with pytest.raises(Stop):
+        snapshot(h.config, h.engine, chunk_rows=4, progress=stop_in_usr)
+    report = backlog(h.config, h.engine)
+    shown = {s["table"]: (s["rows_logged"], s["rows_total"], s["finished_at"] is None) for s in report["snapshots"]}
+    assert shown == {"grp": (10, 10, False), "usr": (4, 10, True)}
+    assert "usr                            for status mode: 4 of 10 rows, under way" in format_backlog(report)
+    text = exposition(h.config, h.engine)
+    assert 'publisher_snapshot_under_way{subscriber="",table="usr"} 1.0' in text
+    assert 'publisher_snapshot_rows_logged{subscriber="",table="usr"} 4.0' in text
+    assert 'publisher_snapshot_rows_total{subscriber="",table="usr"} 10.0' in text
+    assert 'publisher_snapshot_under_way{subscriber="",table="grp"} 0.0' in text

@@ -34,6 +34,7 @@ from publisher.model.operation import OperationKind
 from publisher.pipeline.subscribers import subscriber_backlog
 from publisher.pipeline.window import event_log_table
 from publisher.rules.classify import is_loopback
+from publisher.service.snapshot import RecordedSnapshot, recorded_snapshots
 from publisher.service.stats import decoded, summed, utc_of
 
 log = logging.getLogger("publisher")
@@ -131,6 +132,25 @@ class EventLogCollector(Collector):
             lag.add_metric([name], _age(utc_of(found.oldest_waiting)))
         yield waiting
         yield lag
+        yield from _snapshots(recorded_snapshots(self.config, self.engine))
+
+
+def _snapshots(recorded: Iterable[RecordedSnapshot]) -> Iterator[GaugeMetricFamily]:
+    """Each table's last snapshot per reader: rows logged of the rows it selected, and whether
+    it is still under way."""
+    labels = ["subscriber", "table"]
+    logged = GaugeMetricFamily("publisher_snapshot_rows_logged", "Rows a table's last snapshot has logged so far",
+                               labels=labels)
+    total = GaugeMetricFamily("publisher_snapshot_rows_total", "Rows a table's last snapshot selected when it began",
+                              labels=labels)
+    under_way = GaugeMetricFamily("publisher_snapshot_under_way", "1 while a table's last snapshot is not finished "
+                                  "(logging, or stopped before its end), else 0", labels=labels)
+    for snapshot in recorded:
+        key = [snapshot.reader, snapshot.table]
+        logged.add_metric(key, snapshot.rows_logged)
+        total.add_metric(key, snapshot.rows_total)
+        under_way.add_metric(key, 1 if snapshot.under_way else 0)
+    yield from (logged, total, under_way)
 
 
 def _up(value: int) -> GaugeMetricFamily:

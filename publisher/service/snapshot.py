@@ -385,3 +385,34 @@ def initial_snapshot(config: Config, engine: Engine, output: Path, subscriber: s
     if not waiting:
         return None
     return snapshot(config, engine, waiting, subscriber=subscriber, progress=progress)
+
+
+@dataclass(frozen=True)
+class RecordedSnapshot:
+    """A table's last snapshot for a reader, as `<event_log>_snapshot` records it."""
+
+    reader: str
+    """The subscriber, or '' for the status mode."""
+    table: str
+    rows_logged: int
+    rows_total: int
+    started_at: str
+    finished_at: str | None
+
+    @property
+    def under_way(self) -> bool:
+        return self.finished_at is None
+
+
+def recorded_snapshots(config: Config, engine: Engine) -> list[RecordedSnapshot]:
+    """Every table's last snapshot per reader; none where no snapshot was ever taken."""
+    from sqlalchemy import inspect
+
+    schema = table_schema(config, engine)
+    state = snapshot_table(config.event_log.table, schema)
+    if not inspect(engine).has_table(state.name, schema=schema):
+        return []
+    with engine.connect() as conn:
+        rows = conn.execute(select(state).order_by(state.c.reader, state.c.table_name)).mappings().all()
+    return [RecordedSnapshot(row["reader"], row["table_name"], int(row["rows_logged"]), int(row["rows_total"]),
+                             row["started_at"], row["finished_at"]) for row in rows]

@@ -13,6 +13,7 @@ from publisher.database import is_sqlite, table_schema
 from publisher.model.events import Status
 from publisher.pipeline.read import as_utc
 from publisher.pipeline.window import event_log_table
+from publisher.service.snapshot import RecordedSnapshot, recorded_snapshots
 
 
 def backlog(config: Config, engine: Engine) -> dict[str, Any]:
@@ -48,6 +49,18 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
         "oldest_new_age_seconds": age,
         "unpublished_tables": unpublished_tables(config, engine),
         "subscribers": {name: _subscriber(config, engine, name) for name in sorted(config.subscribers)},
+        "snapshots": [_snapshot(recorded) for recorded in recorded_snapshots(config, engine)],
+    }
+
+
+def _snapshot(recorded: RecordedSnapshot) -> dict[str, Any]:
+    return {
+        "reader": recorded.reader or "status mode",
+        "table": recorded.table,
+        "rows_logged": recorded.rows_logged,
+        "rows_total": recorded.rows_total,
+        "started_at": recorded.started_at,
+        "finished_at": recorded.finished_at,
     }
 
 
@@ -110,6 +123,12 @@ def format_backlog(report: dict[str, Any]) -> str:
         lines.append(f"  last check-out: {subscriber['last_check_out'] or 'never'}{under_way}")
         held = subscriber["holding_back"]
         lines.append(f"  holds back retention: {'no' if not held else f'yes, {held} rows'}")
+    if report.get("snapshots"):
+        lines.append("snapshots (rows logged; the cycles publish them):")
+    for snapshot in report.get("snapshots", ()):
+        state = "under way" if snapshot["finished_at"] is None else f"finished {snapshot['finished_at']}"
+        lines.append(f"  {snapshot['table']:<30} for {snapshot['reader']}: {snapshot['rows_logged']:,} of "
+                     f"{snapshot['rows_total']:,} rows, {state}")
     return "\n".join(lines)
 
 
