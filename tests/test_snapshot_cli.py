@@ -301,3 +301,18 @@ def test_the_tables_a_snapshot_takes_by_default(spark, subscriber_database, tmp_
     assert main(["snapshot", "-c", str(site.path), "--table", "other"]) == 2
     assert "--table other" in capsys.readouterr().err
     assert site.events() == 3, "nothing logged by a refused snapshot"
+
+
+def test_a_snapshot_for_a_subscriber_on_mariadb_is_refused(mariadb_database, tmp_path, capsys):
+    """No check-out could read its events there, and every other reader passes them over."""
+    db = mariadb_database
+    config = populated(db, tmp_path / "publisher", users=3)
+    config.write_text(config.read_text(encoding="utf-8") + '[subscriptions.hr]\ntables = ["usr"]\n'
+                      f'[subscribers.vault]\nsubscription = "hr"\noutput = "{tmp_path / "vault"}"\n',
+                      encoding="utf-8")
+    capsys.readouterr()
+
+    for dry_run in ([], ["--dry-run"]):
+        assert main(["snapshot", "-c", str(config), "--subscriber", "vault", *dry_run]) == 2
+        assert "subscribers need PostgreSQL or SQLite" in capsys.readouterr().err
+    assert event_count(db) == 0

@@ -158,10 +158,12 @@ def _chosen_tables(
     catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
     available = catalog.tables
     if subscriber is not None:
+        from publisher.pipeline.checkout import require_check_outs
         from publisher.pipeline.subscribers import tracked
         from publisher.rules.subscription import tracked_tables
 
         config.subscriber(subscriber)
+        require_check_outs(engine.dialect.name)
         available = tracked_tables(catalog, tracked(config, subscriber, catalog))
     if not names:
         return dict(sorted(available.items()))
