@@ -1,4 +1,4 @@
-"""Snapshots: every current row of the published tables, published as an `<add>`.
+"""Snapshots: every current row of the published tables, published as its row query-back.
 
 A snapshot publishes nothing itself. It logs each current row in the event log as a row
 query-back (type 5), a chunk of rows in key order per transaction, and the cycles publish them
