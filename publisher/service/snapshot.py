@@ -144,9 +144,11 @@ def snapshot(
     state = snapshot_table(config.event_log.table, table_schema(config, engine))
     state.create(engine, checkfirst=True)
     logger = _EventLogger(config, engine, snapshot_perpetrator(subscriber))
+    begun = _begin(engine, state, subscriber or "", condition, counts)
     for name, table in chosen.items():
         result.tables[name] = _snapshot_one(
-            engine, state, logger, table, condition, subscriber or "", counts[name], chunk_rows, progress)
+            engine, state, logger, table, condition, subscriber or "", counts[name], chunk_rows, progress,
+            begun[name])
     result.seconds = time.perf_counter() - started
     return result
 
@@ -286,11 +288,13 @@ class _KeyOrder:
 
 def _snapshot_one(
     engine: Engine, state: Table, logger: _EventLogger, table: TableInfo, condition: str, reader: str,
-    total: int, chunk_rows: int, progress: Progress | None,
+    total: int, chunk_rows: int, progress: Progress | None, begun: _Begun,
 ) -> TableSnapshot:
     order = _KeyOrder(table, state.schema, engine, condition)
-    last_key, before = _resume(engine, state, reader, table.name, condition, total)
+    last_key, before, finished = begun
     done = TableSnapshot(total=total, resumed_after=last_key)
+    if finished:
+        return done
     after = None if last_key is None else order.values_of_key(last_key)
     began = time.perf_counter()
     while True:
@@ -320,22 +324,37 @@ def _bound_after(order: _KeyOrder, last: tuple[str, tuple[Any, ...]]) -> tuple[A
         return texts
 
 
-def _resume(engine: Engine, state: Table, reader: str, table: str, condition: str,
-            total: int) -> tuple[str | None, int]:
-    """The key after which an unfinished snapshot of the same table and condition for the same
-    reader continues, and the rows it logged; otherwise a new snapshot is recorded: (None, 0)."""
-    mine = and_(state.c.reader == reader, state.c.table_name == table)
+_Begun = tuple[str | None, int, bool]
+"""Where a table's part of a snapshot starts: the key it continues after, the rows logged
+before, and whether that part is done already."""
+
+
+def _begin(engine: Engine, state: Table, reader: str, condition: str, totals: dict[str, int]) -> dict[str, _Begun]:
+    """Each table's start. A snapshot continues an unfinished one for the same reader when one
+    of its tables was left unfinished with the same condition: those tables continue after their
+    last key, and the ones that finished with that condition are done. Otherwise each table's
+    part is recorded anew, every one before any row is logged, so that a snapshot killed between
+    two tables is continued, not begun again from the first."""
+    tables = list(totals)
+    mine = and_(state.c.reader == reader, state.c.table_name.in_(tables))
     now = _now()
     with engine.begin() as conn:
-        row = conn.execute(select(state).where(mine)).mappings().first()
-        if row is not None and row["finished_at"] is None and row["condition"] == condition:
-            return row["last_key"], int(row["rows_logged"])
-        if row is not None:
-            conn.execute(state.delete().where(mine))
-        conn.execute(state.insert().values(
-            reader=reader, table_name=table, condition=condition, last_key=None, rows_logged=0,
-            rows_total=total, started_at=now, updated_at=now, finished_at=None))
-    return None, 0
+        rows = {r["table_name"]: r for r in conn.execute(select(state).where(mine)).mappings()}
+        same = {name: r for name, r in rows.items() if r["condition"] == condition}
+        resuming = any(r["finished_at"] is None for r in same.values())
+        begun: dict[str, _Begun] = {}
+        for name in tables:
+            row = same.get(name) if resuming else None
+            if row is not None:
+                begun[name] = (row["last_key"], int(row["rows_logged"]), row["finished_at"] is not None)
+                continue
+            if name in rows:
+                conn.execute(state.delete().where(and_(state.c.reader == reader, state.c.table_name == name)))
+            conn.execute(state.insert().values(
+                reader=reader, table_name=name, condition=condition, last_key=None, rows_logged=0,
+                rows_total=totals[name], started_at=now, updated_at=now, finished_at=None))
+            begun[name] = (None, 0, False)
+    return begun
 
 
 def _advance(conn: Connection, state: Table, reader: str, table: str, last_key: str | None, logged: int,
