@@ -116,31 +116,38 @@ def poll_until_drained(db: TestDatabase, config: Path) -> None:
     pytest.fail("events still new after 10 cycles")
 
 
-def test_a_snapshot_killed_twice_resumes_and_logs_every_row_once(spark, database, tmp_path, capsys):
+def test_a_snapshot_killed_at_each_chunk_resumes_and_logs_every_row_once(spark, database, tmp_path, capsys):
+    """Killed after each of its first four chunks of five rows: the third ends member's rows,
+    the fourth is usr's first; every run after the first continues where the last one stopped,
+    past a table it finished."""
     config = populated(database, tmp_path / "publisher")
     usr = database.qualified("usr")
 
-    kill_at_chunk(config, tmp_path / "m1", "--chunk-rows", "3")
-    first = snapshot_events(database)
-    assert [t for t, _ in first] == ["member"] * 3, "tables in name order, one chunk committed"
-    kill_at_chunk(config, tmp_path / "m2", "--chunk-rows", "3")
-    second = snapshot_events(database)
-    assert second[:3] == first and len(second) == 6, "the second run resumed after the first chunk"
+    logged_after = []
+    for run in range(1, 5):
+        kill_at_chunk(config, tmp_path / f"m{run}", "--chunk-rows", "5")
+        logged_after.append(snapshot_events(database))
+    assert [len(events) for events in logged_after] == [5, 10, 12, 17]
+    assert all(later[:len(earlier)] == earlier for earlier, later in zip(logged_after, logged_after[1:]))
+    assert [t for t, _ in logged_after[-1]] == ["member"] * 12 + ["usr"] * 5, "tables in name order"
     # Writers meanwhile: a row ahead of the snapshot goes, one is added, one behind it changes.
     database.execute(f"DELETE FROM {usr} WHERE idu = 15", f"INSERT INTO {usr} VALUES (99, 'new', 'row')",
                      f"UPDATE {database.qualified('member')} SET idg = 'y' WHERE idu = 1 AND idg = 'z'")
 
-    summary = run_snapshot(config, "--chunk-rows", "3")
+    summary = run_snapshot(config, "--chunk-rows", "5")
 
     assert summary["tables"]["member"]["resumed_after"] is not None
-    assert summary["tables"]["usr"]["resumed_after"] is None
-    assert summary["tables"]["member"]["rows"] == 12 - 6 and summary["tables"]["usr"]["rows"] == 20
+    assert summary["tables"]["usr"]["resumed_after"] == "idu=5"
+    assert summary["tables"]["member"]["rows"] == 0 and summary["tables"]["usr"]["rows"] == 15
     logged = snapshot_events(database)
     assert len(logged) == len(set(logged)), Counter(logged).most_common(3)
     users = {k for t, k in logged if t == "usr"}
     assert users == {f"idu={i}" for i in [*range(1, 21), 99] if i != 15}
     members = [k for t, k in logged if t == "member"]
     assert len(members) == 12, "every member row once: the renamed one was logged before it changed"
+    again = run_snapshot(config, "--table", "member")
+    assert again["tables"]["member"] == {"rows": 12, "total": 12, "resumed_after": None}, \
+        "a finished snapshot started again is a new one"
 
     poll_until_drained(database, config)
     assert main(["verify", "-c", str(config)]) == 0, capsys.readouterr()
@@ -316,3 +323,59 @@ def test_a_snapshot_for_a_subscriber_on_mariadb_is_refused(mariadb_database, tmp
         assert main(["snapshot", "-c", str(config), "--subscriber", "vault", *dry_run]) == 2
         assert "subscribers need PostgreSQL or SQLite" in capsys.readouterr().err
     assert event_count(db) == 0
+
+
+KEY_TYPES = {
+    "sqlite": {"ts": "TIMESTAMP", "n": "NUMERIC(10,2)", "r": "REAL", "s": "VARCHAR(20)"},
+    "postgresql": {"ts": "TIMESTAMPTZ", "b": "BYTEA", "n": "NUMERIC(10,2)", "r": "REAL", "s": "VARCHAR(20)"},
+    "mariadb": {"ts": "DATETIME(6)", "b": "VARBINARY(16)", "n": "DECIMAL(10,2)", "r": "DOUBLE", "s": "VARCHAR(20)"},
+}
+"""Key types a snapshot continues after: SQLite compares a REAL key by its text, a binary key
+is bound as bytes (SQLite's triggers cannot log one)."""
+
+
+def key_literal(kind: str, i: int, dialect: str) -> str:
+    if kind == "b":
+        return f"'\\x0{i}ff'::bytea" if dialect == "postgresql" else f"X'0{i}FF'"
+    return {"ts": f"'2026-01-0{i} 10:00:00'", "n": f"{i}.5", "r": f"{i}.25", "s": f"'k {i},x'"}[kind]
+
+
+def test_a_snapshot_stopped_at_any_chunk_continues_after_keys_of_every_kind(database, tmp_path, monkeypatch):
+    from publisher.config import load_config
+    from publisher.database import connect
+    from publisher.pipeline import failpoints
+    from publisher.service.snapshot import snapshot
+
+    config = write_config(database, tmp_path / "publisher")
+    tables = [f"k_{kind}" for kind in KEY_TYPES[database.dialect]]
+    for kind, sql_type in KEY_TYPES[database.dialect].items():
+        table = database.qualified(f"k_{kind}")
+        database.execute(f"CREATE TABLE {table} (k {sql_type} PRIMARY KEY, v INTEGER)",
+                         *(f"INSERT INTO {table} VALUES ({key_literal(kind, i, database.dialect)}, {i})"
+                           for i in range(1, 8)))
+    assert main(["install", "-c", str(config), *(a for t in tables for a in ("--table", t))]) == 0
+    loaded = load_config(config)
+    engine = connect(loaded)
+
+    class Killed(Exception):
+        pass
+
+    chunks = Counter[str]()
+
+    def reached(name: str) -> None:
+        chunks[name] += 1
+        if chunks[name] in (3, 8, 11, 14):
+            raise Killed
+
+    monkeypatch.setattr(failpoints, "reached", reached)
+    for _ in range(len(tables) * 4 + 4):
+        try:
+            snapshot(loaded, engine, chunk_rows=2)
+            break
+        except Killed:
+            continue
+    engine.dispose()
+
+    logged = snapshot_events(database)
+    assert len(logged) == len(set(logged)), Counter(logged).most_common(3)
+    assert Counter(t for t, _ in logged) == dict.fromkeys(tables, 7)
