@@ -379,3 +379,26 @@ def test_a_snapshot_stopped_at_any_chunk_continues_after_keys_of_every_kind(data
     logged = snapshot_events(database)
     assert len(logged) == len(set(logged)), Counter(logged).most_common(3)
     assert Counter(t for t, _ in logged) == dict.fromkeys(tables, 7)
+
+
+def test_a_snapshot_continued_with_more_tables_takes_them_anew(database, tmp_path, monkeypatch, capsys):
+    """usr finished in an earlier snapshot is no part of the member snapshot being continued:
+    continued with usr too, it logs every usr row again."""
+    from publisher.pipeline import failpoints
+
+    config = populated(database, tmp_path / "publisher", users=4)
+    assert main(["snapshot", "-c", str(config), "--table", "usr"]) == 0
+
+    def killed(name: str) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(failpoints, "reached", killed)
+        assert main(["snapshot", "-c", str(config), "--table", "member", "--chunk-rows", "5"]) == 130
+    capsys.readouterr()
+    assert main(["snapshot", "-c", str(config), "--chunk-rows", "5"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+
+    assert summary["tables"]["member"]["rows"] == 7 and summary["tables"]["member"]["resumed_after"] is not None
+    assert summary["tables"]["usr"] == {"rows": 4, "total": 4, "resumed_after": None}
+    assert Counter(t for t, _ in snapshot_events(database)) == {"usr": 8, "member": 12}

@@ -331,28 +331,30 @@ before, and whether that part is done already."""
 
 def _begin(engine: Engine, state: Table, reader: str, condition: str, totals: dict[str, int]) -> dict[str, _Begun]:
     """Each table's start. A snapshot continues an unfinished one for the same reader when one
-    of its tables was left unfinished with the same condition: those tables continue after their
-    last key, and the ones that finished with that condition are done. Otherwise each table's
-    part is recorded anew, every one before any row is logged, so that a snapshot killed between
-    two tables is continued, not begun again from the first."""
+    of its tables was left unfinished with the same condition: that snapshot's tables continue
+    after their last key and the ones it finished are done; a table it did not take is begun
+    as part of it. Otherwise each table's part is recorded anew, every one before any row is
+    logged, so that a snapshot killed between two tables is continued, not begun again.
+    `started_at`, to the microsecond, tells one snapshot's parts from an earlier one's."""
     tables = list(totals)
     mine = and_(state.c.reader == reader, state.c.table_name.in_(tables))
     now = _now()
     with engine.begin() as conn:
         rows = {r["table_name"]: r for r in conn.execute(select(state).where(mine)).mappings()}
-        same = {name: r for name, r in rows.items() if r["condition"] == condition}
-        resuming = any(r["finished_at"] is None for r in same.values())
+        unfinished = sorted(r["started_at"] for r in rows.values()
+                            if r["condition"] == condition and r["finished_at"] is None)
+        run = unfinished[-1] if unfinished else _now(exact=True)
         begun: dict[str, _Begun] = {}
         for name in tables:
-            row = same.get(name) if resuming else None
-            if row is not None:
+            row = rows.get(name)
+            if row is not None and row["condition"] == condition and row["started_at"] == run:
                 begun[name] = (row["last_key"], int(row["rows_logged"]), row["finished_at"] is not None)
                 continue
-            if name in rows:
+            if row is not None:
                 conn.execute(state.delete().where(and_(state.c.reader == reader, state.c.table_name == name)))
             conn.execute(state.insert().values(
                 reader=reader, table_name=name, condition=condition, last_key=None, rows_logged=0,
-                rows_total=totals[name], started_at=now, updated_at=now, finished_at=None))
+                rows_total=totals[name], started_at=run, updated_at=now, finished_at=None))
             begun[name] = (None, 0, False)
     return begun
 
@@ -365,8 +367,8 @@ def _advance(conn: Connection, state: Table, reader: str, table: str, last_key: 
         finished_at=now if finished else None))
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+def _now(exact: bool = False) -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds" if exact else "seconds")
 
 
 class ProgressLines:
