@@ -110,11 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     snapshot = with_config(commands.add_parser(
-        "snapshot", help="publish every current row of the tables as an <add> (initial load, resync)",
+        "snapshot", help="publish every current row of the tables as a row query-back (initial load, resync)",
         description="Logs every current row of the tables (default: every published table) in the event log as a "
         "row query-back (type 5), in key order, a chunk per transaction; the next cycles (poll, run) publish each "
-        "as an <add> of the row as it is then, in order with the changes made meanwhile. A snapshot killed and "
-        "started again with the same tables and condition continues after its last chunk. Prints one JSON "
+        "as the row as it is then, in order with the changes made meanwhile: a <modify> of every column, or with "
+        "insert_row_operation = \"add\" an <add>, which a consumer refuses for an object it holds. A snapshot "
+        "killed and started again with the same tables and condition continues after its last chunk. Prints one JSON "
         "summary line, and progress on stderr.",
     ))
     snapshot.add_argument("--table", action="append", default=[], metavar="T",

@@ -1,4 +1,4 @@
-"""Snapshots: every current row of the published tables, published as an `<add>`.
+"""Snapshots: every current row of the published tables, published as its row query-back.
 
 A snapshot publishes nothing itself. It logs each current row in the event log as a row
 query-back (type 5), a chunk of rows in key order per transaction, and the cycles publish them
@@ -145,22 +145,28 @@ def snapshot(
     state = snapshot_table(config.event_log.table, table_schema(config, engine))
     state.create(engine, checkfirst=True)
     logger = EventLogger(config, engine, snapshot_perpetrator(subscriber))
+    begun = _begin(engine, state, subscriber or "", condition, counts)
     for name, table in chosen.items():
         result.tables[name] = _snapshot_one(
-            engine, state, logger, table, condition, subscriber or "", counts[name], chunk_rows, progress)
+            engine, state, logger, table, condition, subscriber or "", counts[name], chunk_rows, progress,
+            begun[name])
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _chosen_tables(config: Config, engine: Engine, names: Sequence[str], subscriber: str | None) -> dict[str, TableInfo]:
+def _chosen_tables(
+    config: Config, engine: Engine, names: Sequence[str], subscriber: str | None,
+) -> dict[str, TableInfo]:
     schema = table_schema(config, engine)
     catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
     available = catalog.tables
     if subscriber is not None:
+        from publisher.pipeline.checkout import require_check_outs
         from publisher.pipeline.subscribers import tracked
         from publisher.rules.subscription import tracked_tables
 
         config.subscriber(subscriber)
+        require_check_outs(engine.dialect.name)
         available = tracked_tables(catalog, tracked(config, subscriber, catalog))
     if not names:
         return dict(sorted(available.items()))
@@ -204,13 +210,12 @@ class EventLogger:
         names = config.event_log.columns
         transaction = logged_transaction_column(engine, config, schema)
         expression = logged_transaction_sql(config, engine)
-        logs_transaction = transaction is not None and expression is not None
-        log = event_log_table_of(config.event_log.table,
-                                 (*names.in_order(), *([transaction] if logs_transaction else [])), schema)
+        extra = () if transaction is None else (transaction,)
+        log = event_log_table_of(config.event_log.table, names.in_order() + extra, schema)
         self.roles = {role: log.c[getattr(names, role)] for role in
                       ("status", "event_type", "perpetrator", "table_name", "table_key")}
         statement = insert(log)
-        if logs_transaction:
+        if transaction is not None and expression is not None:
             statement = statement.values({log.c[transaction]: literal_column(expression)})
         self.statement = statement
         self.perpetrator = perpetrator
@@ -285,11 +290,13 @@ class _KeyOrder:
 
 def _snapshot_one(
     engine: Engine, state: Table, logger: EventLogger, table: TableInfo, condition: str, reader: str,
-    total: int, chunk_rows: int, progress: Progress | None,
+    total: int, chunk_rows: int, progress: Progress | None, begun: _Begun,
 ) -> TableSnapshot:
     order = _KeyOrder(table, state.schema, engine, condition)
-    last_key, before = _resume(engine, state, reader, table.name, condition, total)
+    last_key, before, finished = begun
     done = TableSnapshot(total=total, resumed_after=last_key)
+    if finished:
+        return done
     after = None if last_key is None else order.values_of_key(last_key)
     began = time.perf_counter()
     while True:
@@ -319,22 +326,39 @@ def _bound_after(order: _KeyOrder, last: tuple[str, tuple[Any, ...]]) -> tuple[A
         return texts
 
 
-def _resume(engine: Engine, state: Table, reader: str, table: str, condition: str,
-            total: int) -> tuple[str | None, int]:
-    """The key after which an unfinished snapshot of the same table and condition for the same
-    reader continues, and the rows it logged; otherwise a new snapshot is recorded: (None, 0)."""
-    mine = and_(state.c.reader == reader, state.c.table_name == table)
+_Begun = tuple[str | None, int, bool]
+"""Where a table's part of a snapshot starts: the key it continues after, the rows logged
+before, and whether that part is done already."""
+
+
+def _begin(engine: Engine, state: Table, reader: str, condition: str, totals: dict[str, int]) -> dict[str, _Begun]:
+    """Each table's start. A snapshot continues an unfinished one for the same reader when one
+    of its tables was left unfinished with the same condition: that snapshot's tables continue
+    after their last key and the ones it finished are done; a table it did not take is begun
+    as part of it. Otherwise each table's part is recorded anew, every one before any row is
+    logged, so that a snapshot killed between two tables is continued, not begun again.
+    `started_at`, to the microsecond, tells one snapshot's parts from an earlier one's."""
+    tables = list(totals)
+    mine = and_(state.c.reader == reader, state.c.table_name.in_(tables))
     now = _now()
     with engine.begin() as conn:
-        row = conn.execute(select(state).where(mine)).mappings().first()
-        if row is not None and row["finished_at"] is None and row["condition"] == condition:
-            return row["last_key"], int(row["rows_logged"])
-        if row is not None:
-            conn.execute(state.delete().where(mine))
-        conn.execute(state.insert().values(
-            reader=reader, table_name=table, condition=condition, last_key=None, rows_logged=0,
-            rows_total=total, started_at=now, updated_at=now, finished_at=None))
-    return None, 0
+        rows = {r["table_name"]: r for r in conn.execute(select(state).where(mine)).mappings()}
+        unfinished = sorted(r["started_at"] for r in rows.values()
+                            if r["condition"] == condition and r["finished_at"] is None)
+        run = unfinished[-1] if unfinished else _now(exact=True)
+        begun: dict[str, _Begun] = {}
+        for name in tables:
+            row = rows.get(name)
+            if row is not None and row["condition"] == condition and row["started_at"] == run:
+                begun[name] = (row["last_key"], int(row["rows_logged"]), row["finished_at"] is not None)
+                continue
+            if row is not None:
+                conn.execute(state.delete().where(and_(state.c.reader == reader, state.c.table_name == name)))
+            conn.execute(state.insert().values(
+                reader=reader, table_name=name, condition=condition, last_key=None, rows_logged=0,
+                rows_total=totals[name], started_at=run, updated_at=now, finished_at=None))
+            begun[name] = (None, 0, False)
+    return begun
 
 
 def _advance(conn: Connection, state: Table, reader: str, table: str, last_key: str | None, logged: int,
@@ -345,8 +369,8 @@ def _advance(conn: Connection, state: Table, reader: str, table: str, last_key: 
         finished_at=now if finished else None))
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+def _now(exact: bool = False) -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds" if exact else "seconds")
 
 
 class ProgressLines:
