@@ -325,6 +325,20 @@ def test_a_snapshot_for_a_subscriber_on_mariadb_is_refused(mariadb_database, tmp
     assert event_count(db) == 0
 
 
+def test_a_snapshot_for_a_subscriber_that_tracks_no_inserts_is_refused(sqlite_database, tmp_path, capsys):
+    """Its check-outs would pass every row query-back over: nothing would ever be published."""
+    db = sqlite_database
+    config = populated(db, tmp_path / "publisher", users=3)
+    config.write_text(config.read_text(encoding="utf-8") + '[subscriptions.gone]\ntables = ["usr"]\n'
+                      'operations = ["delete"]\n'
+                      f'[subscribers.audit]\nsubscription = "gone"\noutput = "{tmp_path / "audit"}"\n',
+                      encoding="utf-8")
+    capsys.readouterr()
+    assert main(["snapshot", "-c", str(config), "--subscriber", "audit"]) == 2
+    assert "--subscriber audit: its subscription does not track inserts" in capsys.readouterr().err
+    assert event_count(db) == 0
+
+
 KEY_TYPES = {
     "sqlite": {"ts": "TIMESTAMP", "n": "NUMERIC(10,2)", "r": "REAL", "s": "VARCHAR(20)"},
     "postgresql": {"ts": "TIMESTAMPTZ", "b": "BYTEA", "n": "NUMERIC(10,2)", "r": "REAL", "s": "VARCHAR(20)"},

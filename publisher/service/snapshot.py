@@ -167,7 +167,11 @@ def _chosen_tables(
 
         config.subscriber(subscriber)
         require_check_outs(engine.dialect.name)
-        available = tracked_tables(catalog, tracked(config, subscriber, catalog))
+        subscription = tracked(config, subscriber, catalog)
+        if EventType.INSERT_ROW_QUERY_BACK not in subscription.event_types:
+            raise SnapshotError(f"--subscriber {subscriber}: its subscription does not track inserts, and a snapshot "
+                                "logs each row as the row query-back of an insert (type 5), which it would pass over")
+        available = tracked_tables(catalog, subscription)
     if not names:
         return dict(sorted(available.items()))
     chosen = {}
