@@ -56,7 +56,7 @@ from publisher.model.keys import KeyPart, bound_value, canonical_key_of, format_
 from publisher.model.valuetext import settings_sql
 from publisher.pipeline import failpoints
 from publisher.pipeline.queryback import RowReading
-from publisher.pipeline.window import event_log_table, logged_transaction_column
+from publisher.pipeline.window import event_log_table_of, logged_transaction_column
 from publisher.rules.classify import snapshot_perpetrator
 
 CHUNK_ROWS = 1_000
@@ -200,12 +200,13 @@ class _EventLogger:
 
     def __init__(self, config: Config, engine: Engine, perpetrator: str) -> None:
         schema = table_schema(config, engine)
-        log = event_log_table(config, schema)
         names = config.event_log.columns
+        transaction = logged_transaction_column(engine, config, schema)
+        extra = () if transaction is None else (transaction,)
+        log = event_log_table_of(config.event_log.table, names.in_order() + extra, schema)
         self.roles = {role: log.c[getattr(names, role)] for role in
                       ("status", "event_type", "perpetrator", "table_name", "table_key")}
         statement = insert(log)
-        transaction = logged_transaction_column(engine, config, schema)
         expression = logged_transaction_sql(config, engine)
         if transaction is not None and expression is not None:
             statement = statement.values({log.c[transaction]: literal_column(expression)})
