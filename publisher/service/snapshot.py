@@ -151,7 +151,9 @@ def snapshot(
     return result
 
 
-def _chosen_tables(config: Config, engine: Engine, names: Sequence[str], subscriber: str | None) -> dict[str, TableInfo]:
+def _chosen_tables(
+    config: Config, engine: Engine, names: Sequence[str], subscriber: str | None,
+) -> dict[str, TableInfo]:
     schema = table_schema(config, engine)
     catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
     available = catalog.tables
