@@ -173,6 +173,31 @@ def test_a_row_query_back_before_a_delete_leaves_the_insert_after_it_to_a_later_
     assert [d.outcome for d in decide(events, row)] == ["wins", "redundant", "redundant"]
 
 
+def test_a_delete_not_yet_committed_is_waited_for_not_logged_around(spark, database, tmp_path) -> None:
+    """A delete whose event took its record_id before the snapshot read the row: the snapshot
+    waits for it and passes the row over, so no snapshot event falls between that delete and
+    the key's insert after it (published ahead of that insert's <add>, it would make the
+    consumer refuse the <add>)."""
+    h = make(spark, database, tmp_path)
+    fill(h, 10)
+    h.install("usr")
+    usr, results = h.table("usr"), []
+    with h.engine.connect() as writer:
+        writer.execute(text(f"DELETE FROM {usr} WHERE idu = 5"))
+        taker = threading.Thread(target=lambda: results.append(snapshot(h.config, h.engine, chunk_rows=3)))
+        taker.start()
+        taker.join(1.0)
+        writer.commit()
+    taker.join()
+    h.db.execute(f"INSERT INTO {usr} (idu, fname) VALUES (5, 'again')")
+    assert results and results[0].tables["usr"].rows == 9
+    logged = [t for (t,) in h.db.rows(f"SELECT event_type FROM {h.table('event_log')} "
+                                      "WHERE table_key = 'idu=5' ORDER BY record_id")]
+    assert logged == [4, 1]
+    drain(h)
+    assert_mirrored(h)
+
+
 ODD_TEXTS = ("a'b", "c,d", "e+f", "g=h", "plain", "x\"y", "")
 """Every character a table_key quotes, and the empty text."""
 
