@@ -20,6 +20,12 @@ class Stop(Exception):
     pass
 
 
+def stop_in_usr(table, rows, total, seconds):
+    """A progress callback that stops a snapshot after its first chunk of usr, as a crash would."""
+    if table == "usr":
+        raise Stop
+
+
 def two_tables(spark, database, tmp_path) -> Harness:
     h = Harness(spark, database, tmp_path, user="publisher_app", tables=())
     for name in ("grp", "usr"):
@@ -48,13 +54,8 @@ def test_no_initial_snapshot_for_a_consumer_that_has_documents(spark, sqlite_dat
 
 def test_an_interrupted_initial_snapshot_continues_where_it_stopped(spark, sqlite_database, tmp_path):
     h = two_tables(spark, sqlite_database, tmp_path)
-
-    def stop_after_a_chunk_of_usr(table, rows, total, seconds):
-        if table == "usr":
-            raise Stop
-
     with pytest.raises(Stop):
-        snapshot(h.config, h.engine, chunk_rows=4, progress=stop_after_a_chunk_of_usr)
+        snapshot(h.config, h.engine, chunk_rows=4, progress=stop_in_usr)
     again = initial_snapshot(h.config, h.engine, h.output)
     assert again is not None and list(again.tables) == ["usr"]  # grp was finished
     assert again.tables["usr"].resumed_after == "id=4" and again.tables["usr"].rows == 6
@@ -97,11 +98,6 @@ def test_stats_and_metrics_show_a_snapshot_under_way(spark, sqlite_database, tmp
     from publisher.service.stats import backlog, format_backlog
 
     h = two_tables(spark, sqlite_database, tmp_path)
-
-    def stop_in_usr(table, rows, total, seconds):
-        if table == "usr":
-            raise Stop
-
     with pytest.raises(Stop):
         snapshot(h.config, h.engine, chunk_rows=4, progress=stop_in_usr)
     report = backlog(h.config, h.engine)

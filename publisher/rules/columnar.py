@@ -154,7 +154,12 @@ def _decide(
     last_delete = np.full(len(exists), -1)
     np.maximum.at(last_delete, objects[is_delete], index[is_delete])
     after_delete = index > last_delete[objects]
-    row_eligible = is_row & present & (after_delete | (not rows_after_delete))
+    is_inserting = np.isin(codes, [int(EventType.INSERT_FIELD), int(EventType.INSERT_ROW_QUERY_BACK),
+                                   int(EventType.INSERT_FIELD_QUERY_BACK)])
+    last_insert = np.full(len(exists), -1)
+    np.maximum.at(last_insert, objects[is_inserting], index[is_inserting])
+    reinserted = (last_insert > last_delete)[objects]
+    row_eligible = is_row & present & (after_delete | (reinserted & (not rows_after_delete)))
     first_row = np.full(len(exists), n)
     np.minimum.at(first_row, objects[row_eligible], index[row_eligible])
     has_row_winner = (first_row < n)[objects]

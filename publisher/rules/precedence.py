@@ -96,7 +96,8 @@ def decide(
     would take the value away again; with no such event, the delete and what follows it carry
     the field's state, and the field's query-backs are redundant. With `insert_row_adds` (a
     type 5 publishes an `<add>`, which a consumer refuses for an object it holds) the same goes
-    for row query-backs, and deletes always stand.
+    for row query-backs, and deletes always stand; and so it goes without it when the object's
+    insert after its last delete is not among the events (it comes later, as its own `<add>`).
 
     A logical class's `multi_valued` attributes (child rows, logged as the parent's events) are
     read with every object, so `current` None means the object is gone: then their events are
@@ -192,13 +193,17 @@ class _Winners:
         taken: frozenset[int] = frozenset(), multi_valued: frozenset[str] = frozenset(),
     ) -> None:
         last_delete = max((i for i, e in enumerate(events) if e["event_type_code"] == _DELETE), default=-1)
+        # A row query-back before the last delete stands for the object only if its insert
+        # follows in the window: otherwise that insert comes later and publishes an <add>.
+        reinserted = any(e["event_type_code"] in _INSERTING for e in events[last_delete + 1:])
         self.row: int | None = None
         self.fields: dict[str, int] = {}
         self.field_type: dict[str, int] = {}
         for index, event in enumerate(events):
             t = event["event_type_code"]
             if t in _ROW_QB:
-                if self.row is None and exists and not problems and (index > last_delete or not rows_after_delete):
+                if self.row is None and exists and not problems and (
+                        index > last_delete or (reinserted and not rows_after_delete)):
                     self.row = index
             elif t in _FIELD_QB:
                 name = event["attr_name"]

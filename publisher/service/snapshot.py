@@ -249,6 +249,12 @@ class _KeyOrder:
         self.condition = condition
         self.expanded = is_mysql(engine.dialect.name)
         """MariaDB uses an index for `a > x OR (a = x AND b > y)`, not for `(a, b) > (x, y)`."""
+        self.locked = not table.is_view
+        """A row is read with a share lock: a writer's delete not yet committed, whose event took
+        its record_id already, is waited for (and the row then passed over), and one that comes
+        later waits for the chunk, so its events follow the snapshot's. Otherwise the snapshot's
+        event could land between a delete and the insert of the same key and be published, as
+        the row inserted again, ahead of that insert's <add>."""
 
     def chunk(self, conn: Connection, after: Sequence[Any] | None, rows: int) -> list[tuple[str, tuple[Any, ...]]]:
         """Up to `rows` (canonical key, bound key values) after `after`, in key order."""
@@ -258,6 +264,8 @@ class _KeyOrder:
         if after is not None:
             query = query.where(self._after(after))
         query = query.order_by(*self.compared).limit(rows)
+        if self.locked:
+            query = query.with_for_update(read=True)
         out = []
         for record in conn.execute(query):
             texts = [str(value) for value in record]
@@ -304,22 +312,74 @@ def _snapshot_one(
     after = None if last_key is None else order.values_of_key(last_key)
     began = time.perf_counter()
     while True:
-        with engine.begin() as conn:
-            for statement in settings_sql(engine.dialect.name, local=True):
-                conn.exec_driver_sql(statement)
-            chunk = order.chunk(conn, after, chunk_rows)
-            logged = logger.log(conn, table.name, (key for key, _ in chunk))
-            finished = len(chunk) < chunk_rows
-            if chunk:
-                last_key = chunk[-1][0]
-                after = _bound_after(order, chunk[-1])
-            _advance(conn, state, reader, table.name, last_key, logged, finished)
-        done.rows += logged
+        chunk = _log_chunk(engine, order, logger, state, reader, table.name, last_key, after, chunk_rows)
+        finished = len(chunk) < chunk_rows
+        if chunk:
+            last_key = chunk[-1][0]
+            after = _bound_after(order, chunk[-1])
+        done.rows += len(chunk)
         failpoints.reached("snapshot_chunk")
         if progress is not None:
             progress(table.name, before + done.rows, total, time.perf_counter() - began)
         if finished:
             return done
+
+
+LOCK_RETRIES = 100
+"""Tries of one chunk whose share lock waited too long for a writer, before the snapshot fails."""
+
+
+def _log_chunk(
+    engine: Engine, order: _KeyOrder, logger: EventLogger, state: Table, reader: str, table: str,
+    last_key: str | None, after: Sequence[Any] | None, chunk_rows: int,
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """One chunk's rows read and logged, and the snapshot's progress, in one transaction. The
+    chunk's share locks give way to the application: a lock waited for too long (or a deadlock)
+    rolls the chunk back, and it is tried again a little later."""
+    for attempt in range(LOCK_RETRIES):
+        try:
+            with engine.connect() as conn:
+                _begin_chunk(conn)
+                chunk = order.chunk(conn, after, chunk_rows)
+                logger.log(conn, table, (key for key, _ in chunk))
+                _advance(conn, state, reader, table, chunk[-1][0] if chunk else last_key, len(chunk),
+                         len(chunk) < chunk_rows)
+                conn.commit()
+                return chunk
+        except DBAPIError as exc:
+            if not _gave_way(exc) or attempt == LOCK_RETRIES - 1:
+                raise
+        time.sleep(min(0.05 * (attempt + 1), 1.0))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+CHUNK_LOCK_WAIT = "200ms"
+"""How long a chunk waits for a writer's lock on PostgreSQL: well under deadlock_timeout (1 s
+by default), so that in a deadlock with the application the chunk gives way, never the
+application's transaction. MariaDB picks the transaction with less to undo, the chunk's."""
+
+
+def _begin_chunk(conn: Connection) -> None:
+    dialect = conn.dialect.name
+    if dialect == "sqlite":  # the one writer from the read to the commit
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    elif dialect == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{CHUNK_LOCK_WAIT}'")
+    for statement in settings_sql(dialect, local=True):
+        conn.exec_driver_sql(statement)
+
+
+_LOCK_CODES = {"55P03", "40P01", "1205", "1213"}
+"""PostgreSQL's lock_not_available and deadlock_detected; MariaDB's lock wait timeout and deadlock."""
+
+
+def _gave_way(exc: DBAPIError) -> bool:
+    """Whether a chunk failed only because it met a writer's lock."""
+    original = exc.orig
+    code = getattr(original, "sqlstate", None) or getattr(original, "pgcode", None)
+    if code is None and original is not None and getattr(original, "args", None):
+        code = original.args[0]
+    return str(code) in _LOCK_CODES or "database is locked" in str(original)
 
 
 def _bound_after(order: _KeyOrder, last: tuple[str, tuple[Any, ...]]) -> tuple[Any, ...]:
