@@ -8,6 +8,7 @@ import collections
 import dataclasses
 import random
 import threading
+import time
 
 import pytest
 from harness import Harness, drain
@@ -194,6 +195,29 @@ def test_a_delete_not_yet_committed_is_waited_for_not_logged_around(spark, datab
     logged = [t for (t,) in h.db.rows(f"SELECT event_type FROM {h.table('event_log')} "
                                       "WHERE table_key = 'idu=5' ORDER BY record_id")]
     assert logged == [4, 1]
+    drain(h)
+    assert_mirrored(h)
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "mariadb"])
+def test_in_a_deadlock_with_the_application_the_snapshot_gives_way(spark, request, tmp_path, dialect) -> None:
+    """The application holds a row the chunk waits for, then wants a row the chunk has share-
+    locked: the chunk rolls back and is tried again, and every statement of the application
+    succeeds."""
+    h = make(spark, request.getfixturevalue(f"{dialect}_database"), tmp_path)
+    fill(h, 20)
+    h.install("usr")
+    usr, results = h.table("usr"), []
+    with h.engine.connect() as application:
+        application.execute(text(f"UPDATE {usr} SET fname = 'first' WHERE idu = 10"))
+        taker = threading.Thread(target=lambda: results.append(snapshot(h.config, h.engine, chunk_rows=20)))
+        taker.start()
+        time.sleep(0.1)  # the chunk has share-locked rows 1..9 and waits for row 10
+        application.execute(text(f"UPDATE {usr} SET fname = 'second' WHERE idu = 3"))
+        application.commit()
+    taker.join(60)
+    assert results and results[0].tables["usr"].rows == 20
+    assert h.db.rows(f"SELECT fname FROM {usr} WHERE idu IN (3, 10) ORDER BY idu") == [("second",), ("first",)]
     drain(h)
     assert_mirrored(h)
 

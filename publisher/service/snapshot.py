@@ -376,10 +376,9 @@ _LOCK_CODES = {"55P03", "40P01", "1205", "1213"}
 def _gave_way(exc: DBAPIError) -> bool:
     """Whether a chunk failed only because it met a writer's lock."""
     original = exc.orig
-    code = getattr(original, "sqlstate", None) or getattr(original, "pgcode", None)
-    if code is None and original is not None and getattr(original, "args", None):
-        code = original.args[0]
-    return str(code) in _LOCK_CODES or "database is locked" in str(original)
+    args = getattr(original, "args", None) or (None,)
+    codes = {getattr(original, "sqlstate", None), getattr(original, "pgcode", None), args[0]}
+    return bool({str(code) for code in codes} & _LOCK_CODES) or "database is locked" in str(original)
 
 
 def _bound_after(order: _KeyOrder, last: tuple[str, tuple[Any, ...]]) -> tuple[Any, ...]:
