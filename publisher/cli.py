@@ -231,6 +231,13 @@ and with row-style capture (as `publisher install` puts them), alternating over 
 each run starts from a fresh table and an emptied event log. PostgreSQL runs the mix through
 pgbench (on PATH); MariaDB through Python threads, one connection each. A failed transaction
 stops the benchmark rather than lower the figures.
+
+With --snapshot it measures what a snapshot of a large table costs, on PostgreSQL. In a schema
+`snapshot_bench` it creates and drops, the workload's `usr` table is filled with ROWS rows
+(default 1000000) and no trigger, so no event exists, then captured. It times the floor, COPY
+(SELECT * FROM usr) TO STDOUT read in Python; the snapshot's logging, `publisher snapshot` of
+the table (a row query-back per row); and the drain of those events by cycles of QUERY_LIMIT
+events on one warm SparkSession, with the peak memory of the driver, the JVM and the workers.
 """
 
 BENCH_EPILOG = """\
@@ -252,6 +259,15 @@ reading the --capture report:
 
   publisher bench --capture                              PostgreSQL, 3 rounds of 20 s
   publisher bench --capture --database mariadb --rounds 5 --seconds 30 --json
+
+reading the --snapshot report:
+  logging       the snapshot command: a chunk of rows' events per transaction
+  drain         the cycles that publish those events, each row read back as it is then
+  total / floor (logging + drain) / the COPY of the table
+  every row published   one operation per row and no new row left in the event log
+
+  publisher bench --snapshot                             1000000 rows, query_limit 200000
+  publisher bench --snapshot --rows 5000000 --json
 """
 
 
@@ -269,12 +285,16 @@ def _add_bench(commands: Any) -> None:
     bench.add_argument("--capture", action="store_true",
                        help="measure what the capture triggers cost the application's transactions instead "
                        "(see above); uses only --database, --url, --seconds, --rounds and --json")
+    bench.add_argument("--snapshot", action="store_true",
+                       help="measure what a snapshot of a table of --rows rows costs instead (see above), on "
+                       "PostgreSQL; uses only --url, --rows, --query-limit, --master and --json")
     bench.add_argument("--seconds", type=_positive, default=20, metavar="S",
                        help="--capture: seconds each configuration runs per round (default: 20)")
     bench.add_argument("--rounds", type=_positive, default=3, metavar="N",
                        help="--capture: rounds of the three configurations; the report takes medians (default: 3)")
-    bench.add_argument("--rows", type=_positive, default=100_000, metavar="R",
-                       help="rows of the usr table before the events start (default: 100000)")
+    bench.add_argument("--rows", type=_positive, metavar="R",
+                       help="rows of the usr table before the events start (default: 100000; "
+                       "--snapshot: 1000000)")
     bench.add_argument("--events", type=_positive, default=1_000_000, metavar="E",
                        help="events in the backlog (default: 1000000)")
     bench.add_argument("--query-limit", type=_positive, default=200_000, metavar="Q",
@@ -709,15 +729,19 @@ def _bench(args: argparse.Namespace) -> int:
     from publisher.bench.run import BenchOptions, format_report, run_benchmark
     from publisher.bench.workload import Backlog, Dialect, WorkloadError
 
+    if args.capture and args.snapshot:
+        raise UsageError("bench: --capture and --snapshot measure different things; choose one")
     if args.capture:
         return _bench_capture(args)
+    if args.snapshot:
+        return _bench_snapshot(args)
     if args.database == "mariadb":
         raise UsageError("bench: --database mariadb measures only --capture")
     database: Dialect = "postgresql"
     if args.database == "sqlite" or (args.database is None and (args.url or "").startswith("sqlite")):
         database = "sqlite"
     options = BenchOptions(
-        database=database, url=args.url, rows=args.rows, events=args.events, query_limit=args.query_limit,
+        database=database, url=args.url, rows=args.rows or 100_000, events=args.events, query_limit=args.query_limit,
         latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
         cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog), subscribers=args.subscribers,
     )
@@ -745,6 +769,23 @@ def _bench_capture(args: argparse.Namespace) -> int:
     except CaptureBenchError as exc:
         raise UnavailableError(str(exc)) from None
     print(json.dumps(report.summary()) if args.json else format_capture_report(report))
+    return 0
+
+
+def _bench_snapshot(args: argparse.Namespace) -> int:
+    from publisher.bench.snapshot import SnapshotOptions, format_snapshot_report, run_snapshot_bench
+    from publisher.bench.workload import WorkloadError
+
+    scheme = (args.url or "postgresql").split(":", 1)[0].split("+", 1)[0]
+    if args.database not in (None, "postgresql") or scheme not in ("postgresql", "postgres"):
+        raise UsageError("bench --snapshot: measured on postgresql only")
+    options = SnapshotOptions(url=args.url, rows=args.rows or 1_000_000, query_limit=args.query_limit,
+                              master=args.master)
+    try:
+        report = run_snapshot_bench(options)
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else format_snapshot_report(report))
     return 0
 
 

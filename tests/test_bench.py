@@ -1,4 +1,4 @@
-"""`publisher bench` end to end at tiny sizes on SQLite: the backlog drains and the report adds up."""
+"""`publisher bench` end to end at tiny sizes: the backlog drains and the report adds up."""
 from __future__ import annotations
 
 import math
@@ -12,6 +12,7 @@ from sqlalchemy import create_engine, text
 
 from publisher.bench.capture import CaptureOptions, format_capture_report, run_capture_bench
 from publisher.bench.run import BenchOptions, format_report, run_benchmark
+from publisher.bench.snapshot import SnapshotOptions, format_snapshot_report, run_snapshot_bench
 from publisher.bench.workload import Backlog
 from publisher.cli import main
 from publisher.config import DatabaseConfig
@@ -139,5 +140,46 @@ def test_capture_bench_logs_the_styles_events_and_divides_the_tps_it_shows(datab
     (["--database", "mariadb"], "measures only --capture"),
 ])
 def test_capture_bench_refuses_what_it_cannot_measure(capsys, argv: list[str], why: str) -> None:
+    assert main(["bench", *argv]) == 2
+    assert why in capsys.readouterr().err
+
+
+# --- bench --snapshot: a snapshot of a large table, logged then drained, on PostgreSQL -----------
+
+@pytest.mark.skipif("postgresql" not in DIALECTS, reason="measured on PostgreSQL only")
+def test_snapshot_bench_publishes_every_row_once_and_drops_its_schema(spark, tmp_path: Path) -> None:
+    schema = f"sb_{uuid.uuid4().hex[:10]}"
+    rows, limit = 2_000, 700
+    options = SnapshotOptions(url=POSTGRES_URL, rows=rows, query_limit=limit, master="local[2]", schema=schema,
+                              warm_up=False, workdir=tmp_path)
+    report = run_snapshot_bench(options, spark)
+    summary = report.summary()
+
+    assert report.floor.rows == rows and report.floor.bytes_read > 0
+    assert summary["logging"]["events"] == rows
+    assert summary["drain"]["operations"] == summary["drain"]["events"] == rows
+    assert summary["drain"]["statuses"] == {"S": rows}
+    assert summary["drain"]["cycles"] >= rows // limit, "windows of query_limit events"
+    assert summary["left_new"] == 0 and summary["complete"] is True
+    documents = sorted((tmp_path / "out").glob("*.xml"))
+    assert len(documents) == report.drain.documents > 0
+    operations = [op for path in documents for op in etree.parse(str(path)).getroot().find("input")]
+    assert len(operations) == rows
+    assert "every row published              yes" in format_snapshot_report(report)
+
+    engine = create_engine(DatabaseConfig(url=POSTGRES_URL).sqlalchemy_url())
+    with engine.connect() as conn:
+        left = conn.execute(text("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = :s"),
+                            {"s": schema}).scalar_one()
+    engine.dispose()
+    assert left == 0
+
+
+@pytest.mark.parametrize(("argv", "why"), [
+    (["--snapshot", "--capture"], "choose one"),
+    (["--snapshot", "--database", "sqlite"], "postgresql only"),
+    (["--snapshot", "--url", "sqlite:///x.db"], "postgresql only"),
+])
+def test_snapshot_bench_refuses_what_it_cannot_measure(capsys, argv: list[str], why: str) -> None:
     assert main(["bench", *argv]) == 2
     assert why in capsys.readouterr().err

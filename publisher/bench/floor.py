@@ -66,14 +66,7 @@ def _postgresql_floor(engine: Engine, select: str, mark: str, table: str) -> Flo
     raw = engine.raw_connection()
     try:
         connection: Any = raw.driver_connection
-        rows = size = 0
-        started = time.perf_counter()
-        with connection.cursor() as cursor:
-            with cursor.copy(f"COPY ({select}) TO STDOUT") as copy:
-                for row in copy:
-                    rows += 1
-                    size += len(row)
-        read_seconds = time.perf_counter() - started
+        rows, size, read_seconds = copy_out(connection, select)
         connection.rollback()
         started = time.perf_counter()
         with connection.cursor() as cursor:
@@ -89,6 +82,19 @@ def _postgresql_floor(engine: Engine, select: str, mark: str, table: str) -> Flo
     finally:
         raw.close()
     return Floor("COPY (SELECT …) TO STDOUT; one UPDATE, rolled back", rows, size, read_seconds, marked, mark_seconds)
+
+
+def copy_out(connection: Any, select: str) -> tuple[int, int, float]:
+    """Every row of `select` through COPY … TO STDOUT, each read into Python as bytes: the rows,
+    the bytes and the seconds it took. `connection` is psycopg 3's own."""
+    rows = size = 0
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        with cursor.copy(f"COPY ({select}) TO STDOUT") as copy:
+            for row in copy:
+                rows += 1
+                size += len(row)
+    return rows, size, time.perf_counter() - started
 
 
 def _sqlite_floor(engine: Engine, select: str, mark: str) -> Floor:

@@ -337,7 +337,7 @@ def _rounded(value: float | None) -> float | None:
 def run_benchmark(options: BenchOptions, spark: SparkSession | None = None) -> BenchReport:
     """Run every phase; `spark` is reused when given, else one session is built and timed (and,
     with `options.cluster`, a standalone cluster started for it and stopped afterwards)."""
-    with _workdir(options.workdir) as workdir:
+    with work_directory(options.workdir) as workdir:
         if not options.cluster or spark is not None:
             return _run(options, workdir, spark, {})
         from publisher.bench.cluster import StandaloneCluster, spark_conf_for
@@ -354,7 +354,7 @@ def run_benchmark(options: BenchOptions, spark: SparkSession | None = None) -> B
 
 
 @contextmanager
-def _workdir(path: Path | None) -> Iterator[Path]:
+def work_directory(path: Path | None) -> Iterator[Path]:
     if path is not None:
         path.mkdir(parents=True, exist_ok=True)
         yield path
@@ -386,7 +386,7 @@ def _run(
         spark_seconds = None
         if spark is None:
             started = time.perf_counter()
-            spark = _spark(config, conf)
+            spark = start_spark(config, conf)
             spark_seconds = time.perf_counter() - started
         started = time.perf_counter()
         if options.warm_up:
@@ -398,7 +398,7 @@ def _run(
             drained = drain(spark, engine, config, workload.events)
             latency = measure_latency(spark, engine, config, workload, options.latency_cycles,
                                       options.latency_events)
-        left = _count_new(config, engine)
+        left = count_new(config, engine)
     finally:
         engine.dispose()
     return BenchReport(
@@ -427,7 +427,7 @@ def warm_up(spark: SparkSession, options: BenchOptions, workdir: Path) -> None:
         discard(workload)
 
 
-def _spark(config: Config, conf: dict[str, str]) -> SparkSession:
+def start_spark(config: Config, conf: dict[str, str]) -> SparkSession:
     from publisher.pipeline.spark import get_spark
 
     return get_spark(SparkConfig(master=config.spark.master, conf=conf))
@@ -505,24 +505,24 @@ def measure_latency(
     return latency
 
 
-def _count_new(config: Config, engine: Engine) -> int:
+def count_new(config: Config, engine: Engine) -> int:
     table = event_log_table(config, table_schema(config, engine))
     status = table.c[config.event_log.columns.status]
     with engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(table).where(status == Status.NEW.value)).scalar_one())
 
 
-def _count(n: float) -> str:
+def format_count(n: float) -> str:
     return f"{n:,.0f}"
 
 
-def _seconds(s: float | None) -> str:
+def format_seconds(s: float | None) -> str:
     if s is None:
         return "-"
     return f"{s:.3f} s" if s < 10 else f"{s:,.1f} s"
 
 
-def _size(n: int | None) -> str:
+def format_size(n: int | None) -> str:
     if n is None:
         return "-"
     return f"{n / 2**20:,.1f} MiB"
@@ -541,63 +541,64 @@ def format_report(report: BenchReport) -> str:
         lines.append(("  " + name, value))
 
     lines.append((
-        f"publisher bench: {o.database}, {_count(o.rows)} rows, {_count(w.events)} events, "
-        f"query_limit {_count(o.query_limit)}, master {o.master}",
+        f"publisher bench: {o.database}, {format_count(o.rows)} rows, {format_count(w.events)} events, "
+        f"query_limit {format_count(o.query_limit)}, master {o.master}",
         "",
     ))
     section("workload (real triggers)")
-    row("generated", f"{_count(w.events)} events in {_seconds(w.generate_seconds)} "
-        f"({_count(w.events / w.generate_seconds if w.generate_seconds else 0)} events/s)")
-    row("tables loaded", f"{_count(w.rows)} rows in {_seconds(w.load_seconds)}")
+    row("generated", f"{format_count(w.events)} events in {format_seconds(w.generate_seconds)} "
+        f"({format_count(w.events / w.generate_seconds if w.generate_seconds else 0)} events/s)")
+    row("tables loaded", f"{format_count(w.rows)} rows in {format_seconds(w.load_seconds)}")
     row("backlog", w.backlog.value)
-    row("by event type", "  ".join(f"{t}: {_count(n)}" for t, n in w.by_type.items()))
-    row("loopback / malformed", f"{_count(w.loopback)} / {_count(w.plan.malformed)}")
+    row("by event type", "  ".join(f"{t}: {format_count(n)}" for t, n in w.by_type.items()))
+    row("loopback / malformed", f"{format_count(w.loopback)} / {format_count(w.plan.malformed)}")
     section(f"floor ({o.database} itself)")
-    row("read every new row", f"{_seconds(f.read_seconds)} ({_count(f.rows)} rows"
-        + (f", {_size(f.bytes_read)})" if f.bytes_read is not None else ")"))
-    row("mark them all", f"{_seconds(f.mark_seconds)} ({_count(f.marked)} rows, one UPDATE, rolled back)")
-    section(f"reference (one event at a time, measured on the first {_count(r.events)} events)")
-    row("events/s", _count(r.events_per_second))
-    row("documents / bytes", f"{_count(r.documents)} / {_size(r.bytes_written)}")
+    row("read every new row", f"{format_seconds(f.read_seconds)} ({format_count(f.rows)} rows"
+        + (f", {format_size(f.bytes_read)})" if f.bytes_read is not None else ")"))
+    row("mark them all", f"{format_seconds(f.mark_seconds)} ({format_count(f.marked)} rows, one UPDATE, rolled back)")
+    section(f"reference (one event at a time, measured on the first {format_count(r.events)} events)")
+    row("events/s", format_count(r.events_per_second))
+    row("documents / bytes", f"{format_count(r.documents)} / {format_size(r.bytes_written)}")
     if report.reference_extrapolated_seconds is not None:
-        row("extrapolated", f"{_seconds(report.reference_extrapolated_seconds)} for {_count(w.events)} events")
+        row("extrapolated",
+            f"{format_seconds(report.reference_extrapolated_seconds)} for {format_count(w.events)} events")
     section(f"publisher (drain, {d.cycles} cycles: {d.distributed_cycles} as Spark jobs, "
             f"{d.cycles - d.distributed_cycles} in the driver alone)")
     if report.spark_seconds is not None:
-        row("SparkSession start", _seconds(report.spark_seconds))
+        row("SparkSession start", format_seconds(report.spark_seconds))
     if o.warm_up:
-        row("warm-up (tiny backlog)", _seconds(report.warm_up_seconds))
-    row("events", f"{_count(d.events)}  (" + "  ".join(f"{s} {_count(n)}" for s, n in sorted(d.statuses.items()))
-        + ")")
-    row("wall time", _seconds(d.seconds))
-    row("events/s end to end", _count(d.events_per_second))
-    row("operations / documents", f"{_count(d.operations)} / {_count(d.documents)}")
-    row("bytes written", _size(d.bytes_written))
+        row("warm-up (tiny backlog)", format_seconds(report.warm_up_seconds))
+    row("events", f"{format_count(d.events)}  ("
+        + "  ".join(f"{s} {format_count(n)}" for s, n in sorted(d.statuses.items())) + ")")
+    row("wall time", format_seconds(d.seconds))
+    row("events/s end to end", format_count(d.events_per_second))
+    row("operations / documents", f"{format_count(d.operations)} / {format_count(d.documents)}")
+    row("bytes written", format_size(d.bytes_written))
     if d.change_rows or d.messages:
-        row("change-table rows / messages", f"{_count(d.change_rows)} / {_count(d.messages)}")
+        row("change-table rows / messages", f"{format_count(d.change_rows)} / {format_count(d.messages)}")
     staged = 0.0
     for stage, spent in d.stage_seconds.items():
         if "." in stage:
-            row(f"  {stage.split('.', 1)[1]}", _seconds(spent) + " (summed over the tasks)")
+            row(f"  {stage.split('.', 1)[1]}", format_seconds(spent) + " (summed over the tasks)")
             continue
         staged += spent
         share = f" ({spent / d.seconds:.0%})" if d.seconds else ""
-        row(f"stage {stage}", _seconds(spent) + share)
-    row("outside the stages", _seconds(max(0.0, d.seconds - staged)))
+        row(f"stage {stage}", format_seconds(spent) + share)
+    row("outside the stages", format_seconds(max(0.0, d.seconds - staged)))
     for number, sub in enumerate(report.subscribers, start=1):
         section(f"subscriber bench-{number} (one check-out of the backlog in {sub.cycles} windows, before the drain)")
-        row("events", f"{_count(sub.events)}  (" + "  ".join(
-            f"{s} {_count(n)}" for s, n in sorted(sub.statuses.items())) + ", none written)")
-        row("wall time", _seconds(sub.seconds))
-        row("events/s end to end", _count(sub.events_per_second))
+        row("events", f"{format_count(sub.events)}  (" + "  ".join(
+            f"{s} {format_count(n)}" for s, n in sorted(sub.statuses.items())) + ", none written)")
+        row("wall time", format_seconds(sub.seconds))
+        row("events/s end to end", format_count(sub.events_per_second))
         row("time / status mode's time", f"{sub.seconds / d.seconds:,.2f}x" if d.seconds else "-")
         row("time / floor time", f"{sub.seconds / f.seconds:,.1f}x" if f.seconds else "-")
-        row("stages", "  ".join(f"{stage} {_seconds(spent)}" for stage, spent in sub.stage_seconds.items()
+        row("stages", "  ".join(f"{stage} {format_seconds(spent)}" for stage, spent in sub.stage_seconds.items()
                                 if "." not in stage))
     section("memory (peak RSS)")
-    row("driver (Python)", _size(report.memory.driver))
-    row("JVM", _size(report.memory.jvm))
-    row("Python worker (largest)", f"{_size(report.memory.python_worker)} "
+    row("driver (Python)", format_size(report.memory.driver))
+    row("JVM", format_size(report.memory.jvm))
+    row("Python worker (largest)", f"{format_size(report.memory.python_worker)} "
         f"({report.memory.python_workers_seen} seen)")
     section("ratios")
     row("publisher time / floor time", f"{report.floor_ratio:,.1f}x")
@@ -606,12 +607,12 @@ def format_report(report: BenchReport) -> str:
     for name, values in (("commit -> documents on disk", lat.to_documents),
                          ("commit -> statuses written", lat.to_acknowledged)):
         spread = _spread(values)
-        row(name, f"median {_seconds(spread['median'])}  p95 {_seconds(spread['p95'])}")
+        row(name, f"median {format_seconds(spread['median'])}  p95 {format_seconds(spread['p95'])}")
     cycles = max(1, len(lat.to_acknowledged))
     row("per cycle, by stage", "  ".join(
         f"{stage} {spent / cycles * 1000:.1f}" for stage, spent in lat.stage_seconds.items() if "." not in stage
     ) + " (ms)")
     lines.append(("", ""))
-    lines.append(("new rows left in the event log", _count(report.left_new)))
+    lines.append(("new rows left in the event log", format_count(report.left_new)))
     width = max(len(name) for name, value in lines if value) + 2
     return "\n".join(f"{name:<{width}}{value}".rstrip() if value else name for name, value in lines)

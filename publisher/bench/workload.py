@@ -480,10 +480,14 @@ class _PostgreSQL(_Writer):
         self.schema = schema
 
     def create(self, conn: Connection, rows: int, events: int) -> None:
+        self.create_usr(conn)
+        conn.exec_driver_sql(_GRP_DDL.format(grp=self.table("grp")))
+
+    def create_usr(self, conn: Connection) -> None:
+        """The schema afresh, holding an empty `usr`."""
         conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
         conn.exec_driver_sql(f"CREATE SCHEMA {self.schema}")
         conn.exec_driver_sql(_USR_DDL.format(usr=self.table("usr"), binary="BYTEA"))
-        conn.exec_driver_sql(_GRP_DDL.format(grp=self.table("grp")))
 
     def insert_usr(self, conn: Connection, lo: int, hi: int) -> None:
         conn.execute(
@@ -589,6 +593,21 @@ class _SQLite(_Writer):
 
     def analyze(self, conn: Connection) -> None:
         conn.exec_driver_sql("ANALYZE")
+
+
+def load_usr(engine: Engine, schema: str, rows: int) -> None:
+    """PostgreSQL: `schema` afresh with `usr` alone, rows 1..`rows` as the workload inserts them,
+    a transaction per BATCH * 10 rows, no trigger: a table that holds rows and no event."""
+    if not _IDENTIFIER.fullmatch(schema):
+        raise WorkloadError(f"schema: expected a lower-case SQL identifier, got {schema!r}")
+    writer = _PostgreSQL(schema)
+    with engine.begin() as conn:
+        writer.create_usr(conn)
+    for lo, hi in _Cursor(1, rows).take(rows, BATCH * 10):
+        with engine.begin() as conn:
+            writer.insert_usr(conn, lo, hi)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(f"VACUUM ANALYZE {writer.table('usr')}")
 
 
 def change_rows(engine: Engine, workload: Workload, count: int, serial: int) -> None:

@@ -24,17 +24,21 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     BigInteger,
     Column,
     ColumnElement,
     Connection,
     Engine,
+    Insert,
+    Integer,
     MetaData,
     String,
     Table,
     Text,
     and_,
     bindparam,
+    cast,
     func,
     insert,
     literal_column,
@@ -207,33 +211,53 @@ def _count(engine: Engine, config: Config, table: TableInfo, condition: str) -> 
 
 
 class EventLogger:
-    """Writes a snapshot's (or a repair's) events: one event per key, in the given order."""
+    """Writes a snapshot's (or a repair's) events: one event per key, in the given order.
+
+    PostgreSQL takes a call's keys as one array in one statement, numbered in their order by the
+    ORDER BY of its INSERT … SELECT; the others take one INSERT per key, as one executemany."""
 
     def __init__(self, config: Config, engine: Engine, perpetrator: str) -> None:
         schema = table_schema(config, engine)
         names = config.event_log.columns
         transaction = logged_transaction_column(engine, config, schema)
         expression = logged_transaction_sql(config, engine)
-        extra = () if transaction is None else (transaction,)
-        log = event_log_table_of(config.event_log.table, names.in_order() + extra, schema)
+        extra = {transaction: expression} if transaction is not None and expression is not None else {}
+        log = event_log_table_of(config.event_log.table, (*names.in_order(), *extra), schema)
         self.roles = {role: log.c[getattr(names, role)] for role in
                       ("status", "event_type", "perpetrator", "table_name", "table_key")}
-        statement = insert(log)
-        if transaction is not None and expression is not None:
-            statement = statement.values({log.c[transaction]: literal_column(expression)})
-        self.statement = statement
+        self.statement = insert(log).values({log.c[c]: literal_column(e) for c, e in extra.items()})
+        self.arrays = engine.dialect.name == "postgresql"
+        if self.arrays:
+            self.statement = _insert_array(log, self.roles, extra)
         self.perpetrator = perpetrator
 
     def log(self, conn: Connection, table: str, keys: Iterable[str],
             event_type: EventType = EventType.INSERT_ROW_QUERY_BACK) -> int:
-        rows = [{self.roles["status"].key: Status.NEW.value,
-                 self.roles["event_type"].key: int(event_type),
-                 self.roles["perpetrator"].key: self.perpetrator,
-                 self.roles["table_name"].key: table,
-                 self.roles["table_key"].key: key} for key in keys]
-        if rows:
-            conn.execute(self.statement, rows)
-        return len(rows)
+        keys = list(keys)
+        if not keys:
+            return 0
+        fixed = {"status": Status.NEW.value, "event_type": int(event_type), "perpetrator": self.perpetrator,
+                 "table_name": table}
+        if self.arrays:
+            conn.execute(self.statement, {**fixed, "table_key": keys})
+        else:
+            conn.execute(self.statement, [{self.roles[role].key: value for role, value in
+                                           {**fixed, "table_key": key}.items()} for key in keys])
+        return len(keys)
+
+
+def _insert_array(log: Table, roles: dict[str, Column[Any]], extra: dict[str, str]) -> Insert:
+    """INSERT … SELECT from the `table_key` array WITH ORDINALITY ORDER BY its ordinal: one row
+    per key, their record_ids in the array's order."""
+    keys = func.unnest(bindparam("table_key", type_=ARRAY(Text))).table_valued(
+        "key", with_ordinality="ordinal").render_derived()
+    values: list[ColumnElement[Any]] = [
+        cast(bindparam("status"), Text), cast(bindparam("event_type"), Integer),
+        cast(bindparam("perpetrator"), Text), cast(bindparam("table_name"), Text), keys.c.key,
+        *(literal_column(e) for e in extra.values())]
+    columns = [roles[r] for r in ("status", "event_type", "perpetrator", "table_name", "table_key")]
+    columns += [log.c[c] for c in extra]
+    return insert(log).from_select(columns, select(*values).select_from(keys).order_by(keys.c.ordinal))
 
 
 class _KeyOrder:
