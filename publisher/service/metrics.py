@@ -34,7 +34,7 @@ from publisher.model.operation import OperationKind
 from publisher.pipeline.subscribers import subscriber_backlog
 from publisher.pipeline.window import event_log_table
 from publisher.rules.classify import is_loopback
-from publisher.service.snapshot import RecordedSnapshot, recorded_snapshots
+from publisher.service.snapshot_state import RecordedSnapshot, recorded_snapshots
 from publisher.service.stats import decoded, summed, utc_of
 
 log = logging.getLogger("publisher")

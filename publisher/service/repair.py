@@ -20,7 +20,7 @@ from publisher.config import Config
 from publisher.model.events import EventType
 from publisher.rules.classify import snapshot_perpetrator
 from publisher.service.mirror import ABSENT, CANNOT_PUBLISH, PRESENT, REFUSED_ADD, Difference
-from publisher.service.snapshot import EventLogger
+from publisher.service.snapshot_chunks import EventLogger
 
 
 @dataclass

@@ -13,7 +13,7 @@ from publisher.database import is_sqlite, table_schema
 from publisher.model.events import Status
 from publisher.pipeline.read import as_utc
 from publisher.pipeline.window import event_log_table
-from publisher.service.snapshot import RecordedSnapshot, recorded_snapshots
+from publisher.service.snapshot_state import RecordedSnapshot, recorded_snapshots
 
 
 def backlog(config: Config, engine: Engine) -> dict[str, Any]:

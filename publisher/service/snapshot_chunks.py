@@ -1,0 +1,223 @@
+"""A snapshot's chunks: a table's rows read in key order under a share lock that gives way to
+the application, and logged as events together with the snapshot's progress (`snapshot_state`)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    ARRAY,
+    Column,
+    ColumnElement,
+    Connection,
+    Engine,
+    Insert,
+    Integer,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    text,
+    tuple_,
+)
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.types import NullType
+
+from publisher.capture.install import logged_transaction_sql
+from publisher.config import Config
+from publisher.database import table_schema
+from publisher.dialects import is_mysql
+from publisher.model.catalog import TableInfo
+from publisher.model.events import EventType, Status
+from publisher.model.keys import KeyPart, bound_value, canonical_key_of, format_key, key_values
+from publisher.model.valuetext import settings_sql
+from publisher.pipeline.queryback import RowReading
+from publisher.pipeline.window import event_log_table_of, logged_transaction_column
+from publisher.service.snapshot_state import advance
+
+
+class EventLogger:
+    """Writes a snapshot's (or a repair's) events: one event per key, in the given order.
+
+    PostgreSQL takes a call's keys as one array in one statement, numbered in their order by the
+    ORDER BY of its INSERT … SELECT; the others take one INSERT per key, as one executemany."""
+
+    def __init__(self, config: Config, engine: Engine, perpetrator: str) -> None:
+        schema = table_schema(config, engine)
+        names = config.event_log.columns
+        transaction = logged_transaction_column(engine, config, schema)
+        expression = logged_transaction_sql(config, engine)
+        extra = {transaction: expression} if transaction is not None and expression is not None else {}
+        log = event_log_table_of(config.event_log.table, (*names.in_order(), *extra), schema)
+        self.roles = {role: log.c[getattr(names, role)] for role in
+                      ("status", "event_type", "perpetrator", "table_name", "table_key")}
+        self.statement = insert(log).values({log.c[c]: literal_column(e) for c, e in extra.items()})
+        self.arrays = engine.dialect.name == "postgresql"
+        if self.arrays:
+            self.statement = _insert_array(log, self.roles, extra)
+        self.perpetrator = perpetrator
+
+    def log(self, conn: Connection, table: str, keys: Iterable[str],
+            event_type: EventType = EventType.INSERT_ROW_QUERY_BACK) -> int:
+        keys = list(keys)
+        if not keys:
+            return 0
+        fixed = {"status": Status.NEW.value, "event_type": int(event_type), "perpetrator": self.perpetrator,
+                 "table_name": table}
+        if self.arrays:
+            conn.execute(self.statement, {**fixed, "table_key": keys})
+        else:
+            conn.execute(self.statement, [{self.roles[role].key: value for role, value in
+                                           {**fixed, "table_key": key}.items()} for key in keys])
+        return len(keys)
+
+
+def _insert_array(log: Table, roles: dict[str, Column[Any]], extra: dict[str, str]) -> Insert:
+    """INSERT … SELECT from the `table_key` array WITH ORDINALITY ORDER BY its ordinal: one row
+    per key, their record_ids in the array's order."""
+    keys = func.unnest(bindparam("table_key", type_=ARRAY(Text))).table_valued(
+        "key", with_ordinality="ordinal").render_derived()
+    values: list[ColumnElement[Any]] = [
+        cast(bindparam("status"), Text), cast(bindparam("event_type"), Integer),
+        cast(bindparam("perpetrator"), Text), cast(bindparam("table_name"), Text), keys.c.key,
+        *(literal_column(e) for e in extra.values())]
+    columns = [roles[r] for r in ("status", "event_type", "perpetrator", "table_name", "table_key")]
+    columns += [log.c[c] for c in extra]
+    return insert(log).from_select(columns, select(*values).select_from(keys).order_by(keys.c.ordinal))
+
+
+class KeyOrder:
+    """A table's rows in key order, a chunk at a time, each with its canonical table_key; the
+    key compared as query-back compares it (typed, or as its text where that is not exact)."""
+
+    def __init__(self, table: TableInfo, schema: str | None, engine: Engine, condition: str) -> None:
+        self.reading = RowReading(table, schema, engine.dialect)
+        self.keys = self.reading.keys
+        self.compared = [self.reading.texts[c.name] if c.matched_as_text else self.reading.sql_table.c[c.name]
+                         for c in self.keys]
+        self.texts = [self.reading.texts[c.name] for c in self.keys]
+        self.condition = condition
+        self.expanded = is_mysql(engine.dialect.name)
+        """MariaDB uses an index for `a > x OR (a = x AND b > y)`, not for `(a, b) > (x, y)`."""
+        self.locked = not table.is_view
+        """A row is read with a share lock: a writer's delete not yet committed, whose event took
+        its record_id already, is waited for (and the row then passed over), and one that comes
+        later waits for the chunk, so its events follow the snapshot's. Otherwise the snapshot's
+        event could land between a delete and the insert of the same key and be published, as
+        the row inserted again, ahead of that insert's <add>."""
+
+    def chunk(self, conn: Connection, after: Sequence[Any] | None, rows: int) -> list[tuple[str, tuple[Any, ...]]]:
+        """Up to `rows` (canonical key, bound key values) after `after`, in key order."""
+        query = select(*self.texts).select_from(self.reading.sql_table)
+        if self.condition:
+            query = query.where(text(f"({self.condition})"))
+        if after is not None:
+            query = query.where(self._after(after))
+        query = query.order_by(*self.compared).limit(rows)
+        if self.locked:
+            query = query.with_for_update(read=True)
+        out = []
+        for record in conn.execute(query):
+            texts = [str(value) for value in record]
+            try:
+                key = canonical_key_of(texts, self.reading.spelling)
+            except ValueError:
+                key = format_key(KeyPart(name, value) for (name, _), value in zip(self.reading.spelling, texts,
+                                                                                   strict=True))
+            out.append((key, tuple(texts)))
+        return out
+
+    def values_of(self, texts: Sequence[str]) -> tuple[Any, ...]:
+        """A row's key as bound values, from the texts its key columns read as."""
+        key = canonical_key_of(list(texts), self.reading.spelling)
+        return self.values_of_key(key)
+
+    def values_of_key(self, key: str) -> tuple[Any, ...]:
+        """A canonical table_key as bound values (a snapshot resumed after it)."""
+        values = key_values(key, self.reading.spelling)
+        return tuple(bound_value(c.key_kind, v) for c, v in zip(self.keys, values, strict=True))
+
+    def _after(self, after: Sequence[Any]) -> ColumnElement[bool]:
+        params = [bindparam(f"after{i}", value, type_=NullType()) for i, value in enumerate(after)]
+        if len(params) == 1:
+            return self.compared[0] > params[0]
+        if not self.expanded:
+            return tuple_(*self.compared) > tuple_(*params)
+        alternatives = []
+        for i in range(len(params)):
+            equal = [self.compared[j] == params[j] for j in range(i)]
+            alternatives.append(and_(*equal, self.compared[i] > params[i]))
+        return or_(*alternatives)
+
+
+LOCK_RETRIES = 100
+"""Tries of one chunk whose share lock waited too long for a writer, before the snapshot fails."""
+
+
+def log_chunk(
+    engine: Engine, order: KeyOrder, logger: EventLogger, state: Table, reader: str, table: str,
+    last_key: str | None, after: Sequence[Any] | None, chunk_rows: int,
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """One chunk's rows read and logged, and the snapshot's progress, in one transaction. The
+    chunk's share locks give way to the application: a lock waited for too long (or a deadlock)
+    rolls the chunk back, and it is tried again a little later."""
+    for attempt in range(LOCK_RETRIES):
+        try:
+            with engine.connect() as conn:
+                _begin_chunk(conn)
+                chunk = order.chunk(conn, after, chunk_rows)
+                logger.log(conn, table, (key for key, _ in chunk))
+                advance(conn, state, reader, table, chunk[-1][0] if chunk else last_key, len(chunk),
+                         len(chunk) < chunk_rows)
+                conn.commit()
+                return chunk
+        except DBAPIError as exc:
+            if not _gave_way(exc) or attempt == LOCK_RETRIES - 1:
+                raise
+        time.sleep(min(0.05 * (attempt + 1), 1.0))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+CHUNK_LOCK_WAIT = "200ms"
+"""How long a chunk waits for a writer's lock on PostgreSQL: well under deadlock_timeout (1 s
+by default), so that in a deadlock with the application the chunk gives way, never the
+application's transaction. MariaDB picks the transaction with less to undo, the chunk's."""
+
+
+def _begin_chunk(conn: Connection) -> None:
+    dialect = conn.dialect.name
+    if dialect == "sqlite":  # the one writer from the read to the commit
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    elif dialect == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{CHUNK_LOCK_WAIT}'")
+    for statement in settings_sql(dialect, local=True):
+        conn.exec_driver_sql(statement)
+
+
+_LOCK_CODES = {"55P03", "40P01", "1205", "1213"}
+"""PostgreSQL's lock_not_available and deadlock_detected; MariaDB's lock wait timeout and deadlock."""
+
+
+def _gave_way(exc: DBAPIError) -> bool:
+    """Whether a chunk failed only because it met a writer's lock."""
+    original = exc.orig
+    args = getattr(original, "args", None) or (None,)
+    codes = {getattr(original, "sqlstate", None), getattr(original, "pgcode", None), args[0]}
+    return bool({str(code) for code in codes} & _LOCK_CODES) or "database is locked" in str(original)
+
+
+def bound_after(order: KeyOrder, last: tuple[str, tuple[Any, ...]]) -> tuple[Any, ...]:
+    key, texts = last
+    try:
+        return order.values_of(texts)
+    except ValueError:
+        return texts
+
+
