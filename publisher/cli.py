@@ -686,25 +686,29 @@ def _verify(config: Config, documents: str | None, subscriber: str | None, repai
     engine = connect(config)
     default = config.output.directory if subscriber is None else config.subscriber(subscriber).output
     directory = Path(documents or default)
-    if not directory.is_dir():
-        raise UnavailableError(f"no documents to replay: the directory {directory} does not exist")
     if repair and documents is not None and directory.resolve() != Path(default).resolve():
         raise UsageError("verify --repair: repairs the consumer of the configured output; --documents names another")
-    result = check(config, engine, directory, subscriber)
-    _report_verification(result, subscriber)
-    if not (repair and result.differences):
+    if repair:
+        directory.mkdir(parents=True, exist_ok=True)  # no document yet: a consumer that holds nothing
+    if not directory.is_dir():
+        raise UnavailableError(f"no documents to replay: the directory {directory} does not exist")
+    if not repair:
+        result = check(config, engine, directory, subscriber)
+        _report_verification(result, subscriber)
         return 1 if result.differences else 0
-    from publisher.service.repair import publish_now
-    from publisher.service.repair import repair as log_repair
+    from publisher.service.repair import repair_consumer
 
-    done = log_repair(config, engine, result.differences, subscriber)
-    print(json.dumps(done.summary()))
-    if not publish_now(config, engine, subscriber):
-        print(f"logged {_count(done.total, 'event')}; the publisher holding the lock publishes them", file=sys.stderr)
+    outcome = repair_consumer(config, engine, directory, subscriber,
+                              lambda found: _report_verification(found, subscriber))
+    if outcome.logged is None:
         return 0
-    result = check(config, engine, directory, subscriber)
-    _report_verification(result, subscriber)
-    return 1 if result.differences else 0
+    print(json.dumps(outcome.logged.summary()))
+    if not outcome.published:
+        print(f"logged {_count(outcome.logged.total, 'event')}; the publisher holding the lock publishes them",
+              file=sys.stderr)
+        return 0
+    _report_verification(outcome.final, subscriber)
+    return 1 if outcome.final.differences else 0
 
 
 def _report_verification(result: Any, subscriber: str | None) -> None:

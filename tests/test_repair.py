@@ -7,7 +7,7 @@ from harness import Harness, drain
 from sqlalchemy import text
 
 from publisher.service.mirror import check
-from publisher.service.repair import publish_now, repair, repairs
+from publisher.service.repair import publish_now, repair, repair_consumer, repairs
 
 PUBLISHER_USER = "publisher_app"
 
@@ -86,3 +86,18 @@ def test_repair_leaves_out_what_publishing_again_cannot_change(spark, sqlite_dat
     found = check(h.config, h.engine).differences
     assert sorted(d.expected.split(":")[0] for d in found) == ["cannot be published", "no <add> while it exists"]
     assert repairs(found) == {}
+
+
+def test_repair_publishes_the_waiting_events_first_and_repairs_only_what_they_never_bring(spark, postgresql_database,
+                                                                                          tmp_path):
+    h = harness_for(spark, postgresql_database, tmp_path, "field")
+    usr = h.table("usr")
+    h.db.execute(*(f"INSERT INTO {usr} VALUES ({i}, 'f{i}', 'l{i}')" for i in range(1, 6)))
+    drain(h)
+    behind_the_triggers(h, f"UPDATE {usr} SET fname = 'hidden' WHERE idu = 1", style="field")
+    h.db.execute(f"UPDATE {usr} SET lname = 'seen' WHERE idu = 2")  # logged, not yet published
+    reports = []
+    outcome = repair_consumer(h.config, h.engine, h.output, report=reports.append)
+    assert [(len(r.differences), r.pending) for r in reports] == [(2, 1), (1, 0)]
+    assert outcome.logged is not None and outcome.logged.events == {"usr": {"replace": 1}}
+    assert outcome.published and outcome.final.differences == []

@@ -416,3 +416,23 @@ def test_a_snapshot_continued_with_more_tables_takes_them_anew(database, tmp_pat
     assert summary["tables"]["member"]["rows"] == 7 and summary["tables"]["member"]["resumed_after"] is not None
     assert summary["tables"]["usr"] == {"rows": 4, "total": 4, "resumed_after": None}
     assert Counter(t for t, _ in snapshot_events(database)) == {"usr": 8, "member": 12}
+
+
+def test_verify_repair_as_a_command_loads_the_rows_the_triggers_never_saw(postgresql_database, tmp_path, capsys):
+    """The rows of a table captured after they were written: verify finds them missing, exit 1;
+    verify --repair publishes exactly them, prints what it logged and the clean verification,
+    exit 0; verify is then clean."""
+    db = postgresql_database
+    config = populated(db, tmp_path / "publisher", users=4)
+    capsys.readouterr()
+    assert main(["verify", "-c", str(config)]) == 1
+    assert "no documents to replay" in capsys.readouterr().err
+    assert main(["verify", "-c", str(config), "--repair"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    members = 3 * len(GROUPS)
+    assert f"{4 + members} differences over {4 + members} objects in 2 tables" in out, out
+    assert json.loads(out[-2]) == {"repair": {"member": {"add": members}, "usr": {"add": 4}}, "events": 4 + members}
+    assert out[-1].startswith(f"mirror equals source: {4 + members} objects in 2 tables")
+    assert main(["verify", "-c", str(config)]) == 0
+    assert main(["verify", "-c", str(config), "--repair"]) == 0
+    assert "repair" not in capsys.readouterr().out

@@ -10,8 +10,9 @@ consumer holds, a delete (type 4).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
@@ -19,7 +20,7 @@ from sqlalchemy import Engine
 from publisher.config import Config
 from publisher.model.events import EventType
 from publisher.rules.classify import snapshot_perpetrator
-from publisher.service.mirror import ABSENT, CANNOT_PUBLISH, PRESENT, REFUSED_ADD, Difference
+from publisher.service.mirror import ABSENT, CANNOT_PUBLISH, PRESENT, REFUSED_ADD, Difference, Verification, check
 from publisher.service.snapshot_chunks import EventLogger
 
 
@@ -105,3 +106,33 @@ def publish_now(config: Config, engine: Engine, subscriber: str | None = None) -
     except LockHeldError:
         return False
     raise RuntimeError(f"the event log did not drain in {DRAIN_CYCLES} cycles")
+
+
+@dataclass
+class RepairOutcome:
+    """What `verify --repair` did: the events it logged (None: nothing differed once the waiting
+    events were published), whether it published them itself, and the last verification."""
+
+    logged: Repair | None
+    published: bool
+    final: Verification
+
+
+def repair_consumer(
+    config: Config, engine: Engine, directory: Path, subscriber: str | None = None,
+    report: Callable[[Verification], None] = lambda found: None,
+) -> RepairOutcome:
+    """Verify; publish what waits in the event log, if this process may, and verify again, so
+    that only what the log will never bring is repaired; log the repair, publish it, verify
+    once more. `report` is told each verification before the repair; the last is returned."""
+    found = check(config, engine, directory, subscriber)
+    report(found)
+    if found.differences and found.pending and publish_now(config, engine, subscriber):
+        found = check(config, engine, directory, subscriber)
+        report(found)
+    if not found.differences:
+        return RepairOutcome(None, False, found)
+    logged = repair(config, engine, found.differences, subscriber)
+    if not publish_now(config, engine, subscriber):
+        return RepairOutcome(logged, False, found)
+    return RepairOutcome(logged, True, check(config, engine, directory, subscriber))
