@@ -436,7 +436,7 @@ def _guard(action: Any, config: Config | None) -> int:
     from publisher.capture.install import CaptureError
     from publisher.database import MissingDriverError
     from publisher.errors import TransientError, root_cause
-    from publisher.pipeline.checkout import MissingStateError
+    from publisher.errors import MissingStateError
     from publisher.service.lock import LockHeldError
     from publisher.service.snapshot import SnapshotError
 

@@ -17,7 +17,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 from publisher.dialects import is_mysql
-from publisher.model.events import EVENT_LOG_COLUMNS
+
+EVENT_LOG_COLUMNS = (
+    "record_id",
+    "status",
+    "event_type",
+    "event_time",
+    "perpetrator",
+    "table_name",
+    "table_key",
+    "column_name",
+    "old_value",
+    "new_value",
+)
+"""The fixed order of the event log's columns; their names are configurable."""
 
 ENV_PREFIX = "PUBLISHER_"
 

@@ -24,6 +24,11 @@ class OutputStateError(ValueError):
     message names the table, column or file and what to do."""
 
 
+class MissingStateError(ValueError):
+    """Subscriptions are configured, but `install` has not created their state tables, or the
+    event log cannot tell a check-out's events apart."""
+
+
 def root_cause(exc: BaseException) -> str:
     """The innermost exception of a (possibly remote, multi-page) traceback, as one line."""
     text = str(getattr(exc, "orig", None) or exc)

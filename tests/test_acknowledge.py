@@ -10,16 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from publisher.model.events import Status
+from publisher.model.runs import IdRun, StatusRun, id_runs, joined_runs, status_runs
 from publisher.pipeline import acknowledge as ack
-from publisher.pipeline.acknowledge import (
-    AcknowledgeError,
-    IdRun,
-    StatusRun,
-    acknowledge_runs,
-    id_runs,
-    joined_runs,
-    status_runs,
-)
+from publisher.pipeline.acknowledge import AcknowledgeError, acknowledge_runs
 
 
 @settings(max_examples=300, deadline=None, database=None)

@@ -19,13 +19,14 @@ from lxml import etree
 from sqlalchemy import text
 
 from publisher.capture.install import triggered_tables
+from publisher.config import EVENT_LOG_COLUMNS
 from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
-from publisher.model.events import EVENT_FIELDS, EVENT_LOG_COLUMNS, EVENT_SCHEMA, UNREADABLE
+from publisher.model.events import EVENT_FIELDS, EVENT_SCHEMA, UNREADABLE
 from publisher.model.keys import KeyKind, canonical_key
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType, xml_problem
-from publisher.outputs.xds import build_operation
+from publisher.model.xds import build_operation
 from publisher.rules.classify import CLASSIFIED_NAMES, BatchClassifier, ClassifyContext, Disposition, classify_event
 from publisher.service.stats import backlog
 

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from publisher.config import ClassConfig, ConfigError
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value
 from publisher.model.values import ValueType
-from publisher.outputs.xds import DANGLING_REFERENCE, build_operation
+from publisher.model.xds import DANGLING_REFERENCE, build_operation
 from publisher.rules.precedence import CurrentRow, decide
 from publisher.service.mirror import verify
 

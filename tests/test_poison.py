@@ -19,9 +19,9 @@ from conftest import TestDatabase
 from harness import Harness
 from sqlalchemy.exc import OperationalError
 
+from publisher import failpoints
 from publisher.errors import StageFailedError
 from publisher.outputs.files import WINDOW_FILE
-from publisher.pipeline import failpoints
 from publisher.pipeline.poison import FAILURE_FILE, is_row_failure, narrow
 
 OWN_USER = "publisher_app"

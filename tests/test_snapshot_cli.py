@@ -355,9 +355,9 @@ def key_literal(kind: str, i: int, dialect: str) -> str:
 
 
 def test_a_snapshot_stopped_at_any_chunk_continues_after_keys_of_every_kind(database, tmp_path, monkeypatch):
+    from publisher import failpoints
     from publisher.config import load_config
     from publisher.database import connect
-    from publisher.pipeline import failpoints
     from publisher.service.snapshot import snapshot
 
     config = write_config(database, tmp_path / "publisher")
@@ -398,7 +398,7 @@ def test_a_snapshot_stopped_at_any_chunk_continues_after_keys_of_every_kind(data
 def test_a_snapshot_continued_with_more_tables_takes_them_anew(database, tmp_path, monkeypatch, capsys):
     """usr finished in an earlier snapshot is no part of the member snapshot being continued:
     continued with usr too, it logs every usr row again."""
-    from publisher.pipeline import failpoints
+    from publisher import failpoints
 
     config = populated(database, tmp_path / "publisher", users=4)
     assert main(["snapshot", "-c", str(config), "--table", "usr"]) == 0

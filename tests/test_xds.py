@@ -11,10 +11,10 @@ from lxml import etree
 from xml_compare import assert_same_xml
 
 import publisher
+from publisher.model import xds
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType
-from publisher.outputs import xds
-from publisher.outputs.xds import build_document, build_heartbeat, build_operation
+from publisher.model.xds import build_document, build_heartbeat, build_operation
 
 CASES = Path(__file__).parent / "cases"
 ASSOCIATION = "idu=1,table=usr,schema=indirect"

@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from publisher.config import Config
+from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import is_sqlite, table_schema
-from publisher.model.events import EVENT_LOG_COLUMNS, Status
+from publisher.model.events import Status
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,15 @@ from typing import Any
 from sqlalchemy import Column, Connection, Engine, MetaData, Table, and_, bindparam, select, update
 
 from publisher.capture.install import published_tables
-from publisher.config import Config
+from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import association_schema, publisher_user, table_schema
 from publisher.model.catalog import Catalog, TableInfo, reflect_catalog
-from publisher.model.events import EVENT_LOG_COLUMNS, ROW_QUERY_BACK, UNREADABLE, EventType, Status
+from publisher.model.events import ROW_QUERY_BACK, UNREADABLE, EventType, Status
 from publisher.model.keys import key_values
 from publisher.model.operation import Operation, association
 from publisher.model.values import BadValueError, encode_current
+from publisher.model.xds import build_document, build_operation
 from publisher.outputs.files import document_name, write_atomically
-from publisher.outputs.xds import build_document, build_operation
 from publisher.pipeline.window import event_log_table
 from publisher.rules.classify import ClassifyContext, Disposition, classify_event
 from publisher.rules.operations import attr_changes, operation_kind

@@ -13,10 +13,10 @@ from typing import Literal
 from sqlalchemy import Engine
 
 from publisher.capture.tables import Column, Event, Style, Table
-from publisher.config import Config
+from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import table_schema
 from publisher.model.catalog import type_name
-from publisher.model.events import EVENT_LOG_COLUMNS, EventType
+from publisher.model.events import EventType
 from publisher.model.valuetext import value_text_sql
 
 TRUE = "TRUE"

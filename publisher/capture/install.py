@@ -154,12 +154,17 @@ def event_log_ddl(config: Config, engine: Engine) -> list[str]:
 
 
 def subscription_ddl(config: Config, engine: Engine) -> list[str]:
-    """The subscribers' state tables (see `pipeline.checkout`), and on PostgreSQL the index that
+    """The subscribers' state tables (`subscriber_tables`), and on PostgreSQL the index that
     finds a check-out's events by their transaction."""
     from sqlalchemy import MetaData, Table, column
     from sqlalchemy.schema import CreateIndex, CreateTable
 
-    from publisher.pipeline.checkout import checkin_table, require_check_outs, subscriber_table, transaction_of
+    from publisher.capture.subscriber_tables import (
+        checkin_table,
+        require_check_outs,
+        subscriber_table,
+        transaction_of,
+    )
 
     require_check_outs(engine.dialect.name)
     schema = table_schema(config, engine)

@@ -37,6 +37,15 @@ PER_FIELD = frozenset(
 ROW_QUERY_BACK = frozenset({EventType.INSERT_ROW_QUERY_BACK, EventType.UPDATE_ROW_QUERY_BACK})
 FIELD_QUERY_BACK = frozenset({EventType.INSERT_FIELD_QUERY_BACK, EventType.UPDATE_FIELD_QUERY_BACK})
 LOGGED_VALUES = frozenset({EventType.INSERT_FIELD, EventType.UPDATE_FIELD, EventType.UPDATE_FIELD_REMOVE_ALL})
+LOGGED_UPDATES = frozenset({EventType.UPDATE_FIELD, EventType.UPDATE_FIELD_REMOVE_ALL})
+"""Field events that carry the value before the change as well as after it."""
+INSERTING = frozenset({EventType.INSERT_FIELD, EventType.INSERT_ROW_QUERY_BACK, EventType.INSERT_FIELD_QUERY_BACK})
+"""Events an insert logs: after one of these the object exists, whatever came before."""
+INSERT_QUERY_BACK = INSERTING & (ROW_QUERY_BACK | FIELD_QUERY_BACK)
+UPDATING = frozenset({EventType.UPDATE_FIELD, EventType.UPDATE_FIELD_REMOVE_ALL, EventType.UPDATE_ROW_QUERY_BACK,
+                      EventType.UPDATE_FIELD_QUERY_BACK})
+"""Events an update logs."""
+DELETING = frozenset({EventType.DELETE_ROW})
 
 
 class Status(str, enum.Enum):
@@ -49,19 +58,6 @@ class Status(str, enum.Enum):
     FATAL = "F"
 
 
-EVENT_LOG_COLUMNS = (
-    "record_id",
-    "status",
-    "event_type",
-    "event_time",
-    "perpetrator",
-    "table_name",
-    "table_key",
-    "column_name",
-    "old_value",
-    "new_value",
-)
-"""The fixed order of the event log's columns; their names are configurable."""
 UNREADABLE = "unreadable"
 """Why a row's values are not text (e.g. invalid UTF-8); such a row is rejected, never lost."""
 EVENT_SCHEMA = (

@@ -1,6 +1,6 @@
 """An XDS operation as data: what one object's merged events tell the consumer.
 
-Built by the rules (`rules.operations`), serialised by `outputs.xds`, replayed by the mirror.
+Built by the rules (`rules.operations`), serialised by `model.xds`, replayed by the mirror.
 """
 from __future__ import annotations
 

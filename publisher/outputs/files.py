@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from publisher.errors import OutputStateError
+from publisher.failpoints import reached
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import Status
 from publisher.model.operation import OperationKind
+from publisher.model.runs import IdRun, StatusRun, joined_runs
+from publisher.model.xds import DANGLING_REFERENCE, build_document, operation_kinds
 from publisher.outputs.reject_lines import column_reject_lines
-from publisher.outputs.xds import DANGLING_REFERENCE, build_document, operation_kinds
-from publisher.pipeline.acknowledge import IdRun, StatusRun, joined_runs
-from publisher.pipeline.failpoints import reached
 
 if TYPE_CHECKING:
     import pyarrow as pa

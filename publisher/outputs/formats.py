@@ -20,12 +20,12 @@ from pathlib import Path
 
 from publisher.config import OutputConfig
 from publisher.errors import OutputStateError
+from publisher.failpoints import reached
 from publisher.model.catalog import TableInfo
 from publisher.outputs.broker import publish_file
 from publisher.outputs.change_tables import ChangeTableFiles, change_table_schema, table_directory
 from publisher.outputs.files import fsync_directory, sync_file_system, write_atomically
 from publisher.outputs.messages import TableVersions, data_message, json_line, metadata_message, schema_id
-from publisher.pipeline.failpoints import reached
 from publisher.rules.changes import NO_TIME, StampedChange
 
 CHANGES_DIRECTORY = "changes"

@@ -10,9 +10,7 @@ statement's worth of ids, whether it hands over a list or streams the runs from 
 """
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -35,8 +33,9 @@ from publisher.config import Config
 from publisher.database import table_schema
 from publisher.dialects import is_mysql
 from publisher.errors import TransientError
+from publisher.failpoints import reached
 from publisher.model.events import Status
-from publisher.pipeline.failpoints import reached
+from publisher.model.runs import IdRun, StatusRun
 from publisher.pipeline.retention import delete_purgeable
 from publisher.pipeline.window import event_log_table
 
@@ -58,70 +57,6 @@ ranges, which are faster than ids."""
 
 class AcknowledgeError(TransientError):
     """The event log did not accept the statuses as expected; nothing was written."""
-
-
-@dataclass(frozen=True)
-class IdRun:
-    """record_ids first..last, every one of them read by the cycle."""
-
-    first: int
-    last: int
-
-    @property
-    def count(self) -> int:
-        return self.last - self.first + 1
-
-
-StatusRun = tuple[Status, IdRun]
-"""Consecutive record_ids the cycle read, all with one outcome."""
-
-
-def id_runs(record_ids: Iterable[int]) -> list[IdRun]:
-    """The read record_ids as runs of consecutive numbers: a gap (an id not read) ends a run."""
-    runs: list[IdRun] = []
-    first = last = None
-    for rid in sorted(record_ids):
-        if last is not None and rid == last + 1:
-            last = rid
-            continue
-        if first is not None and last is not None:
-            runs.append(IdRun(first, last))
-        first = last = rid
-    if first is not None and last is not None:
-        runs.append(IdRun(first, last))
-    return runs
-
-
-def status_runs(read: Iterable[IdRun], exceptions: Mapping[int, Status]) -> list[StatusRun]:
-    """The read runs with every id's status (S unless `exceptions` says otherwise), as runs of
-    one status, in record_id order."""
-    noted = sorted(exceptions)
-    pieces: list[StatusRun] = []
-    for run in sorted(read, key=lambda r: r.first):
-        at = run.first
-        for rid in noted[bisect.bisect_left(noted, run.first) : bisect.bisect_right(noted, run.last)]:
-            if rid > at:
-                pieces.append((Status.SUCCESS, IdRun(at, rid - 1)))
-            pieces.append((exceptions[rid], IdRun(rid, rid)))
-            at = rid + 1
-        if at <= run.last:
-            pieces.append((Status.SUCCESS, IdRun(at, run.last)))
-    return list(joined_runs(pieces))
-
-
-def joined_runs(runs: Iterable[StatusRun]) -> Iterator[StatusRun]:
-    """Runs in record_id order, each joined with the next when that one continues it with the
-    same status (as where two streams of runs meet)."""
-    pending: StatusRun | None = None
-    for status, run in runs:
-        if pending is not None and pending[0] is status and run.first == pending[1].last + 1:
-            pending = (status, IdRun(pending[1].first, run.last))
-            continue
-        if pending is not None:
-            yield pending
-        pending = (status, run)
-    if pending is not None:
-        yield pending
 
 
 def acknowledge_runs(

@@ -31,11 +31,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Connection,
-    DateTime,
     Engine,
-    MetaData,
-    String,
-    Table,
     Text,
     and_,
     case,
@@ -45,22 +41,25 @@ from sqlalchemy import (
     inspect,
     literal_column,
     not_,
-    null,
     or_,
     select,
     text,
 )
 
-from publisher.dialects import is_mysql
-from publisher.errors import OutputStateError
+from publisher.capture.subscriber_tables import (
+    CHECKIN_TABLE_SUFFIX,
+    SUBSCRIBER_TABLE_SUFFIX,
+    checkin_table,
+    is_transaction,
+    require_check_outs,
+    subscriber_table,
+    transaction_of,
+)
+from publisher.errors import MissingStateError, OutputStateError
 
-SUBSCRIBER_TABLE_SUFFIX = "_subscriber"
-CHECKIN_TABLE_SUFFIX = "_checkin"
 _SNAPSHOT = re.compile(r"(\d+):(\d+):((?:\d+(?:,\d+)*)?)")
 NOTHING_SEEN = "1:1:"
 """The snapshot of a subscriber that has not checked out yet: no transaction visible."""
-TRANSACTION_DIGITS = 18
-"""A transaction_id of at most this many digits is read as PostgreSQL's 64-bit transaction id."""
 
 
 @dataclass(frozen=True)
@@ -122,57 +121,6 @@ class CheckOutWindow:
         )
 
 
-def subscriber_table(event_log: str, schema: str | None, metadata: MetaData | None = None) -> Table:
-    """A row per subscriber: seed 002's RDB$SUBSCRIBERS, with the check-out under way."""
-    return Table(
-        f"{event_log}{SUBSCRIBER_TABLE_SUFFIX}", metadata or MetaData(),
-        Column("subscriber_name", String(255), primary_key=True),
-        Column("subscription_name", String(255), nullable=False),
-        Column("destination", String(1024), nullable=False),
-        Column("check_out_record_id", BigInteger, nullable=False),
-        Column("check_out_snapshot", Text),
-        Column("check_out_transaction_id", BigInteger),
-        Column("check_out_oldest_transaction_id", BigInteger),
-        Column("check_out_transactions", Text),
-        Column("check_out_timestamp", DateTime(timezone=True)),
-        Column("pending_record_id", BigInteger),
-        Column("pending_snapshot", Text),
-        Column("pending_after", BigInteger),
-        Column("check_in_transaction_id", BigInteger),
-        Column("check_in_timestamp", DateTime(timezone=True)),
-        schema=schema,
-    )
-
-
-def checkin_table(event_log: str, schema: str | None, metadata: MetaData | None = None) -> Table:
-    """A row per checked-in transaction: on PostgreSQL its id, on SQLite the record_ids it logged."""
-    return Table(
-        f"{event_log}{CHECKIN_TABLE_SUFFIX}", metadata or MetaData(),
-        Column("subscriber_name", String(255), nullable=False, index=True),
-        Column("transaction_id", BigInteger),
-        Column("first_record_id", BigInteger),
-        Column("last_record_id", BigInteger),
-        Column("checked_in_at", DateTime(timezone=True), nullable=False),
-        schema=schema,
-    )
-
-
-def _is_transaction(column: ColumnElement[Any]) -> ColumnElement[bool]:
-    """Whether the column holds a transaction id: 1 to 18 digits (a fraction of a regular
-    expression's cost per row, which a check-out pays on every event it looks at)."""
-    digits: ColumnElement[str] = literal_column("'0123456789'")
-    return and_(
-        func.length(column).between(literal_column("1"), literal_column(str(TRANSACTION_DIGITS))),
-        func.ltrim(column, digits) == literal_column("''"),
-    )
-
-
-def transaction_of(column: ColumnElement[Any]) -> ColumnElement[Any]:
-    """The event's transaction as a number, NULL when the column holds no transaction id. The
-    install's index is on this very expression, so it must not change without it."""
-    return case((_is_transaction(column), cast(column, BigInteger)), else_=null())
-
-
 def _ids(transactions: tuple[int, ...]) -> ColumnElement[Any]:
     return literal_column(f"'{{{','.join(map(str, transactions))}}}'::bigint[]")
 
@@ -209,7 +157,7 @@ def check_out_predicate(
         committed_between = and_(committed_between, tx != func.all(_ids(window.checked_in)))
     return and_(
         record_id > window.after, new,
-        case((_is_transaction(transaction), committed_between), else_=record_id <= until.record_id),
+        case((is_transaction(transaction), committed_between), else_=record_id <= until.record_id),
     )
 
 
@@ -220,7 +168,7 @@ def checked_out_predicate(
     by_record = record_id <= since.record_id
     if dialect != "postgresql" or transaction is None:
         return by_record
-    return case((_is_transaction(transaction), _visible(cast(transaction, BigInteger), since)), else_=by_record)
+    return case((is_transaction(transaction), _visible(cast(transaction, BigInteger), since)), else_=by_record)
 
 
 @dataclass(frozen=True)
@@ -268,16 +216,6 @@ def checked_in(engine: Engine, event_log: str, schema: str | None, subscriber: s
         conn.commit()
 
 
-def require_check_outs(dialect: str) -> None:
-    """Subscribers need a database that can tell which events a check-out's snapshot holds."""
-    if is_mysql(dialect):
-        raise MissingStateError(
-            "subscribers need PostgreSQL or SQLite: a MariaDB/MySQL trigger can read no transaction id, and "
-            "the server shows no snapshot of the transactions running, so a check-out could not tell an event "
-            "committed after it from one it took; publish this event log in status mode (no [subscribers])"
-        )
-
-
 def require_state_tables(engine: Engine, event_log: str, schema: str | None) -> None:
     """The subscribers' state tables exist, or an error that says how to make them."""
     require_check_outs(engine.dialect.name)
@@ -288,11 +226,6 @@ def require_state_tables(engine: Engine, event_log: str, schema: str | None) -> 
                 f"the subscribers' state table {name} does not exist{where}: run `publisher install -c CONFIG` "
                 "with the subscriptions configured, which creates it"
             )
-
-
-class MissingStateError(ValueError):
-    """Subscriptions are configured, but `install` has not created their state tables, or the
-    event log cannot tell a check-out's events apart."""
 
 
 def require_increasing_ids(conn: Connection, event_log: str) -> None:

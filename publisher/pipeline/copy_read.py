@@ -15,8 +15,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from sqlalchemy import BigInteger, Connection, Integer, String, Table, and_, case, cast, extract, func, null, select
 
+from publisher.config import EVENT_LOG_COLUMNS
 from publisher.model.arrow import arrow_schema_of
-from publisher.model.events import EVENT_LOG_COLUMNS, EVENT_SCHEMA, UNREADABLE
+from publisher.model.events import EVENT_SCHEMA, UNREADABLE
 from publisher.model.values import shown
 from publisher.pipeline.window import (
     CycleWindow,

@@ -20,12 +20,14 @@ from typing import Any
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine
 
+from publisher import failpoints
 from publisher.capture.install import follow_shapes, published_tables
 from publisher.config import Config, ConfigError
 from publisher.database import association_schema, publisher_user, table_schema
-from publisher.errors import StageFailedError, root_cause
+from publisher.errors import MissingStateError, StageFailedError, root_cause
 from publisher.model.catalog import referenced_tables, reflect_catalog
 from publisher.model.events import Status
+from publisher.model.runs import IdRun, StatusRun
 from publisher.outputs.files import (
     WINDOW_FILE,
     DocumentWritten,
@@ -36,9 +38,7 @@ from publisher.outputs.files import (
     unpin_window,
 )
 from publisher.outputs.formats import FormatsWritten
-from publisher.pipeline import failpoints
-from publisher.pipeline.acknowledge import ANALYZE_AFTER, IdRun, StatusRun, acknowledge_runs, refresh_statistics
-from publisher.pipeline.checkout import MissingStateError
+from publisher.pipeline.acknowledge import ANALYZE_AFTER, acknowledge_runs, refresh_statistics
 from publisher.pipeline.distributed import Distributed
 from publisher.pipeline.driver import InDriver
 from publisher.pipeline.objects import ObjectsContext

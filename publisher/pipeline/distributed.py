@@ -14,11 +14,11 @@ from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from publisher import failpoints
 from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import Status
 from publisher.outputs.files import DocumentWritten, write_documents_distributed, write_outcomes_distributed
 from publisher.outputs.formats import FormatsWritten, PartWritten, reserve_change_numbers, write_part
-from publisher.pipeline import failpoints
 from publisher.pipeline.objects import publishable_fields
 from publisher.pipeline.read import read_events
 from publisher.pipeline.spark import is_connect

@@ -9,12 +9,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from publisher import failpoints
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import Status
+from publisher.model.runs import id_runs, status_runs
 from publisher.outputs.files import DocumentWritten, append_rejects, write_documents
 from publisher.outputs.formats import FormatsWritten, reserve_change_numbers, write_part
-from publisher.pipeline import failpoints
-from publisher.pipeline.acknowledge import id_runs, status_runs
 from publisher.pipeline.objects import publishable_fields
 from publisher.pipeline.read import read_batches
 from publisher.pipeline.stages import REJECT_FIELDS, RESOLVED_SCHEMA, CyclePath, Outcomes, resolve_batches

@@ -35,11 +35,11 @@ from sqlalchemy.exc import DataError
 from sqlalchemy.types import NullType
 
 from publisher.errors import root_cause
+from publisher.failpoints import reached
 from publisher.model.catalog import TableInfo, child_table
 from publisher.model.keys import KeyPart, bound_value, canonical_key_of, format_key, key_values
 from publisher.model.values import BadValueError, ValueType, logged_unchanged, shown
 from publisher.model.valuetext import encode_read, settings_sql, value_text_sql
-from publisher.pipeline.failpoints import reached
 from publisher.rules.precedence import CurrentRow
 
 CHUNK = 500

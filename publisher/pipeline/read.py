@@ -26,10 +26,11 @@ from sqlalchemy import (
     select,
 )
 
+from publisher import failpoints
+from publisher.config import EVENT_LOG_COLUMNS
 from publisher.model.arrow import arrow_schema_of, rows_batch
-from publisher.model.events import EVENT_LOG_COLUMNS, EVENT_SCHEMA
+from publisher.model.events import EVENT_SCHEMA
 from publisher.model.values import shown
-from publisher.pipeline import failpoints
 from publisher.pipeline.window import (
     CycleWindow,
     event_log_table_of,

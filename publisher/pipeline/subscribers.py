@@ -12,12 +12,12 @@ from sqlalchemy import ColumnElement, Engine, and_, exists, func, not_, select
 
 from publisher.config import Config, ConfigError
 from publisher.database import table_schema
+from publisher.failpoints import reached
 from publisher.model.catalog import Catalog
 from publisher.model.events import Status
+from publisher.model.runs import StatusRun
 from publisher.outputs.files import CHECK_OUT_FILE, pin_window, pinned_window, unpin_window
-from publisher.pipeline.acknowledge import StatusRun
 from publisher.pipeline.checkout import CheckOutState, CheckOutWindow, check_out_predicate, checked_out_predicate
-from publisher.pipeline.failpoints import reached
 from publisher.pipeline.retention import PROCESSED
 from publisher.pipeline.window import (
     CycleWindow,

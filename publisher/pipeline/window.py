@@ -31,11 +31,11 @@ from sqlalchemy import (
     text,
 )
 
-from publisher.config import Config, ConfigError
+from publisher.config import EVENT_LOG_COLUMNS, Config, ConfigError
 from publisher.database import table_schema
 from publisher.dialects import is_mysql
 from publisher.errors import OutputStateError
-from publisher.model.events import EVENT_LOG_COLUMNS, Status
+from publisher.model.events import Status
 from publisher.pipeline.checkout import CheckOutWindow, check_out_predicate
 
 

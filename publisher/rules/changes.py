@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from publisher.model.catalog import TableInfo
-from publisher.model.events import EventType
+from publisher.model.events import FIELD_QUERY_BACK, INSERT_QUERY_BACK, LOGGED_UPDATES, ROW_QUERY_BACK
 from publisher.model.keys import key_values
 from publisher.model.operation import OperationKind
 from publisher.model.values import encode_logged
@@ -34,10 +34,10 @@ BEFORE_IMAGE = "BEFOREIMAGE"
 CHANGE_OPER = {INSERT: "I", UPDATE: "U", DELETE: "D", BEFORE_IMAGE: "B"}
 """The one-letter `change_oper` of each record operation."""
 
-_INSERTING = frozenset({int(EventType.INSERT_ROW_QUERY_BACK), int(EventType.INSERT_FIELD_QUERY_BACK)})
-_ROW_QB = frozenset({int(EventType.INSERT_ROW_QUERY_BACK), int(EventType.UPDATE_ROW_QUERY_BACK)})
-_FIELD_QB = frozenset({int(EventType.INSERT_FIELD_QUERY_BACK), int(EventType.UPDATE_FIELD_QUERY_BACK)})
-_UPDATING = frozenset({int(EventType.UPDATE_FIELD), int(EventType.UPDATE_FIELD_REMOVE_ALL)})
+_INSERT_QB = frozenset(int(t) for t in INSERT_QUERY_BACK)
+_ROW_QB = frozenset(int(t) for t in ROW_QUERY_BACK)
+_FIELD_QB = frozenset(int(t) for t in FIELD_QUERY_BACK)
+_LOGGED_UPDATES = frozenset(int(t) for t in LOGGED_UPDATES)
 
 
 @dataclass(frozen=True)
@@ -108,11 +108,11 @@ def change_of(
             after[name] = current.get(name)
             read_back.append(name)
         elif name not in key:
-            if event_type in _UPDATING and name not in before:
+            if event_type in _LOGGED_UPDATES and name not in before:
                 before[name] = unit["old_text"]
             after[name] = unit["new_text"]
             logged.append(name)
-    inserting = kind is OperationKind.ADD or all(t in _INSERTING for t in types)
+    inserting = kind is OperationKind.ADD or all(t in _INSERT_QB for t in types)
     if inserting:
         inserted = [*key, *logged] if logged else []
         return _change(table, INSERT, first, after, None, _ordered(table, [*inserted, *read_back]),

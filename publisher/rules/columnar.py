@@ -21,13 +21,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from publisher.model.events import EventType
+from publisher.model.events import FIELD_QUERY_BACK, INSERTING, LOGGED_VALUES, ROW_QUERY_BACK, EventType
 from publisher.model.operation import OperationKind
-from publisher.outputs.xds import column_attr_changes, column_operations, column_refused
+from publisher.model.xds import column_attr_changes, column_operations, column_refused
 from publisher.rules.operations import OperationContext
 from publisher.rules.precedence import CurrentRow
 
 _QUERY_BACK_FROM = int(EventType.INSERT_ROW_QUERY_BACK)
+_ROW_QB = sorted(int(t) for t in ROW_QUERY_BACK)
+_FIELD_QB = sorted(int(t) for t in FIELD_QUERY_BACK)
+_INSERTING = sorted(int(t) for t in INSERTING)
+_LOGGED_VALUES = sorted(int(t) for t in LOGGED_VALUES)
 OPERATION_FIELDS = ("op_time", "event_id", "xml")
 _ADD, _MODIFY, _DELETE = OperationKind.ADD.value, OperationKind.MODIFY.value, OperationKind.DELETE.value
 
@@ -147,15 +151,14 @@ def _decide(
     objects = object_ids(events)
     index = np.arange(n)
     present = exists[objects] if n else np.zeros(0, bool)
-    is_row = (codes == EventType.INSERT_ROW_QUERY_BACK) | (codes == EventType.UPDATE_ROW_QUERY_BACK)
-    is_field = (codes == EventType.INSERT_FIELD_QUERY_BACK) | (codes == EventType.UPDATE_FIELD_QUERY_BACK)
+    is_row = np.isin(codes, _ROW_QB)
+    is_field = np.isin(codes, _FIELD_QB)
     is_delete = codes == EventType.DELETE_ROW
     rows_after_delete = ctx.insert_row_operation == "add"
     last_delete = np.full(len(exists), -1)
     np.maximum.at(last_delete, objects[is_delete], index[is_delete])
     after_delete = index > last_delete[objects]
-    is_inserting = np.isin(codes, [int(EventType.INSERT_FIELD), int(EventType.INSERT_ROW_QUERY_BACK),
-                                   int(EventType.INSERT_FIELD_QUERY_BACK)])
+    is_inserting = np.isin(codes, _INSERTING)
     last_insert = np.full(len(exists), -1)
     np.maximum.at(last_insert, objects[is_inserting], index[is_inserting])
     reinserted = (last_insert > last_delete)[objects]
@@ -174,7 +177,7 @@ def _decide(
     strong = np.unique(attribute[codes == EventType.UPDATE_FIELD_QUERY_BACK])
     effective[is_field] = np.where(np.isin(attribute[is_field], strong), int(EventType.UPDATE_FIELD_QUERY_BACK),
                                    int(EventType.INSERT_FIELD_QUERY_BACK))
-    logged = codes <= EventType.UPDATE_FIELD_REMOVE_ALL
+    logged = np.isin(codes, _LOGGED_VALUES)
     beaten = has_row_winner | (logged & np.isin(attribute, won))
     survives = ~is_row & ~is_field & ((is_delete & rows_after_delete) | ~beaten)
     return survives | row_wins | field_wins, effective, row_wins, (is_row | is_field) & ~present

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from publisher.model.catalog import TableInfo
-from publisher.model.events import EventType
+from publisher.model.events import ROW_QUERY_BACK, EventType
 from publisher.model.keys import canonical_key_of
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType
-from publisher.outputs.xds import build_operation
+from publisher.model.xds import build_operation
 from publisher.rules.changes import Change, change_of
 from publisher.rules.precedence import PUBLISHED, CurrentRow, Decision
 
@@ -108,7 +108,7 @@ def _event_changes(unit: Mapping[str, Any], table: TableInfo, row: Mapping[str, 
     if event_type == EventType.DELETE_ROW:
         return []
     current = row or {}
-    if event_type in (EventType.INSERT_ROW_QUERY_BACK, EventType.UPDATE_ROW_QUERY_BACK):
+    if event_type in ROW_QUERY_BACK:
         remove_all = kind is OperationKind.MODIFY
         return [
             AttrChange(c.name, remove_all=remove_all, add=values.one(c.name, c.value_type, current.get(c.name)))

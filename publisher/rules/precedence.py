@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from publisher.model.events import FIELD_QUERY_BACK, LOGGED_VALUES, ROW_QUERY_BACK, EventType, Status
+from publisher.model.events import FIELD_QUERY_BACK, INSERTING, LOGGED_VALUES, ROW_QUERY_BACK, EventType, Status
 
 
 class Outcome:
@@ -35,8 +35,7 @@ _ROW_QB = frozenset(int(t) for t in ROW_QUERY_BACK)
 _FIELD_QB = frozenset(int(t) for t in FIELD_QUERY_BACK)
 _LOGGED_FIELD = frozenset(int(t) for t in LOGGED_VALUES)
 _DELETE = int(EventType.DELETE_ROW)
-_INSERTING = frozenset(int(t) for t in (EventType.INSERT_FIELD, EventType.INSERT_ROW_QUERY_BACK,
-                                        EventType.INSERT_FIELD_QUERY_BACK))
+_INSERTING = frozenset(int(t) for t in INSERTING)
 QUERY_BACK_TYPES = _ROW_QB | _FIELD_QB
 
 

@@ -13,13 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from publisher.model.catalog import Catalog, TableInfo
-from publisher.model.events import PER_FIELD, EventType
+from publisher.model.events import DELETING, INSERTING, PER_FIELD, UPDATING, EventType
 
 OPERATION_TYPES: Mapping[str, frozenset[EventType]] = {
-    "insert": frozenset({EventType.INSERT_FIELD, EventType.INSERT_ROW_QUERY_BACK, EventType.INSERT_FIELD_QUERY_BACK}),
-    "update": frozenset({EventType.UPDATE_FIELD, EventType.UPDATE_FIELD_REMOVE_ALL, EventType.UPDATE_ROW_QUERY_BACK,
-                         EventType.UPDATE_FIELD_QUERY_BACK}),
-    "delete": frozenset({EventType.DELETE_ROW}),
+    "insert": INSERTING,
+    "update": UPDATING,
+    "delete": DELETING,
     "change": frozenset(EventType),
 }
 

@@ -19,8 +19,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from publisher.config import Config, parse_time_of_day
 from publisher.errors import TransientError, root_cause
+from publisher.model.xds import build_heartbeat
 from publisher.outputs.files import document_name, next_cycle_number, write_atomically
-from publisher.outputs.xds import build_heartbeat
 from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
 
 if TYPE_CHECKING:

@@ -31,13 +31,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 
+from publisher import failpoints
 from publisher.capture.install import published_tables
 from publisher.config import Config
 from publisher.database import table_schema
 from publisher.errors import root_cause
 from publisher.model.catalog import Catalog, TableInfo, reflect_catalog
 from publisher.model.events import EventType
-from publisher.pipeline import failpoints
 from publisher.pipeline.queryback import RowReading
 from publisher.rules.classify import snapshot_perpetrator
 from publisher.service.snapshot_chunks import EventLogger, KeyOrder, bound_after, log_chunk
@@ -126,7 +126,7 @@ def _chosen_tables(
     catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
     available = catalog.tables
     if subscriber is not None:
-        from publisher.pipeline.checkout import require_check_outs
+        from publisher.capture.subscriber_tables import require_check_outs
         from publisher.pipeline.subscribers import tracked
         from publisher.rules.subscription import tracked_tables
 

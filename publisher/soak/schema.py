@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from sqlalchemy import Engine, text
+
+from publisher.capture.tables import Style
 
 PUBLISHER_USER = "soak_publisher"
 """The publisher's own user: no writer connects as it, so nothing the writers do is loopback."""
@@ -93,10 +96,16 @@ def styles_for(dialect: str, seed: int) -> dict[str, str]:
 
 
 def install(site: Site) -> None:
-    """`publisher install` per table with its style; a failure stops the soak of this database."""
-    from publisher.cli import main
+    """What `publisher install --table T --style S` does, per table with its style; a failure
+    stops the soak of this database."""
+    from publisher.capture.install import install_capture
+    from publisher.config import load_config
+    from publisher.database import connect
 
-    for table in TABLES:
-        code = main(["install", "-c", str(site.config), "--table", table, "--style", site.styles[table]])
-        if code != 0:
-            raise RuntimeError(f"publisher install --table {table} exited {code}")
+    config = load_config(site.config)
+    engine = connect(config)
+    try:
+        for table in TABLES:
+            install_capture(config, engine, [table], cast(Style, site.styles[table]), False)
+    finally:
+        engine.dispose()
