@@ -1,0 +1,365 @@
+"""Each command's work, given its configuration and arguments: what it prints and its exit code."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from publisher.cli.errors import UnavailableError, UsageError
+from publisher.config import Config
+
+if TYPE_CHECKING:
+    from publisher.service.lock import PublisherLock
+
+
+def parse_key_command(text: str) -> int:
+    from publisher.model.keys import KeySyntaxError, format_key, parse_key
+
+    try:
+        parts = parse_key(text)
+    except KeySyntaxError as exc:
+        print(f"publisher: {exc}\n  {text}\n  {' ' * exc.position}^", file=sys.stderr)
+        return 2
+    print(json.dumps({
+        "parts": [{"column": p.column, "value": p.value} for p in parts],
+        "canonical": format_key(parts),
+    }, ensure_ascii=False))
+    return 0
+
+
+def install_command(config: Config, args: argparse.Namespace) -> int:
+    from publisher.capture.install import install_capture
+    from publisher.database import connect, is_mysql
+    from publisher.model.logical import installed_children
+
+    engine = connect(config)
+    if args.check:
+        return _check_capture(config, engine)
+    statements = install_capture(config, engine, args.table, args.style, args.dry_run)
+    if args.dry_run:
+        # The mariadb/mysql clients end a statement at the first ';', inside a trigger's BEGIN ... END too.
+        mysql = is_mysql(engine)
+        print("DELIMITER //\n" if mysql and statements else "", end="")
+        for statement in statements:
+            print(statement.rstrip().rstrip(";") + ("\n//\n" if mysql else ";\n"))
+        print("DELIMITER ;" if mysql and statements else "", end="\n" if mysql and statements else "")
+    else:
+        names = ", ".join(args.table) or "no tables"
+        children = [f"{child} (values of {table}.{attribute})" for table, attribute, child in
+                    installed_children(config.classes, args.table)]
+        print(f"installed the event log {config.event_log.table} and the {args.style or 'capture'} triggers of {names}"
+              + (f"; child tables: {', '.join(children)}" if children else ""), file=sys.stderr)
+    return 0
+
+
+def snapshot_command(config: Config, args: argparse.Namespace) -> int:
+    from publisher.database import connect
+    from publisher.service.snapshot import CHUNK_ROWS, ProgressLines, snapshot
+
+    result = snapshot(config, connect(config), args.table, args.where, args.subscriber, args.dry_run,
+                      args.chunk_rows or CHUNK_ROWS, ProgressLines())
+    print(json.dumps(result.summary()))
+    if not args.dry_run:
+        by = "run or poll" if args.subscriber is None else f"poll --subscriber {args.subscriber}"
+        print(f"logged {result.summary()['events']} row query-backs; {by} publishes them", file=sys.stderr)
+    return 0
+
+
+def _check_capture(config: Config, engine: Any) -> int:
+    from publisher.capture.install import capture_problems
+
+    problems = capture_problems(config, engine)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{len(problems)} table(s) to install again: publisher install -c CONFIG --table T", file=sys.stderr)
+        return 1
+    print("every installed table's capture matches its columns and key", file=sys.stderr)
+    return 0
+
+
+def poll_command(config: Config, subscriber: str | None) -> int:
+    from publisher.database import connect
+    from publisher.pipeline.cycle import run_cycle
+    from publisher.pipeline.spark import get_spark
+    from publisher.service.lock import PublisherLock
+
+    engine = connect(config)
+    _check_reachable(engine)
+    if subscriber is None:
+        _warn_unpublished(config, engine)
+        with PublisherLock(config) as lock:
+            result = run_cycle(lambda: get_spark(config.spark), engine, config)
+        print(json.dumps(result.summary()))
+        _check_not_lost(lock)
+        return 0
+    from publisher.service.checkouts import check_out
+
+    with PublisherLock(config, subscriber=subscriber) as lock:
+        results = check_out(lambda: get_spark(config.spark), engine, config, subscriber)
+    print(json.dumps(results.summary()))
+    _check_not_lost(lock)
+    return 0
+
+
+def purge_command(config: Config) -> int:
+    from publisher.database import connect
+    from publisher.pipeline.retention import purge
+
+    purged = purge(connect(config), config)
+    print(json.dumps({"deleted": purged.deleted, "waiting_for": list(purged.waiting_for)}))
+    if purged.waiting_for:
+        print(f"publisher: nothing deleted: {', '.join(purged.waiting_for)} never checked out, so every row may "
+              "still be needed", file=sys.stderr)
+    return 0
+
+
+def requeue_command(config: Config, args: argparse.Namespace) -> int:
+    from publisher.database import connect
+    from publisher.service.requeue import DEFAULT_STATUSES, RequeueError, Selection, requeue
+
+    statuses = tuple(dict.fromkeys(s for given in args.status for s in given)) if args.status else DEFAULT_STATUSES
+    try:
+        selection = Selection(statuses, args.table, args.first, args.last)
+        done = requeue(config, connect(config), selection, args.reason, args.dry_run)
+    except RequeueError as exc:
+        raise UsageError(f"requeue: {exc}") from None
+    print(json.dumps(done.summary()))
+    counted = ", ".join(f"{status} {n}" for status, n in done.by_status.items()) or "none"
+    if args.dry_run:
+        print(f"dry run: would put {_count(done.total, 'row')} back to N ({counted}); nothing changed",
+              file=sys.stderr)
+    else:
+        print(f"put {_count(done.total, 'row')} back to N ({counted}); recorded in {done.record}"
+              + (f" with the reason: {args.reason}" if args.reason else ""), file=sys.stderr)
+        if config.subscribers:
+            print("publisher: subscribers read rows whatever their status: this changes what the status mode "
+                  "publishes, not what they do", file=sys.stderr)
+    return 0
+
+
+def _warn_unpublished(config: Config, engine: Any) -> None:
+    """Say once, before publishing, which tables new rows name that a cycle would reject."""
+    from publisher.service.stats import unpublished_tables
+
+    found = unpublished_tables(config, engine)
+    if found:
+        logging.getLogger("publisher").warning(
+            "new rows of the event log name tables that are not published, and a cycle marks them E: %s",
+            "; ".join(f"{table} ({why})" for table, why in found.items()),
+            extra={"fields": {"unpublished_tables": found}},
+        )
+
+
+def checkin_command(config: Config, args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import DBAPIError
+
+    from publisher.database import connect
+    from publisher.errors import root_cause
+    from publisher.service.checkouts import check_in, statements_of
+
+    config.subscriber(args.subscriber)
+    engine = connect(config)
+    if args.file is not None:
+        try:
+            text = Path(args.file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"-f {args.file}: {exc.strerror or exc}") from None
+        statements = statements_of(text, engine.dialect.name)
+    else:
+        statements = list(args.execute)
+    with check_in(engine, config, args.subscriber) as conn:
+        for number, statement in enumerate(statements, start=1):
+            try:
+                conn.exec_driver_sql(statement)
+            except DBAPIError as exc:
+                which = f"statement {number}" if len(statements) > 1 else "the SQL"
+                raise UnavailableError(
+                    f"checkin: {which} failed, nothing was changed or checked in: "
+                    f"{config.database.redact(root_cause(exc))}"
+                ) from None
+    print(f"checked in {len(statements)} statement(s) for subscriber {args.subscriber}", file=sys.stderr)
+    return 0
+
+
+def run_command(config: Config, subscriber: str | None) -> int:
+    """Serve every reader of the event log (the status mode and each subscriber, or the one
+    named) side by side, each under its own lock and at its own pace; one failing does not stop
+    the others."""
+    from publisher.database import connect
+    from publisher.service.loop import serve_readers
+
+    log = logging.getLogger("publisher")
+    if subscriber is not None:
+        config.subscriber(subscriber)
+        readers: list[str | None] = [subscriber]
+    else:
+        readers = [None] if config.publisher.status_mode else []
+        readers += sorted(config.subscribers)
+    if not readers:
+        raise UsageError("nothing to run: publisher.status_mode = false and no [subscribers.NAME] is configured")
+    engine = connect(config)
+    _check_reachable(engine)
+    if None in readers:
+        _warn_unpublished(config, engine)
+    metrics = None
+    with contextlib.ExitStack() as serving:  # the metrics server stops on every way out
+        if config.metrics.port:
+            from publisher.service.metrics import PublisherMetrics
+
+            metrics = PublisherMetrics(config, engine)
+            serving.enter_context(metrics.serving(config.metrics))
+        failed = serve_readers(config, engine, readers, metrics)
+    log.info("stopped")
+    if failed:
+        raise UnavailableError("; ".join(failed))
+    return 0
+
+
+def prometheus_command(config: Config) -> int:
+    from publisher.database import connect
+    from publisher.service.metrics import exposition
+
+    print(exposition(config, connect(config)), end="")
+    return 0
+
+
+def stats_command(config: Config, as_json: bool) -> int:
+    from publisher.database import connect
+    from publisher.service.stats import backlog, format_backlog
+
+    report = backlog(config, connect(config))
+    print(json.dumps(report, default=str) if as_json else format_backlog(report))
+    return 0
+
+
+def verify_command(config: Config, documents: str | None, subscriber: str | None, repair: bool = False) -> int:
+    from publisher.database import connect
+    from publisher.service.mirror import check
+
+    engine = connect(config)
+    default = config.output.directory if subscriber is None else config.subscriber(subscriber).output
+    directory = Path(documents or default)
+    if repair and documents is not None and directory.resolve() != Path(default).resolve():
+        raise UsageError("verify --repair: repairs the consumer of the configured output; --documents names another")
+    if repair:
+        directory.mkdir(parents=True, exist_ok=True)  # no document yet: a consumer that holds nothing
+    if not directory.is_dir():
+        raise UnavailableError(f"no documents to replay: the directory {directory} does not exist")
+    if not repair:
+        result = check(config, engine, directory, subscriber)
+        _report_verification(result, subscriber)
+        return 1 if result.differences else 0
+    from publisher.service.repair import repair_consumer
+
+    outcome = repair_consumer(config, engine, directory, subscriber,
+                              lambda found: _report_verification(found, subscriber))
+    if outcome.logged is None:
+        return 0
+    print(json.dumps(outcome.logged.summary()))
+    if not outcome.published:
+        print(f"logged {_count(outcome.logged.total, 'event')}; the publisher holding the lock publishes them",
+              file=sys.stderr)
+        return 0
+    _report_verification(outcome.final, subscriber)
+    return 1 if outcome.final.differences else 0
+
+
+def _report_verification(result: Any, subscriber: str | None) -> None:
+    for difference in result.differences:
+        print(difference)
+    counted = f"{_count(result.objects, 'object')} in {_count(result.tables, 'table')}"
+    if result.differences:
+        print(f"{_count(len(result.differences), 'difference')} over {counted}")
+    else:
+        print(f"mirror equals source: {counted}, {_count(result.documents, 'document')} replayed")
+    if result.pending:
+        are = "is" if result.pending == 1 else "are"
+        waiting = "still new" if subscriber is None else "not checked out yet"
+        print(f"note: {_count(result.pending, 'event')} {are} {waiting}; poll until drained before verifying")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    from publisher.bench.run import BenchOptions, format_report, run_benchmark
+    from publisher.bench.workload import Backlog, Dialect, WorkloadError
+
+    if args.capture and args.snapshot:
+        raise UsageError("bench: --capture and --snapshot measure different things; choose one")
+    if args.capture:
+        return _bench_capture(args)
+    if args.snapshot:
+        return _bench_snapshot(args)
+    if args.database == "mariadb":
+        raise UsageError("bench: --database mariadb measures only --capture")
+    database: Dialect = "postgresql"
+    if args.database == "sqlite" or (args.database is None and (args.url or "").startswith("sqlite")):
+        database = "sqlite"
+    options = BenchOptions(
+        database=database, url=args.url, rows=args.rows or 100_000, events=args.events, query_limit=args.query_limit,
+        latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
+        cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog), subscribers=args.subscribers,
+    )
+    try:
+        report = run_benchmark(options)
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else format_report(report))
+    return 0
+
+
+def _bench_capture(args: argparse.Namespace) -> int:
+    from publisher.bench.capture import CaptureBenchError, CaptureOptions, format_capture_report, run_capture_bench
+    from publisher.dialects import is_mysql
+
+    database = args.database
+    if database is None:
+        scheme = (args.url or "").split(":", 1)[0].split("+", 1)[0]
+        database = "mariadb" if is_mysql(scheme) else "postgresql"
+    if database == "sqlite":
+        raise UsageError("bench --capture: sqlite has no concurrent writers to measure; use postgresql or mariadb")
+    options = CaptureOptions(database=database, url=args.url, seconds=args.seconds, rounds=args.rounds)
+    try:
+        report = run_capture_bench(options)
+    except CaptureBenchError as exc:
+        raise UnavailableError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else format_capture_report(report))
+    return 0
+
+
+def _bench_snapshot(args: argparse.Namespace) -> int:
+    from publisher.bench.snapshot import SnapshotOptions, format_snapshot_report, run_snapshot_bench
+    from publisher.bench.workload import WorkloadError
+
+    scheme = (args.url or "postgresql").split(":", 1)[0].split("+", 1)[0]
+    if args.database not in (None, "postgresql") or scheme not in ("postgresql", "postgres"):
+        raise UsageError("bench --snapshot: measured on postgresql only")
+    options = SnapshotOptions(url=args.url, rows=args.rows or 1_000_000, query_limit=args.query_limit,
+                              master=args.master)
+    try:
+        report = run_snapshot_bench(options)
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else format_snapshot_report(report))
+    return 0
+
+
+def _check_not_lost(lock: PublisherLock) -> None:
+    """A publisher that lost its lock may have overlapped with another one: say so, exit 1."""
+    if lock.lost:
+        raise UnavailableError(
+            "lost the lock of the event log while publishing: another publisher may have published the same events"
+        )
+
+
+def _check_reachable(engine: Any) -> None:
+    """Fail fast, before Spark starts, when the database is not there."""
+    with engine.connect():
+        pass
