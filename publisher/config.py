@@ -4,6 +4,7 @@ Every value is checked before any connection opens, and every complaint names th
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import os
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from publisher.dialects import is_mysql
+from publisher.dialects import UnknownDialectError, dialect_of
 
 EVENT_LOG_COLUMNS = (
     "record_id",
@@ -51,18 +52,16 @@ class DatabaseConfig:
     """Password for the URL's user, best set by PUBLISHER_DATABASE_PASSWORD; never printed."""
 
     def sqlalchemy_url(self) -> str:
-        """The URL with the password filled in: for connections only, never for display. A
-        relative SQLite path is made absolute, since executors do not share the driver's directory."""
+        """The URL with the password filled in and what its database needs (`Dialect.url`: a
+        relative SQLite path made absolute, MySQL's driver and character set): for connections
+        only, never for display."""
         from sqlalchemy.engine import make_url
 
         url = make_url(self.url)
         if self.password is not None:
             url = url.set(password=self.password)
-        database = url.database or ""
-        if url.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not database.startswith("file:"):
-            url = url.set(database=os.path.abspath(database))
-        if is_mysql(url.get_backend_name()):
-            url = _mysql_url(url)
+        with contextlib.suppress(UnknownDialectError):  # connect() says so, naming database.url
+            url = dialect_of(url.get_backend_name()).url(url)
         return url.render_as_string(hide_password=False)
 
     def display_url(self) -> str:
@@ -90,22 +89,6 @@ class DatabaseConfig:
 
 
 _INLINE_PASSWORD = re.compile(r"(://[^/@:]*:)([^@]*)@")
-
-MYSQL_DEFAULT_DRIVER = "pymysql"
-"""The driver a bare mysql:// or mariadb:// URL gets: PyMySQL is pure Python, so it installs
-with the publisher everywhere, with no client library or compiler (README, MariaDB and MySQL)."""
-
-
-def _mysql_url(url: Any) -> Any:
-    """A MySQL/MariaDB URL with the default driver where it names none, and utf8mb4 unless it
-    asks for a character set: the server's utf8mb3 default would garble every character
-    outside the Basic Multilingual Plane."""
-    if "+" not in url.drivername:
-        url = url.set(drivername=f"{url.drivername}+{MYSQL_DEFAULT_DRIVER}")
-    if "charset" not in url.query:
-        url = url.update_query_dict({"charset": "utf8mb4"})
-    return url
-
 
 def mask_url(url: str) -> str:
     """A database URL with its password masked, even when it does not parse."""

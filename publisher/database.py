@@ -1,11 +1,14 @@
-"""Connections and the few facts about a database that differ by dialect."""
+"""Connections, and where the publisher's tables and associations live."""
 from __future__ import annotations
 
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
-from publisher import dialects
 from publisher.config import Config, ConfigError
+from publisher.dialects import UnknownDialectError, dialect_of
+
+LOCK_WAIT_SECONDS = 30
+"""How long a connection waits on a locked database before failing, where the driver asks."""
 
 
 class MissingDriverError(RuntimeError):
@@ -20,12 +23,13 @@ def connect(config: Config) -> Engine:
     from sqlalchemy.exc import NoSuchModuleError
 
     url = make_url(config.database.sqlalchemy_url())
-    kwargs: dict[str, object] = {"pool_pre_ping": True}
-    if url.get_backend_name() == "sqlite":
-        kwargs["connect_args"] = {"timeout": 30}
     shown = config.database.display_url()
     try:
-        return create_engine(url, **kwargs)
+        dialect = dialect_of(url.get_backend_name())
+    except UnknownDialectError as exc:
+        raise ConfigError(f"database.url: {shown!r}: {exc}") from None
+    try:
+        return create_engine(url, pool_pre_ping=True, connect_args=dialect.connect_args(LOCK_WAIT_SECONDS))
     except NoSuchModuleError:
         raise ConfigError(
             f"database.url: {shown!r}: {url.drivername!r} is not a database or driver SQLAlchemy knows "
@@ -38,18 +42,9 @@ def connect(config: Config) -> Engine:
         ) from None
 
 
-def is_sqlite(engine: Engine) -> bool:
-    return engine.dialect.name == "sqlite"
-
-
-def is_mysql(engine: Engine) -> bool:
-    """Whether the engine speaks to MySQL or MariaDB."""
-    return dialects.is_mysql(engine.dialect.name)
-
-
 def table_schema(config: Config, engine: Engine) -> str | None:
     """The schema that qualifies table names in SQL: none on SQLite, which has no schemas."""
-    if is_sqlite(engine):
+    if not dialect_of(engine).has_schemas:
         return None
     return config.database.schema
 
@@ -58,11 +53,11 @@ def association_schema(config: Config, engine: Engine) -> str:
     """The `schema=` of associations: the configured one, else the database's default."""
     if config.database.schema:
         return config.database.schema
-    if is_sqlite(engine):
+    dialect = dialect_of(engine)
+    if not dialect.has_schemas:
         return "main"
-    current = "SELECT DATABASE()" if is_mysql(engine) else "SELECT current_schema()"
     with engine.connect() as conn:
-        return str(conn.execute(text(current)).scalar_one())
+        return str(conn.execute(text(dialect.current_schema_sql())).scalar_one())
 
 
 def publisher_user(config: Config, engine: Engine) -> str | None:

@@ -13,7 +13,8 @@ from typing import Any
 from sqlalchemy import Engine
 
 from publisher.config import EVENT_LOG_COLUMNS, Config
-from publisher.database import is_sqlite, table_schema
+from publisher.database import table_schema
+from publisher.dialects import dialect_of
 from publisher.model.events import Status
 
 
@@ -56,7 +57,7 @@ def measure_floor(config: Config, engine: Engine) -> Floor:
     new = f"{status} = '{Status.NEW.value}'"
     select = f"SELECT {columns} FROM {table} WHERE {new} ORDER BY {record_id}"
     mark = f"UPDATE {table} SET {status} = '{Status.SUCCESS.value}' WHERE {new}"
-    if is_sqlite(engine):
+    if not dialect_of(engine).copy_out:
         return _sqlite_floor(engine, select, mark)
     return _postgresql_floor(engine, select, mark, table)
 

@@ -6,11 +6,11 @@ import abc
 import functools
 import string
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from publisher.capture.tables import Column, Event, Style, Table
 from publisher.config import EVENT_LOG_COLUMNS, Config
@@ -62,6 +62,11 @@ def any_of(conditions: Iterable[str]) -> str:
     return " OR ".join(parts) or FALSE
 
 
+def carrying(triggers: Iterable[Sequence[str]], names_of: Callable[[str], set[str]]) -> tuple[str, ...]:
+    """The tables among (trigger, table) pairs that have a trigger named as capture names it."""
+    return tuple(sorted({table for trigger, table in triggers if trigger in names_of(table)}))
+
+
 def indent(text: str, spaces: int) -> str:
     return textwrap.indent(text, " " * spaces)
 
@@ -106,6 +111,22 @@ class Dialect(abc.ABC):
             self.render("event_log", **fields),
             self.render("event_log_index", index=index, **fields),
         ]
+
+    @abc.abstractmethod
+    def carriers(self, conn: Connection, any_trigger: bool) -> tuple[str, ...]:
+        """The tables carrying this project's capture triggers, found by the names it gives them."""
+
+    def execute(self, statements: Sequence[str]) -> None:
+        """Run install statements in one transaction."""
+        with self.engine.connect() as conn:
+            for statement in statements:
+                # psycopg reads % as a placeholder even without parameters; format() strings have them.
+                conn.exec_driver_sql(statement.replace("%", "%%"))
+            conn.commit()
+
+    def subscription_indexes(self) -> list[str]:
+        """Indexes on the event log that check-outs select their events by."""
+        return []
 
     @abc.abstractmethod
     def check(self, table: Table) -> None:

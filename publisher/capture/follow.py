@@ -33,7 +33,7 @@ from publisher.capture.postgresql import (
 )
 from publisher.capture.shape import CAPTURE_TABLE_SUFFIX
 from publisher.capture.tables import Style, Table
-from publisher.model.valuetext import function_settings_sql
+from publisher.dialects.postgresql import function_settings_sql
 
 FOLLOW_FUNCTIONS = ("shape", "key", "events", "capture", "table", "migration")
 
@@ -56,7 +56,7 @@ def follow_ddl(dialect: PostgreSQL) -> list[str]:
         dialect.render("follow_events_function", function=name["events"]),
         dialect.render(
             "follow_function", function=name["capture"], key_function=name["key"], events_function=name["events"],
-            settings=function_settings_sql(dialect.name), old_rows=dialect.quote(POSTGRESQL_OLD_ROWS),
+            settings=function_settings_sql(), old_rows=dialect.quote(POSTGRESQL_OLD_ROWS),
             new_rows=dialect.quote(POSTGRESQL_NEW_ROWS), **dialect.event_log_fields(),
         ),
         dialect.render(

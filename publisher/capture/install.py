@@ -45,20 +45,17 @@ a BLOB on SQLite: a type 8 of the attribute, one per parent an update changes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
-from publisher.capture import mariadb
 from publisher.capture.dialect import Dialect
 from publisher.capture.follow import follow_ddl, follow_record, may_follow
 from publisher.capture.mariadb import MariaDB, mariadb_trigger_name
 from publisher.capture.postgresql import (
     KEY_VALUE_FUNCTION,
     PostgreSQL,
-    postgresql_identifier,
     postgresql_trigger_name,
-    postgresql_truncate_trigger_name,
     postgresql_update_trigger_name,
 )
 from publisher.capture.shape import (
@@ -72,7 +69,8 @@ from publisher.capture.shape import (
 from publisher.capture.sqlite import SQLITE_TRIGGER_SUFFIXES, SQLite, sqlite_trigger_name
 from publisher.capture.tables import STYLES, CaptureError, Style, captured
 from publisher.config import Config
-from publisher.database import is_mysql, is_sqlite, table_schema
+from publisher.database import table_schema
+from publisher.dialects import dialect_of
 from publisher.model.catalog import PublishedTables
 from publisher.model.logical import child_of, child_tables
 
@@ -110,27 +108,9 @@ def triggered_tables(config: Config, engine: Engine) -> tuple[str, ...]:
 
 
 def _capture_carriers(config: Config, engine: Engine, any_trigger: bool = False) -> tuple[str, ...]:
-    """The tables carrying capture triggers; on PostgreSQL, its row trigger (the table's switch:
-    dropped, capture is off), or with `any_trigger` any of its three."""
+    """The tables carrying capture triggers (`Dialect.carriers`)."""
     with engine.connect() as conn:
-        if is_sqlite(engine):
-            rows = conn.execute(text("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'"))
-            return _carrying(rows, lambda t: {sqlite_trigger_name(t, s) for s in SQLITE_TRIGGER_SUFFIXES.values()})
-        if is_mysql(engine):
-            return tuple(sorted({table for _, table in mariadb.triggered(conn, table_schema(config, engine))}))
-        rows = conn.execute(
-            text(
-                "SELECT t.tgname, c.relname FROM pg_catalog.pg_trigger t "
-                "JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
-                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE NOT t.tgisinternal AND n.nspname = COALESCE(:schema, current_schema())"
-            ),
-            {"schema": table_schema(config, engine)},
-        )
-        if any_trigger:
-            return _carrying(rows, lambda t: {postgresql_identifier(postgresql_trigger_name(t)),
-                                              postgresql_update_trigger_name(t), postgresql_truncate_trigger_name(t)})
-        return _carrying(rows, lambda t: {postgresql_identifier(postgresql_trigger_name(t))})
+        return _dialect(config, engine).carriers(conn, any_trigger)
 
 
 def published_tables(config: Config, engine: Engine) -> PublishedTables:
@@ -143,11 +123,6 @@ def published_tables(config: Config, engine: Engine) -> PublishedTables:
     return PublishedTables(triggered_tables(config, engine), configured=False)
 
 
-def _carrying(triggers: Iterable[Sequence[str]], names_of: Callable[[str], set[str]]) -> tuple[str, ...]:
-    """The tables among (trigger, table) pairs that have a trigger named as capture names it."""
-    return tuple(sorted({table for trigger, table in triggers if trigger in names_of(table)}))
-
-
 def event_log_ddl(config: Config, engine: Engine) -> list[str]:
     """Statements that create the event log (and its helpers) unless it exists already."""
     return _dialect(config, engine).event_log_ddl()
@@ -156,15 +131,10 @@ def event_log_ddl(config: Config, engine: Engine) -> list[str]:
 def subscription_ddl(config: Config, engine: Engine) -> list[str]:
     """The subscribers' state tables (`subscriber_tables`), and on PostgreSQL the index that
     finds a check-out's events by their transaction."""
-    from sqlalchemy import MetaData, Table, column
+    from sqlalchemy import MetaData
     from sqlalchemy.schema import CreateIndex, CreateTable
 
-    from publisher.capture.subscriber_tables import (
-        checkin_table,
-        require_check_outs,
-        subscriber_table,
-        transaction_of,
-    )
+    from publisher.capture.subscriber_tables import checkin_table, require_check_outs, subscriber_table
 
     require_check_outs(engine.dialect.name)
     schema = table_schema(config, engine)
@@ -173,14 +143,7 @@ def subscription_ddl(config: Config, engine: Engine) -> list[str]:
     tables = [subscriber_table(log, schema, metadata), checkin_table(log, schema, metadata)]
     statements = [str(CreateTable(t, if_not_exists=True).compile(engine)) for t in tables]
     statements += [str(CreateIndex(i, if_not_exists=True).compile(engine)) for t in tables for i in t.indexes]
-    if engine.dialect.name == "postgresql":
-        preparer = engine.dialect.identifier_preparer
-        expression = transaction_of(column(config.event_log.columns.transaction_id))
-        found_by = expression.compile(engine, compile_kwargs={"literal_binds": True})
-        name = preparer.quote(f"{log}_transaction_idx")
-        target = preparer.format_table(Table(log, MetaData(), schema=schema))
-        statements.append(f"CREATE INDEX IF NOT EXISTS {name} ON {target} (({found_by}))")
-    return statements
+    return statements + _dialect(config, engine).subscription_indexes()
 
 
 def trigger_sql(config: Config, engine: Engine, table: str, style: Style) -> list[str]:
@@ -282,17 +245,7 @@ def install_capture(
 
 
 def _execute(config: Config, engine: Engine, statements: Sequence[str]) -> None:
-    if is_mysql(engine):
-        mariadb.execute(engine, table_schema(config, engine), statements)
-        return
-    with engine.connect() as conn:
-        if is_sqlite(engine):
-            # Python's sqlite3 runs DDL outside any transaction unless one is begun explicitly.
-            conn.exec_driver_sql("BEGIN")
-        for statement in statements:
-            # psycopg reads % as a placeholder even without parameters; format() strings have them.
-            conn.exec_driver_sql(statement if is_sqlite(engine) else statement.replace("%", "%%"))
-        conn.commit()
+    _dialect(config, engine).execute(statements)
 
 
 def _check_style(style: str, table: str | None = None) -> None:
@@ -307,6 +260,9 @@ def logged_transaction_sql(config: Config, engine: Engine) -> str | None:
     return _dialect(config, engine).transaction_sql()
 
 
+_CAPTURES: dict[str, type[Dialect]] = {"postgresql": PostgreSQL, "mysql": MariaDB, "sqlite": SQLite}
+"""Each database family's capture (by `publisher.dialects.Dialect.name`)."""
+
+
 def _dialect(config: Config, engine: Engine) -> Dialect:
-    cls = SQLite if is_sqlite(engine) else MariaDB if is_mysql(engine) else PostgreSQL
-    return cls(config, engine)
+    return _CAPTURES[dialect_of(engine).name](config, engine)

@@ -28,8 +28,8 @@ from sqlalchemy.dialects import mysql
 
 from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
 from publisher.capture.tables import CaptureError, Column, Table
+from publisher.dialects.mariadb import MYSQL_TIME_ZONE
 from publisher.model.values import ValueType
-from publisher.model.valuetext import MYSQL_TIME_ZONE
 
 MARIADB_NAME_CHARACTERS = 64
 """The longest trigger name MariaDB and MySQL accept."""
@@ -59,6 +59,12 @@ class MariaDB(RowTriggers):
     """Every event is one INSERT in an IF of its condition, in a trigger that logs in UTC."""
 
     name = "mariadb"
+
+    def carriers(self, conn: Connection, any_trigger: bool) -> tuple[str, ...]:
+        return tuple(sorted({table for _, table in triggered(conn, self.schema)}))
+
+    def execute(self, statements: Sequence[str]) -> None:
+        execute(self.engine, self.schema, statements)
 
     def quote(self, name: str) -> str:
         return str(self.preparer.quote_identifier(name))

@@ -6,10 +6,12 @@ import hashlib
 import itertools
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
+from sqlalchemy import column as sql_column
 
 from publisher.capture import text_settings
-from publisher.capture.dialect import TRUE, Dialect, all_of, indent, literal
+from publisher.capture.dialect import TRUE, Dialect, all_of, carrying, indent, literal
+from publisher.capture.subscriber_tables import transaction_of
 from publisher.capture.tables import CaptureError, Column, Event, Style, Table
 from publisher.model.values import ValueType
 
@@ -60,6 +62,31 @@ class PostgreSQL(Dialect):
     in one INSERT per row), and a statement trigger and its function for updates."""
 
     name = "postgresql"
+
+    def carriers(self, conn: Connection, any_trigger: bool) -> tuple[str, ...]:
+        """A table's row trigger (its switch: dropped, capture is off), or with `any_trigger`
+        any of its three."""
+        rows = conn.execute(
+            text(
+                "SELECT t.tgname, c.relname FROM pg_catalog.pg_trigger t "
+                "JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
+                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE NOT t.tgisinternal AND n.nspname = COALESCE(:schema, current_schema())"
+            ),
+            {"schema": self.schema},
+        )
+        if any_trigger:
+            return carrying(rows, lambda t: {postgresql_identifier(postgresql_trigger_name(t)),
+                                             postgresql_update_trigger_name(t), postgresql_truncate_trigger_name(t)})
+        return carrying(rows, lambda t: {postgresql_identifier(postgresql_trigger_name(t))})
+
+    def subscription_indexes(self) -> list[str]:
+        """The index that finds a check-out's events by their transaction."""
+        log = self.config.event_log.table
+        expression = transaction_of(sql_column(self.config.event_log.columns.transaction_id))
+        found_by = expression.compile(self.engine, compile_kwargs={"literal_binds": True})
+        name = self.quote(f"{log}_transaction_idx")
+        return [f"CREATE INDEX IF NOT EXISTS {name} ON {self.qualify(log)} (({found_by}))"]
 
     def quote(self, name: str) -> str:
         """Every identifier quoted: PL/pgSQL reads some names SQL leaves bare (`NEW.by`,

@@ -1,7 +1,11 @@
 """SQLite capture: three row triggers per table (see `rows`)."""
 from __future__ import annotations
 
-from publisher.capture.dialect import literal
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, text
+
+from publisher.capture.dialect import carrying, literal
 from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
 from publisher.capture.tables import CaptureError, Column, Table
 from publisher.model.values import ValueType
@@ -37,6 +41,18 @@ class SQLite(RowTriggers):
         old_text = self.as_text(self.ref(old, column), column)
         new_text = self.as_text(self.ref(new, column), column)
         return f"{old_text} COLLATE BINARY {operator} {new_text} COLLATE BINARY"
+
+    def carriers(self, conn: Connection, any_trigger: bool) -> tuple[str, ...]:
+        rows = conn.execute(text("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'"))
+        return carrying(rows, lambda t: {sqlite_trigger_name(t, s) for s in SQLITE_TRIGGER_SUFFIXES.values()})
+
+    def execute(self, statements: Sequence[str]) -> None:
+        with self.engine.connect() as conn:
+            # Python's sqlite3 runs DDL outside any transaction unless one is begun explicitly.
+            conn.exec_driver_sql("BEGIN")
+            for statement in statements:
+                conn.exec_driver_sql(statement)
+            conn.commit()
 
     def check(self, table: Table) -> None:
         for _, column in table.logged_key:

@@ -22,7 +22,7 @@ from sqlalchemy import (
     null,
 )
 
-from publisher.dialects import is_mysql
+from publisher.dialects import dialect_of
 from publisher.errors import MissingStateError
 
 SUBSCRIBER_TABLE_SUFFIX = "_subscriber"
@@ -83,8 +83,10 @@ def transaction_of(column: ColumnElement[Any]) -> ColumnElement[Any]:
 
 
 def require_check_outs(dialect: str) -> None:
-    """Subscribers need a database that can tell which events a check-out's snapshot holds."""
-    if is_mysql(dialect):
+    """Subscribers need a database that can tell which events a check-out's snapshot holds: by
+    their transactions, or by record_id where one writer commits at a time."""
+    found = dialect_of(dialect)
+    if not (found.transaction_snapshots or found.one_writer):
         raise MissingStateError(
             "subscribers need PostgreSQL or SQLite: a MariaDB/MySQL trigger can read no transaction id, and "
             "the server shows no snapshot of the transactions running, so a check-out could not tell an event "

@@ -17,7 +17,7 @@ from sqlalchemy import types as sqltypes
 
 from publisher.capture.dialect import literal
 from publisher.capture.tables import Column, Table
-from publisher.model.valuetext import TEXT_SETTINGS
+from publisher.dialects.postgresql import TEXT_SETTINGS
 
 SAME_TEXT = {
     "datestyle": "current_setting('datestyle') LIKE 'ISO,%'",

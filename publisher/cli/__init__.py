@@ -45,7 +45,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return _guard(lambda: run_demo(Path(args.directory), args.master, args.formats), None)
     if args.command == "bench":
-        return _guard(lambda: commands.bench_command(args), None)
+        from publisher.bench.command import run as run_bench
+
+        return _guard(lambda: run_bench(args), None)
     if args.command == "soak":
         from publisher.soak.command import run as run_soak
 
@@ -85,6 +87,7 @@ def _guard(action: Any, config: Config | None) -> int:
     """Turn an unreachable database or unwritable output into exit 1 with one readable line."""
     from sqlalchemy.exc import DBAPIError, NoSuchTableError, OperationalError
 
+    from publisher.bench.command import BenchArgumentError, BenchUnavailableError
     from publisher.capture.install import CaptureError
     from publisher.database import MissingDriverError
     from publisher.errors import MissingStateError, TransientError, root_cause
@@ -94,9 +97,9 @@ def _guard(action: Any, config: Config | None) -> int:
     redact = config.database.redact if config else str
     try:
         return int(action())
-    except (CaptureError, ConfigError, MissingStateError, SnapshotError) as exc:
+    except (BenchArgumentError, CaptureError, ConfigError, MissingStateError, SnapshotError) as exc:
         raise UsageError(str(exc)) from None
-    except MissingDriverError as exc:
+    except (BenchUnavailableError, MissingDriverError) as exc:
         raise UnavailableError(str(exc)) from None
     except (TransientError, LockHeldError) as exc:
         raise UnavailableError(redact(str(exc))) from None

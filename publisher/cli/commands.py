@@ -33,7 +33,8 @@ def parse_key_command(text: str) -> int:
 
 def install_command(config: Config, args: argparse.Namespace) -> int:
     from publisher.capture.install import install_capture
-    from publisher.database import connect, is_mysql
+    from publisher.database import connect
+    from publisher.dialects import dialect_of
     from publisher.model.logical import installed_children
 
     engine = connect(config)
@@ -41,12 +42,7 @@ def install_command(config: Config, args: argparse.Namespace) -> int:
         return _check_capture(config, engine)
     statements = install_capture(config, engine, args.table, args.style, args.dry_run)
     if args.dry_run:
-        # The mariadb/mysql clients end a statement at the first ';', inside a trigger's BEGIN ... END too.
-        mysql = is_mysql(engine)
-        print("DELIMITER //\n" if mysql and statements else "", end="")
-        for statement in statements:
-            print(statement.rstrip().rstrip(";") + ("\n//\n" if mysql else ";\n"))
-        print("DELIMITER ;" if mysql and statements else "", end="\n" if mysql and statements else "")
+        print(dialect_of(engine).client_script(statements), end="")
     else:
         names = ", ".join(args.table) or "no tables"
         children = [f"{child} (values of {table}.{attribute})" for table, attribute, child in
@@ -285,70 +281,6 @@ def _report_verification(result: Any, subscriber: str | None) -> None:
 
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
-
-
-def bench_command(args: argparse.Namespace) -> int:
-    from publisher.bench.run import BenchOptions, format_report, run_benchmark
-    from publisher.bench.workload import Backlog, Dialect, WorkloadError
-
-    if args.capture and args.snapshot:
-        raise UsageError("bench: --capture and --snapshot measure different things; choose one")
-    if args.capture:
-        return _bench_capture(args)
-    if args.snapshot:
-        return _bench_snapshot(args)
-    if args.database == "mariadb":
-        raise UsageError("bench: --database mariadb measures only --capture")
-    database: Dialect = "postgresql"
-    if args.database == "sqlite" or (args.database is None and (args.url or "").startswith("sqlite")):
-        database = "sqlite"
-    options = BenchOptions(
-        database=database, url=args.url, rows=args.rows or 100_000, events=args.events, query_limit=args.query_limit,
-        latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
-        cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog), subscribers=args.subscribers,
-    )
-    try:
-        report = run_benchmark(options)
-    except WorkloadError as exc:
-        raise UsageError(str(exc)) from None
-    print(json.dumps(report.summary()) if args.json else format_report(report))
-    return 0
-
-
-def _bench_capture(args: argparse.Namespace) -> int:
-    from publisher.bench.capture import CaptureBenchError, CaptureOptions, format_capture_report, run_capture_bench
-    from publisher.dialects import is_mysql
-
-    database = args.database
-    if database is None:
-        scheme = (args.url or "").split(":", 1)[0].split("+", 1)[0]
-        database = "mariadb" if is_mysql(scheme) else "postgresql"
-    if database == "sqlite":
-        raise UsageError("bench --capture: sqlite has no concurrent writers to measure; use postgresql or mariadb")
-    options = CaptureOptions(database=database, url=args.url, seconds=args.seconds, rounds=args.rounds)
-    try:
-        report = run_capture_bench(options)
-    except CaptureBenchError as exc:
-        raise UnavailableError(str(exc)) from None
-    print(json.dumps(report.summary()) if args.json else format_capture_report(report))
-    return 0
-
-
-def _bench_snapshot(args: argparse.Namespace) -> int:
-    from publisher.bench.snapshot import SnapshotOptions, format_snapshot_report, run_snapshot_bench
-    from publisher.bench.workload import WorkloadError
-
-    scheme = (args.url or "postgresql").split(":", 1)[0].split("+", 1)[0]
-    if args.database not in (None, "postgresql") or scheme not in ("postgresql", "postgres"):
-        raise UsageError("bench --snapshot: measured on postgresql only")
-    options = SnapshotOptions(url=args.url, rows=args.rows or 1_000_000, query_limit=args.query_limit,
-                              master=args.master)
-    try:
-        report = run_snapshot_bench(options)
-    except WorkloadError as exc:
-        raise UsageError(str(exc)) from None
-    print(json.dumps(report.summary()) if args.json else format_snapshot_report(report))
-    return 0
 
 
 def _check_not_lost(lock: PublisherLock) -> None:

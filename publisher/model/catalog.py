@@ -15,6 +15,7 @@ from sqlalchemy import types as sqltypes
 from sqlalchemy.exc import NoSuchTableError
 
 from publisher.config import ClassConfig
+from publisher.dialects import dialect_of
 from publisher.model.keys import KeyKind, writable_key_column
 from publisher.model.logical import ChildLink, LogicalClassError, child_links, class_config
 from publisher.model.values import ValueType, shown, value_type_of, xml_problem
@@ -344,6 +345,7 @@ def _reflect_table(inspector, dialect: str, schema: str | None, name: str, is_vi
         order = list(inspector.get_pk_constraint(name, schema=schema).get("constrained_columns") or [])
         keys = set(order)
     key_rank = {n: i for i, n in enumerate(order)}
+    as_given = dialect_of(dialect).dynamic_typing
     infos = [
         ColumnInfo(
             c["name"],
@@ -356,7 +358,7 @@ def _reflect_table(inspector, dialect: str, schema: str | None, name: str, is_vi
             scale=_int_attribute(c["type"], "scale"),
             key_position=key_rank[c["name"]] + 1 if c["name"] in keys else 0,
             key_kind=key_kind_of(c["type"], dialect),
-            matched_as_text=dialect == "sqlite" and isinstance(c["type"], (sqltypes.Numeric, sqltypes.Float)),
+            matched_as_text=as_given and isinstance(c["type"], (sqltypes.Numeric, sqltypes.Float)),
             in_arrays=isinstance(c["type"], _IN_ARRAYS),
         )
         for ordinal, c in enumerate(columns, start=1)
@@ -372,7 +374,7 @@ def key_kind_of(sql_type: sqltypes.TypeEngine[Any], dialect: str) -> KeyKind:
         sql_type = sql_type.impl_instance
     if isinstance(sql_type, sqltypes.Integer):
         return KeyKind.INTEGER
-    if dialect == "sqlite":
+    if dialect_of(dialect).dynamic_typing:
         return KeyKind.TEXT
     for types, kind in _KEY_KINDS:
         if isinstance(sql_type, types):

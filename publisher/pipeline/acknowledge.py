@@ -31,7 +31,7 @@ from sqlalchemy import (
 
 from publisher.config import Config
 from publisher.database import table_schema
-from publisher.dialects import is_mysql
+from publisher.dialects import dialect_of
 from publisher.errors import TransientError
 from publisher.failpoints import reached
 from publisher.model.events import Status
@@ -79,7 +79,7 @@ def acknowledge_runs(
     record_id = table.c[names.record_id]
     status = table.c[names.status]
     written: dict[Status, int] = {}
-    arrays = engine.dialect.name == "postgresql"
+    arrays = dialect_of(engine).id_arrays
     within = _within_arrays if arrays else _within
     ids_per_statement = ARRAY_IDS_PER_STATEMENT if arrays else IDS_PER_STATEMENT
     ranges_per_statement = ARRAY_RANGES_PER_STATEMENT if arrays else RANGES_PER_STATEMENT
@@ -224,5 +224,4 @@ def refresh_statistics(engine: Engine, config: Config) -> None:
 
 def analyse(conn: Connection, table: Table) -> None:
     """ANALYZE the event log, within the connection's transaction."""
-    keyword = "ANALYZE TABLE" if is_mysql(conn.dialect.name) else "ANALYZE"
-    conn.exec_driver_sql(f"{keyword} {conn.dialect.identifier_preparer.format_table(table)}")
+    conn.exec_driver_sql(dialect_of(conn).analyze(conn.dialect.identifier_preparer.format_table(table)))

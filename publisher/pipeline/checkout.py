@@ -55,6 +55,7 @@ from publisher.capture.subscriber_tables import (
     subscriber_table,
     transaction_of,
 )
+from publisher.dialects import dialect_of
 from publisher.errors import MissingStateError, OutputStateError
 
 _SNAPSHOT = re.compile(r"(\d+):(\d+):((?:\d+(?:,\d+)*)?)")
@@ -144,7 +145,7 @@ def check_out_predicate(
     whatever order the record_ids were given in (a cached sequence, ids set by hand). Each is
     then tested once, in one CASE."""
     since, until = window.since, window.until
-    if dialect != "postgresql" or transaction is None:
+    if not dialect_of(dialect).transaction_snapshots or transaction is None:
         checkins = checkin_table(window.event_log, schema)
         checked_in = exists().where(checkins.c.subscriber_name == window.subscriber,
                                     record_id.between(checkins.c.first_record_id, checkins.c.last_record_id))
@@ -166,7 +167,7 @@ def checked_out_predicate(
 ) -> ColumnElement[bool]:
     """The events a subscriber's finished check-outs have taken (or passed over) up to `since`."""
     by_record = record_id <= since.record_id
-    if dialect != "postgresql" or transaction is None:
+    if not dialect_of(dialect).transaction_snapshots or transaction is None:
         return by_record
     return case((is_transaction(transaction), _visible(cast(transaction, BigInteger), since)), else_=by_record)
 
@@ -195,12 +196,12 @@ def checked_in(engine: Engine, event_log: str, schema: str | None, subscriber: s
     highest = select(func.coalesce(func.max(record_id), 0))
     now = dt.datetime.now(dt.UTC)
     with engine.connect() as conn:
-        postgresql = conn.dialect.name == "postgresql"
-        if not postgresql:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-        first = None if postgresql else int(conn.execute(highest).scalar_one())
+        by_transaction = dialect_of(conn).transaction_snapshots
+        for statement in dialect_of(conn).begin_alone():
+            conn.exec_driver_sql(statement)
+        first = None if by_transaction else int(conn.execute(highest).scalar_one())
         yield conn
-        if postgresql:
+        if by_transaction:
             transaction = conn.execute(select(func.txid_current())).scalar_one()
             conn.execute(checkins.insert().values(subscriber_name=subscriber, transaction_id=transaction,
                                                   checked_in_at=now))
@@ -248,7 +249,7 @@ class CheckOutState:
     def __init__(self, engine: Engine, event_log: str, schema: str | None, subscriber: str) -> None:
         require_state_tables(engine, event_log, schema)
         self.engine = engine
-        self.postgresql = engine.dialect.name == "postgresql"
+        self.by_transaction = dialect_of(engine).transaction_snapshots
         self.table = subscriber_table(event_log, schema)
         self.log_table = event_log
         self.schema = schema
@@ -258,7 +259,7 @@ class CheckOutState:
         """The check-out under way, or a new one from a snapshot taken now; kept before any output."""
         t = self.table
         with self.engine.begin() as conn:
-            if not self.postgresql:
+            if not self.by_transaction:
                 require_increasing_ids(conn, self.log_table)
             state = self._read(conn)
             if state is None:
@@ -281,7 +282,7 @@ class CheckOutState:
     def checked_in(self, conn: Connection, since: Snapshot, until: Snapshot) -> tuple[int, ...]:
         """PostgreSQL: the transactions the subscriber checked in that a check-out from `since` to
         `until` could see (on SQLite the check-out looks the record_ids up itself)."""
-        if not self.postgresql:
+        if not self.by_transaction:
             return ()
         checkins = checkin_table(self.log_table, self.schema)
         found = conn.execute(select(checkins.c.transaction_id).where(
@@ -316,7 +317,7 @@ class CheckOutState:
         ).where(t.c.subscriber_name == self.subscriber)).first()
         if row is None:
             return None
-        since = Snapshot(int(row[0]), row[1]) if row[1] is not None or not self.postgresql else self._nothing_seen()
+        since = Snapshot(int(row[0]), row[1]) if row[1] is not None or not self.by_transaction else self._nothing_seen()
         pending = None if row[2] is None else Snapshot(int(row[2]), row[3])
         return SubscriberState(since, pending, int(row[4] or 0))
 
@@ -328,11 +329,11 @@ class CheckOutState:
 
     def _nothing_seen(self) -> Snapshot:
         """The `since` of a subscriber that has not checked out yet."""
-        return Snapshot(0, NOTHING_SEEN if self.postgresql else None)
+        return Snapshot(0, NOTHING_SEEN if self.by_transaction else None)
 
     def _snapshot(self, conn: Connection, record_id: Column[Any]) -> Snapshot:
         highest = select(func.coalesce(func.max(record_id), 0)).scalar_subquery()
-        if not self.postgresql:
+        if not self.by_transaction:
             return Snapshot(int(conn.execute(select(highest)).scalar_one()))
         row = conn.execute(select(cast(func.txid_current_snapshot(), Text), highest)).one()
         return Snapshot(int(row[1]), str(row[0]))
@@ -351,9 +352,9 @@ class CheckOutState:
             values: dict[str, Any] = {
                 "check_out_record_id": until.record_id, "check_out_snapshot": until.transactions,
                 "check_out_timestamp": dt.datetime.now(dt.UTC),
-                "check_out_transaction_id": func.txid_current() if self.postgresql else None,
-                "check_out_oldest_transaction_id": until.oldest if self.postgresql else None,
-                "check_out_transactions": ",".join(map(str, until.active)) if self.postgresql else None,
+                "check_out_transaction_id": func.txid_current() if self.by_transaction else None,
+                "check_out_oldest_transaction_id": until.oldest if self.by_transaction else None,
+                "check_out_transactions": ",".join(map(str, until.active)) if self.by_transaction else None,
                 "pending_record_id": None, "pending_snapshot": None, "pending_after": None,
             }
         else:

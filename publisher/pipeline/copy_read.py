@@ -16,6 +16,7 @@ import pyarrow.csv as pacsv
 from sqlalchemy import BigInteger, Connection, Integer, String, Table, and_, case, cast, extract, func, null, select
 
 from publisher.config import EVENT_LOG_COLUMNS
+from publisher.dialects import dialect_of
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import EVENT_SCHEMA, UNREADABLE
 from publisher.model.values import shown
@@ -23,7 +24,6 @@ from publisher.pipeline.window import (
     CycleWindow,
     event_log_table_of,
     oversized_reason,
-    readable_time,
     role_columns,
     row_bytes,
     window_predicate,
@@ -47,7 +47,7 @@ _TYPES = {
 def can_copy(conn: Connection) -> bool:
     """COPY needs psycopg 3's copy API, and text pyarrow can take as it comes: UTF-8."""
     driver = conn.connection.driver_connection
-    if conn.dialect.name != "postgresql" or not hasattr(driver, "cursor") or not hasattr(driver, "pgconn"):
+    if not dialect_of(conn).copy_out or not hasattr(driver, "cursor") or not hasattr(driver, "pgconn"):
         return False
     return str(conn.exec_driver_sql("SHOW server_encoding").scalar()).upper() in ("UTF8", "UTF-8")
 
@@ -100,7 +100,7 @@ def _query(window: CycleWindow, lo: int, hi: int) -> Any:
     table = _event_log(w)
     c = role_columns(table, w.columns)
     transaction = null() if w.transaction_column is None else table.c[w.transaction_column]
-    readable = readable_time(c["event_time"], "postgresql")
+    readable = dialect_of("postgresql").readable_time(c["event_time"])
     return (
         select(
             c["record_id"],

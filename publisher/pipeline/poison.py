@@ -23,6 +23,7 @@ from py4j.protocol import Py4JNetworkError
 from sqlalchemy import Engine, LargeBinary, String, cast, select
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError, TimeoutError
 
+from publisher.dialects import dialect_of
 from publisher.errors import StageFailedError
 from publisher.outputs.files import write_atomically
 from publisher.pipeline.window import CycleWindow, event_log_table_of, role_columns, window_predicate
@@ -131,9 +132,9 @@ def rejects_of(engine: Engine, window: CycleWindow, isolation: Isolation) -> lis
     be what fails): the row's identity and the reason are."""
     table = _table(window)
     c = role_columns(table, window.columns)
-    sqlite = engine.dialect.name == "sqlite"
+    as_bytes = dialect_of(engine).text_as_bytes
     shown = ("event_type", "event_time", "perpetrator", "table_name", "table_key", "column_name")
-    columns = [cast(c[role], LargeBinary if sqlite else String) for role in shown]
+    columns = [cast(c[role], LargeBinary if as_bytes else String) for role in shown]
     with engine.connect() as conn:
         rows = conn.execute(
             select(c["record_id"], *columns).where(c["record_id"].in_(isolation.record_ids)).order_by(c["record_id"])

@@ -34,21 +34,16 @@ from sqlalchemy import (
 from sqlalchemy.exc import DataError
 from sqlalchemy.types import NullType
 
+from publisher.dialects import dialect_of
 from publisher.errors import root_cause
 from publisher.failpoints import reached
 from publisher.model.catalog import TableInfo, child_table
 from publisher.model.keys import KeyPart, bound_value, canonical_key_of, format_key, key_values
 from publisher.model.values import BadValueError, ValueType, logged_unchanged, shown
-from publisher.model.valuetext import encode_read, settings_sql, value_text_sql
+from publisher.model.valuetext import encode_read, value_text_sql
 from publisher.rules.precedence import CurrentRow
 
 CHUNK = 500
-_INDEX_LOOKUPS = "SET enable_seqscan = off"
-"""Query-back looks rows up by key, up to CHUNK keys a statement. PostgreSQL's default costs
-(random_page_cost 4, for pages that are not cached) make a scan of a table of 100k rows look
-cheaper than 500 probes of its key's index, and the scan took 5-10 ms a statement where the
-probes took 0.3 ms. Off only discourages a scan: a table or view without an index on the key
-is still scanned. Set in query-back's own session, not in the mirror's full-table reads."""
 
 Published = tuple[str, dict[str, str | None], dict[str, str]]
 _ChildValues = tuple[dict[str, tuple[str, ...]], dict[str, str]]
@@ -86,7 +81,7 @@ class CurrentRows:
         with the values of its multi-valued attributes (unless `children` is False: only whether
         it exists matters)."""
         if self._conn is None:
-            self._conn = self._stack.enter_context(_session(self.ctx, _INDEX_LOOKUPS))
+            self._conn = self._stack.enter_context(_session(self.ctx, key_lookups=True))
         found: dict[tuple[str, str], CurrentRow] = {}
         try:
             for class_name, keys in wanted.items():
@@ -183,17 +178,18 @@ def scan_children(ctx: QueryBackContext, table: TableInfo) -> Iterator[tuple[str
 
 
 @contextmanager
-def _session(ctx: QueryBackContext, *session_settings: str) -> Iterator[Connection]:
+def _session(ctx: QueryBackContext, key_lookups: bool = False) -> Iterator[Connection]:
     """A connection on the text settings the capture functions use (a session of its own:
-    the engines of `workers.engine_for` do not pool), and `session_settings` on PostgreSQL.
+    the engines of `workers.engine_for` do not pool), with `key_lookups` one that prefers
+    looking rows up by key (`Dialect.key_lookups_sql`; not for the mirror's full-table reads).
     They are committed: a SET made in a transaction that is rolled back is undone, and each
     slice's reads end in a rollback."""
     from publisher.pipeline.workers import engine_for
 
     engine = engine_for(ctx.url)
+    dialect = dialect_of(engine)
     with engine.connect() as conn:
-        postgresql = engine.dialect.name == "postgresql"
-        for statement in [*settings_sql(engine.dialect.name, local=False), *(session_settings if postgresql else ())]:
+        for statement in [*dialect.settings_sql(local=False), *(dialect.key_lookups_sql() if key_lookups else ())]:
             conn.exec_driver_sql(statement)
         conn.commit()
         yield conn
@@ -216,7 +212,7 @@ class RowReading:
             for c in table.columns
         }
         self.keys = [c for c in table.columns if c.is_key]
-        self.arrays = dialect.name == "postgresql" and all(c.in_arrays for c in self.keys)
+        self.arrays = dialect_of(dialect.name).id_arrays and all(c.in_arrays for c in self.keys)
         names = [c.name for c in table.columns]
         self.values = [(names.index(c.name), c) for c in table.value_columns]
         self.key_indices = [names.index(name) for name, _ in table.key_columns]

@@ -17,7 +17,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from sqlalchemy import (
     ColumnElement,
-    Connection,
     LargeBinary,
     String,
     case,
@@ -28,6 +27,7 @@ from sqlalchemy import (
 
 from publisher import failpoints
 from publisher.config import EVENT_LOG_COLUMNS
+from publisher.dialects import dialect_of
 from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import EVENT_SCHEMA
 from publisher.model.values import shown
@@ -35,7 +35,6 @@ from publisher.pipeline.window import (
     CycleWindow,
     event_log_table_of,
     oversized_reason,
-    readable_time,
     role_columns,
     row_bytes,
     window_predicate,
@@ -146,8 +145,9 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
     c = role_columns(table, w.columns)
     engine = engine_for(w.url)
     dialect = engine.dialect.name
+    as_bytes = dialect_of(dialect).text_as_bytes
     transaction = null() if w.transaction_column is None else table.c[w.transaction_column]
-    readable = readable_time(c["event_time"], dialect)
+    readable = dialect_of(dialect).readable_time(c["event_time"])
     query = (
         select(
             c["record_id"],
@@ -155,9 +155,9 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
             *(within_limit(w, table, role, _as_read(c[role], role, dialect), dialect)
               for role in EVENT_LOG_COLUMNS[2:]),
             _as_read(transaction, "transaction_id", dialect),
-            readable if dialect == "sqlite" else null(),
+            readable if as_bytes else null(),  # the time, since the text is read as bytes
             readable.is_not(None),
-            null() if dialect == "sqlite" else case((readable.is_(None), cast(c["event_time"], String)), else_=null()),
+            null() if as_bytes else case((readable.is_(None), cast(c["event_time"], String)), else_=null()),
             row_bytes(w, table, dialect),
         )
         .where(window_predicate(w, table, lo, hi, dialect))
@@ -165,33 +165,24 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
     )
     names = (*w.columns, w.transaction_column or "transaction_id")
     with engine.connect() as conn:
-        encoding = _sqlite_encoding(conn) if dialect == "sqlite" else _UTF8
+        encoding = dialect_of(dialect).stored_encoding(conn)
         result = conn.execution_options(stream_results=True, yield_per=5000).execute(query)
         for row in result:
             yield _event_row(row, names, encoding, w.future, w.max_row_bytes)
 
 
-_UTF8 = ("utf-8", "UTF-8")
-_SQLITE_ENCODINGS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}
-
 
 def _as_read(column: ColumnElement[Any], role: str, dialect: str) -> Any:
-    """SQLite TEXT may hold any bytes, and its driver fails the whole read on one bad value:
+    """Where text may hold any bytes (SQLite), its driver fails the whole read on one bad value:
     there every text column is read as bytes and decoded here, row by row. Elsewhere an
     event_time the driver cannot convert is read as NULL, for the same reason."""
-    if dialect == "sqlite":
+    if dialect_of(dialect).text_as_bytes:
         return cast(column, LargeBinary)
     if role == "event_type":
         return cast(column, String)
     if role == "event_time":
-        return readable_time(column, dialect)
+        return dialect_of(dialect).readable_time(column)
     return column
-
-
-def _sqlite_encoding(conn: Connection) -> tuple[str, str]:
-    """(Python codec, SQLite's name) of the text encoding the database file stores."""
-    name = str(conn.exec_driver_sql("PRAGMA encoding").scalar())
-    return _SQLITE_ENCODINGS.get(name, "utf-8"), name
 
 
 def _event_row(

@@ -15,16 +15,12 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
-    LargeBinary,
     MetaData,
     Table,
     and_,
     case,
-    cast,
-    extract,
     func,
     inspect,
-    literal_column,
     null,
     or_,
     select,
@@ -33,7 +29,7 @@ from sqlalchemy import (
 
 from publisher.config import EVENT_LOG_COLUMNS, Config, ConfigError
 from publisher.database import table_schema
-from publisher.dialects import is_mysql
+from publisher.dialects import dialect_of
 from publisher.errors import OutputStateError
 from publisher.model.events import Status
 from publisher.pipeline.checkout import CheckOutWindow, check_out_predicate
@@ -94,54 +90,6 @@ def role_columns(table: Table, columns: tuple[str, ...]) -> dict[str, Column[Any
     return {role: table.c[name] for role, name in zip(EVENT_LOG_COLUMNS, columns, strict=True)}
 
 
-_ISO_DATE = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*"
-"""SQLite: an event_time is read as a time only when it starts as an ISO date (YYYY-MM-DD); then
-julianday() reads the rest, taking a `Z` or an `+HH:MM` offset into account. This keeps out what
-julianday() would also take but is no event time: 'now', bare day numbers, times without a date."""
-_NO_TIME_SQLITE = -1.0
-"""Below every Julian day number of a four-digit year: rows that are not a time come first."""
-
-
-def readable_time(column: ColumnElement[Any], dialect: str) -> ColumnElement[Any]:
-    """The event_time where it can be read as a time, else NULL; on SQLite as a Julian day number.
-
-    SQLite stores whatever text it was given, and compared as text '2026-11-23T01:00:00Z'
-    sorts after every '2026-11-23 …' of that day whatever its offset. PostgreSQL's driver cannot
-    hand over ±infinity nor years outside 1..9999, and would fail the whole read on one of them.
-    """
-    if dialect == "sqlite":
-        return case((column.op("GLOB")(_ISO_DATE), func.julianday(column)), else_=null())
-    if dialect == "postgresql" or is_mysql(dialect):
-        return case((extract("year", column).between(1, 9999), column), else_=null())
-    return column
-
-
-def _time_key(column: ColumnElement[Any], dialect: str) -> ColumnElement[Any]:
-    """The event_time as future-event processing orders it. A row whose event_time is no time
-    comes first, so that it is taken at once and rejected instead of waiting forever; so does
-    +infinity on PostgreSQL (a time in a year after 9999 waits for it, and is never read).
-
-    On SQLite this is julianday() alone, evaluated on every row the sort sees: the ISO check
-    of `readable_time` would double the sort's cost. What julianday() reads besides ('now', a
-    bare day number, a time without a date) is ordered by what it reads, and rejected when read."""
-    if dialect == "sqlite":
-        return func.coalesce(func.julianday(column), _NO_TIME_SQLITE)
-    if dialect == "postgresql":
-        infinite: ColumnElement[Any] = literal_column("'infinity'")
-        return func.coalesce(case((column != infinite, column), else_=null()), literal_column("'-infinity'"))
-    return column
-
-
-def _time_now(dialect: str) -> ColumnElement[Any]:
-    """The database's current time, comparable with `_time_key`; on MySQL/MariaDB in UTC, as
-    their event log's DATETIME is written."""
-    if dialect == "sqlite":
-        return func.julianday("now")
-    if is_mysql(dialect):
-        return func.utc_timestamp(6)
-    return func.now()
-
-
 class _Order:
     """The order a cycle takes `N` rows in: record_id, or in future mode (event time, record_id)
     among the rows whose time has come."""
@@ -155,10 +103,10 @@ class _Order:
         self.dialect = dialect
         c = role_columns(table, columns)
         self.record_id = c["record_id"]
-        self.time = _time_key(c["event_time"], dialect) if future else None
+        self.time = dialect_of(dialect).time_key(c["event_time"]) if future else None
         self.eligible: ColumnElement[bool] = c["status"] == Status.NEW.value if eligible is None else eligible
         if self.time is not None:
-            self.eligible = and_(self.eligible, self.time <= _time_now(dialect))
+            self.eligible = and_(self.eligible, self.time <= dialect_of(dialect).time_now())
 
     @property
     def future(self) -> bool:
@@ -174,9 +122,8 @@ class _Order:
             return self.record_id <= record_id
         pivot = self.table.alias()
         pc = role_columns(pivot, self.columns)  # type: ignore[arg-type]
-        pivot_time = (
-            select(_time_key(pc["event_time"], self.dialect)).where(pc["record_id"] == record_id).scalar_subquery()
-        )
+        time_key = dialect_of(self.dialect).time_key
+        pivot_time = select(time_key(pc["event_time"])).where(pc["record_id"] == record_id).scalar_subquery()
         return or_(self.time < pivot_time, and_(self.time == pivot_time, self.record_id <= record_id))
 
 
@@ -300,19 +247,16 @@ class _WindowEnd:
         self.conn = conn
         self.order = order
         c = role_columns(order.table, order.columns)
-        self.sqlite = order.dialect == "sqlite"
+        dialect = dialect_of(order.dialect)
+        self.by_event_time = dialect.statement_event_time
         transaction = null() if transaction_column is None else order.table.c[transaction_column]
-        statement = [c["table_name"], c["table_key"]] + ([c["event_time"]] if self.sqlite else [])
-        # SQLite's text may be any bytes, which its driver fails to decode: compare bytes there.
-        self.columns = [
-            order.record_id,
-            *(cast(column, LargeBinary) if self.sqlite else column for column in (transaction, *statement)),
-        ]
+        statement = [c["table_name"], c["table_key"]] + ([c["event_time"]] if self.by_event_time else [])
+        self.columns = [order.record_id, *(dialect.exact(column) for column in (transaction, *statement))]
 
     def _run(self, row: Any) -> Any:
-        """What rows of one statement without a transaction_id share: on SQLite the event_time,
-        elsewhere (no statement to tell) the object itself."""
-        return row[4] if self.sqlite else tuple(row[2:4])
+        """What rows of one statement without a transaction_id share: where a statement's rows
+        share their event_time (SQLite), that; elsewhere (no statement to tell) the object itself."""
+        return row[4] if self.by_event_time else tuple(row[2:4])
 
     def _page(self, after: Any, position: int, limit: int) -> list[Any]:
         """`limit` rows (record_id, transaction, table_name, table_key[, event_time]) in
@@ -388,7 +332,7 @@ def require_exact_comparison(engine: Engine, config: Config, schema: str | None)
     makes them so; an event log a site made itself may have the server's default collation,
     case-insensitive, under which `status = 'N'` also reads a site's own 'n' rows and writes
     them S, and requeue's `--table usr` also takes 'USR'."""
-    if not is_mysql(engine.dialect.name):
+    if not dialect_of(engine).case_insensitive_text:
         return
     names = config.event_log.columns
     with engine.connect() as conn:
@@ -441,24 +385,13 @@ KEPT_BYTES = 1024
 _SIZED_ROLES = EVENT_LOG_COLUMNS[4:]
 
 
-def _octets(column: ColumnElement[Any], dialect: str) -> ColumnElement[Any]:
-    """A text value's length in bytes, NULL as 0; the database knows it without reading the
-    value out (PostgreSQL from the TOAST header)."""
-    if dialect == "sqlite":
-        length = func.length(cast(column, LargeBinary))
-    elif is_mysql(dialect):
-        length = func.length(column)
-    else:
-        length = func.octet_length(column)
-    return func.coalesce(length, 0)
-
-
 def row_bytes(window: CycleWindow, table: Table, dialect: str) -> ColumnElement[Any]:
     """A row's text (perpetrator to new_value) in bytes, as the database measures it."""
     c = role_columns(table, window.columns)
-    total: ColumnElement[Any] = _octets(c[_SIZED_ROLES[0]], dialect)
+    octets = dialect_of(dialect).octets
+    total: ColumnElement[Any] = octets(c[_SIZED_ROLES[0]])
     for role in _SIZED_ROLES[1:]:
-        total = total + _octets(c[role], dialect)
+        total = total + octets(c[role])
     return total
 
 
@@ -469,7 +402,8 @@ def within_limit(window: CycleWindow, table: Table, role: str, value: ColumnElem
         return value
     column = role_columns(table, window.columns)[role]
     # the value's own length first: the row's is then summed only for the rare long value
-    oversized = and_(_octets(column, dialect) > KEPT_BYTES, row_bytes(window, table, dialect) > window.max_row_bytes)
+    long_value = dialect_of(dialect).octets(column) > KEPT_BYTES
+    oversized = and_(long_value, row_bytes(window, table, dialect) > window.max_row_bytes)
     return case((oversized, null()), else_=value)
 
 

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Engine
 
 from publisher.config import Config
 from publisher.database import table_schema
+from publisher.dialects import dialect_of
 from publisher.pipeline.checkout import CheckOutState, checked_in
 from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
 from publisher.pipeline.window import event_log_table
@@ -84,7 +85,7 @@ def statements_of(text: str, dialect: str) -> list[str]:
     """A script's statements: on SQLite split where a statement is complete (SQLite's own rule,
     which knows its strings and trigger bodies); elsewhere the script is one call, which the
     PostgreSQL driver runs statement by statement."""
-    if dialect != "sqlite":
+    if not dialect_of(dialect).one_statement_per_call:
         return [text] if text.strip() else []
     statements: list[str] = []
     pending = ""

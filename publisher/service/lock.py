@@ -18,7 +18,6 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from types import TracebackType
-from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -40,8 +39,8 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.schema import CreateTable
 
 from publisher.config import Config
-from publisher.database import table_schema
-from publisher.dialects import is_mysql
+from publisher.database import LOCK_WAIT_SECONDS, table_schema
+from publisher.dialects import dialect_of
 from publisher.errors import root_cause
 
 log = logging.getLogger("publisher")
@@ -114,10 +113,10 @@ class PublisherLock:
         self.held = False
         self._lost = threading.Event()
         self._backend: _Backend
-        backend = make_url(config.database.sqlalchemy_url()).get_backend_name()
-        if backend == "postgresql":
+        dialect = dialect_of(make_url(config.database.sqlalchemy_url()).get_backend_name())
+        if dialect.advisory_locks:
             self._backend = _AdvisoryLock(config, self.owner, subscriber)
-        elif is_mysql(backend):
+        elif dialect.named_locks:
             self._backend = _NamedLock(config, self.owner, subscriber)
         else:
             self._backend = _LeaseRow(config, self.owner, lease_seconds, subscriber)
@@ -364,7 +363,7 @@ class _LeaseRow(_Backend):
 
     def __init__(self, config: Config, owner: str, lease_seconds: float, subscriber: str | None) -> None:
         url = make_url(config.database.sqlalchemy_url())
-        connect_args: dict[str, Any] = {"timeout": 30} if url.get_backend_name() == "sqlite" else {}
+        connect_args = dialect_of(url.get_backend_name()).connect_args(LOCK_WAIT_SECONDS)
         self.engine: Engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
         self.owner = owner
         self.token = uuid.uuid4().hex

@@ -23,12 +23,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import ColumnElement, Engine, LargeBinary, and_, case, cast, create_engine, func, or_, select
+from sqlalchemy import ColumnElement, Engine, and_, case, create_engine, func, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from publisher.config import Config, ConfigError, MetricsConfig
-from publisher.database import is_sqlite, publisher_user, table_schema
+from publisher.database import publisher_user, table_schema
+from publisher.dialects import dialect_of
 from publisher.model.events import Status
 from publisher.model.operation import OperationKind
 from publisher.pipeline.subscribers import subscriber_backlog
@@ -53,7 +54,7 @@ its own pace."""
 SCRAPE_WAIT_SECONDS = 10.0
 """How long a scrape waits for another scrape's read of the event log before it answers
 `publisher_event_log_up 0` instead: a hung database must not pile up scrape threads."""
-SQLITE_SCRAPE_TIMEOUT = 5.0
+SCRAPE_TIMEOUT = 5.0
 """Seconds a scrape's SQLite connection waits on a locked file (the cycles' wait 30)."""
 
 
@@ -163,7 +164,7 @@ def scrape_engine(engine: Engine) -> Engine:
     """An engine for scrapes, to the same database as `engine` but sharing none of its
     connections: without a pool, so a scrape holds one connection while it reads and none
     after (with the collector's lock, at most one at a time)."""
-    connect_args = {"timeout": SQLITE_SCRAPE_TIMEOUT} if is_sqlite(engine) else {}
+    connect_args = dialect_of(engine).connect_args(SCRAPE_TIMEOUT)
     return create_engine(engine.url, poolclass=NullPool, connect_args=connect_args)
 
 
@@ -212,8 +213,8 @@ def may_be_loopback(engine: Engine, perpetrator: Any, user: str) -> ColumnElemen
     space, a Kelvin sign that folds to `k`) is kept for the rule to decide; those are rare, so
     the groups stay few."""
     folded = user.strip().casefold()
-    unusual = perpetrator.op("GLOB")(f"*{NOT_PRINTABLE_ASCII}*") if is_sqlite(engine) \
-        else perpetrator.regexp_match(NOT_PRINTABLE_ASCII)
+    unusual = perpetrator.regexp_match(NOT_PRINTABLE_ASCII) if dialect_of(engine).regexp_operator \
+        else perpetrator.op("GLOB")(f"*{NOT_PRINTABLE_ASCII}*")
     if not folded.isascii():
         return unusual
     return or_(func.lower(func.trim(perpetrator)) == folded, unusual)
@@ -221,7 +222,7 @@ def may_be_loopback(engine: Engine, perpetrator: Any, user: str) -> ColumnElemen
 
 def _readable(engine: Engine, column: Any) -> Any:
     """SQLite text may hold any bytes: read it as bytes, so one bad value cannot fail a scrape."""
-    return cast(column, LargeBinary) if is_sqlite(engine) else column
+    return dialect_of(engine).exact(column)
 
 
 def _per_perpetrator(name: str, documentation: str, groups: Iterable[Group]) -> GaugeMetricFamily:

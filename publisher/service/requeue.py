@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, LargeBinary, and_, cast, func, not_, select, update
+from sqlalchemy import ColumnElement, Engine, and_, func, not_, select, update
 
 from publisher.config import Config
-from publisher.database import is_sqlite, table_schema
+from publisher.database import table_schema
+from publisher.dialects import dialect_of
 from publisher.model.events import Status
 from publisher.outputs.files import WINDOW_FILE, pinned_window
 from publisher.pipeline.window import event_log_table, require_exact_comparison
@@ -157,8 +158,7 @@ def requeue(
     names = config.event_log.columns
     status = table.c[names.status]
     record_id = table.c[names.record_id]
-    sqlite = is_sqlite(engine)
-    table_name = cast(table.c[names.table_name], LargeBinary) if sqlite else table.c[names.table_name]
+    table_name = dialect_of(engine).exact(table.c[names.table_name])
     chosen: list[ColumnElement[bool]] = [status.in_([s.value for s in selection.statuses])]
     if selection.first is not None:
         chosen.append(record_id >= selection.first)

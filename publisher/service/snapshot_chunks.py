@@ -33,11 +33,10 @@ from sqlalchemy.types import NullType
 from publisher.capture.install import logged_transaction_sql
 from publisher.config import Config
 from publisher.database import table_schema
-from publisher.dialects import is_mysql
+from publisher.dialects import Dialect, dialect_of
 from publisher.model.catalog import TableInfo
 from publisher.model.events import EventType, Status
 from publisher.model.keys import KeyPart, bound_value, canonical_key_of, format_key, key_values
-from publisher.model.valuetext import settings_sql
 from publisher.pipeline.queryback import RowReading
 from publisher.pipeline.window import event_log_table_of, logged_transaction_column
 from publisher.service.snapshot_state import advance
@@ -59,7 +58,7 @@ class EventLogger:
         self.roles = {role: log.c[getattr(names, role)] for role in
                       ("status", "event_type", "perpetrator", "table_name", "table_key")}
         self.statement = insert(log).values({log.c[c]: literal_column(e) for c, e in extra.items()})
-        self.arrays = engine.dialect.name == "postgresql"
+        self.arrays = dialect_of(engine).id_arrays
         if self.arrays:
             self.statement = _insert_array(log, self.roles, extra)
         self.perpetrator = perpetrator
@@ -104,8 +103,7 @@ class KeyOrder:
                          for c in self.keys]
         self.texts = [self.reading.texts[c.name] for c in self.keys]
         self.condition = condition
-        self.expanded = is_mysql(engine.dialect.name)
-        """MariaDB uses an index for `a > x OR (a = x AND b > y)`, not for `(a, b) > (x, y)`."""
+        self.expanded = not dialect_of(engine).row_value_index
         self.locked = not table.is_view
         """A row is read with a share lock: a writer's delete not yet committed, whose event took
         its record_id already, is waited for (and the row then passed over), and one that comes
@@ -179,38 +177,32 @@ def log_chunk(
                 conn.commit()
                 return chunk
         except DBAPIError as exc:
-            if not _gave_way(exc) or attempt == LOCK_RETRIES - 1:
+            if not _gave_way(exc, dialect_of(engine)) or attempt == LOCK_RETRIES - 1:
                 raise
         time.sleep(min(0.05 * (attempt + 1), 1.0))
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 CHUNK_LOCK_WAIT = "200ms"
-"""How long a chunk waits for a writer's lock on PostgreSQL: well under deadlock_timeout (1 s
-by default), so that in a deadlock with the application the chunk gives way, never the
-application's transaction. MariaDB picks the transaction with less to undo, the chunk's."""
+"""How long a chunk waits for a writer's lock where the database lets it say (PostgreSQL): well
+under deadlock_timeout (1 s by default), so that in a deadlock with the application the chunk
+gives way, never the application's transaction. MariaDB picks the transaction with less to
+undo, the chunk's; SQLite's chunk is the one writer from its read to its commit."""
 
 
 def _begin_chunk(conn: Connection) -> None:
-    dialect = conn.dialect.name
-    if dialect == "sqlite":  # the one writer from the read to the commit
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
-    elif dialect == "postgresql":
-        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{CHUNK_LOCK_WAIT}'")
-    for statement in settings_sql(dialect, local=True):
+    for statement in dialect_of(conn).begin_reading_rows(CHUNK_LOCK_WAIT):
         conn.exec_driver_sql(statement)
 
 
-_LOCK_CODES = {"55P03", "40P01", "1205", "1213"}
-"""PostgreSQL's lock_not_available and deadlock_detected; MariaDB's lock wait timeout and deadlock."""
-
-
-def _gave_way(exc: DBAPIError) -> bool:
+def _gave_way(exc: DBAPIError, dialect: Dialect) -> bool:
     """Whether a chunk failed only because it met a writer's lock."""
     original = exc.orig
     args = getattr(original, "args", None) or (None,)
     codes = {getattr(original, "sqlstate", None), getattr(original, "pgcode", None), args[0]}
-    return bool({str(code) for code in codes} & _LOCK_CODES) or "database is locked" in str(original)
+    if {str(code) for code in codes} & dialect.gives_way_codes:
+        return True
+    return dialect.gives_way_message is not None and dialect.gives_way_message in str(original)
 
 
 def bound_after(order: KeyOrder, last: tuple[str, tuple[Any, ...]]) -> tuple[Any, ...]:

@@ -6,10 +6,11 @@ import enum
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, LargeBinary, cast, func, select
+from sqlalchemy import Engine, func, select
 
 from publisher.config import Config
-from publisher.database import is_sqlite, table_schema
+from publisher.database import table_schema
+from publisher.dialects import dialect_of
 from publisher.model.events import Status
 from publisher.pipeline.read import as_utc
 from publisher.pipeline.window import event_log_table
@@ -23,7 +24,7 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
 
     def readable(name: str) -> Any:
         """SQLite text may hold any bytes: read it as bytes, so one bad value cannot fail the report."""
-        return cast(table.c[name], LargeBinary) if is_sqlite(engine) else table.c[name]
+        return dialect_of(engine).exact(table.c[name])
 
     status, table_name = readable(names.status), readable(names.table_name)
     with engine.connect() as conn:
@@ -156,7 +157,7 @@ def unpublished_tables(config: Config, engine: Engine) -> dict[str, Unpublished]
     why = Unpublished.NOT_CONFIGURED if published.configured else Unpublished.NO_TRIGGERS
     table = event_log_table(config, table_schema(config, engine))
     names = config.event_log.columns
-    column = cast(table.c[names.table_name], LargeBinary) if is_sqlite(engine) else table.c[names.table_name]
+    column = dialect_of(engine).exact(table.c[names.table_name])
     with engine.connect() as conn:
         found = conn.execute(
             select(column).where(table.c[names.status] == Status.NEW.value).group_by(column).order_by(column)

@@ -1,0 +1,82 @@
+"""`publisher bench`: which benchmark the arguments ask for, on which database, and its report.
+
+A bad choice of arguments is a BenchArgumentError (exit 2); a database the benchmark cannot
+use, a BenchUnavailableError (exit 1).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+class BenchArgumentError(ValueError):
+    """The arguments ask for a benchmark that cannot run as asked."""
+
+
+class BenchUnavailableError(RuntimeError):
+    """The database the benchmark needs cannot be used."""
+
+
+def run(args: argparse.Namespace) -> int:
+    from publisher.bench.run import BenchOptions, format_report, run_benchmark
+    from publisher.bench.workload import Backlog, Dialect, WorkloadError
+
+    if args.capture and args.snapshot:
+        raise BenchArgumentError("bench: --capture and --snapshot measure different things; choose one")
+    if args.capture:
+        return _bench_capture(args)
+    if args.snapshot:
+        return _bench_snapshot(args)
+    if args.database == "mariadb":
+        raise BenchArgumentError("bench: --database mariadb measures only --capture")
+    database: Dialect = "postgresql"
+    if args.database == "sqlite" or (args.database is None and (args.url or "").startswith("sqlite")):
+        database = "sqlite"
+    options = BenchOptions(
+        database=database, url=args.url, rows=args.rows or 100_000, events=args.events, query_limit=args.query_limit,
+        latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
+        cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog), subscribers=args.subscribers,
+    )
+    try:
+        report = run_benchmark(options)
+    except WorkloadError as exc:
+        raise BenchArgumentError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else format_report(report))
+    return 0
+
+
+def _bench_capture(args: argparse.Namespace) -> int:
+    from publisher.bench.capture import CaptureBenchError, CaptureOptions, format_capture_report, run_capture_bench
+    from publisher.dialects import is_mysql
+
+    database = args.database
+    if database is None:
+        scheme = (args.url or "").split(":", 1)[0].split("+", 1)[0]
+        database = "mariadb" if is_mysql(scheme) else "postgresql"
+    if database == "sqlite":
+        raise BenchArgumentError(
+            "bench --capture: sqlite has no concurrent writers to measure; use postgresql or mariadb")
+    options = CaptureOptions(database=database, url=args.url, seconds=args.seconds, rounds=args.rounds)
+    try:
+        report = run_capture_bench(options)
+    except CaptureBenchError as exc:
+        raise BenchUnavailableError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else format_capture_report(report))
+    return 0
+
+
+def _bench_snapshot(args: argparse.Namespace) -> int:
+    from publisher.bench.snapshot import SnapshotOptions, format_snapshot_report, run_snapshot_bench
+    from publisher.bench.workload import WorkloadError
+
+    scheme = (args.url or "postgresql").split(":", 1)[0].split("+", 1)[0]
+    if args.database not in (None, "postgresql") or scheme not in ("postgresql", "postgres"):
+        raise BenchArgumentError("bench --snapshot: measured on postgresql only")
+    options = SnapshotOptions(url=args.url, rows=args.rows or 1_000_000, query_limit=args.query_limit,
+                              master=args.master)
+    try:
+        report = run_snapshot_bench(options)
+    except WorkloadError as exc:
+        raise BenchArgumentError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else format_snapshot_report(report))
+    return 0

@@ -1,0 +1,126 @@
+"""The protocol every database family implements: properties the pipeline branches on, and the
+SQL expressions and statements that are spelled differently per database."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from sqlalchemy import ColumnElement, LargeBinary, case, cast, extract, func, null
+from sqlalchemy.engine import URL, Connection
+
+
+class UnknownDialectError(ValueError):
+    """The database is one SQLAlchemy knows but the publisher does not speak."""
+
+
+class Dialect:
+    """One database family. The defaults are the standard's; each family overrides where it
+    differs, and says why beside the override."""
+
+    name: ClassVar[str]
+    """The family: "postgresql", "mysql" (MySQL and MariaDB) or "sqlite"."""
+    has_schemas: ClassVar[bool] = True
+    transaction_snapshots: ClassVar[bool] = False
+    """The triggers log the transaction's id and the database shows which transactions a
+    snapshot holds: check-outs select events by transaction, as PgQ's ticks do. Elsewhere by
+    record_id, with one writer committing at a time."""
+    one_writer: ClassVar[bool] = False
+    """One writer at a time, for the whole database: a transaction that must see no other
+    commit until it ends begins as the writer."""
+    one_statement_per_call: ClassVar[bool] = False
+    """The driver runs one statement per call: a script is split into its statements first."""
+    id_arrays: ClassVar[bool] = False
+    """Arrays of ids can be bound as one parameter (`= ANY(:ids)`)."""
+    copy_out: ClassVar[bool] = False
+    """Rows can be read in COPY's text format, far cheaper than a cursor's rows."""
+    text_as_bytes: ClassVar[bool] = False
+    """A text column may hold any bytes, which the driver fails to decode: read it and compare
+    it as bytes."""
+    dynamic_typing: ClassVar[bool] = False
+    """A column stores the value as given whatever its declared type, so its text is the one it
+    was written with."""
+    case_insensitive_text: ClassVar[bool] = False
+    """Text compares by the column's collation, which may ignore case unless made binary."""
+    row_value_index: ClassVar[bool] = True
+    """An index serves a row-value comparison `(a, b) > (x, y)`; else it is spelled out."""
+    statement_event_time: ClassVar[bool] = False
+    """Every row a statement logs carries the same event_time: a window can keep a statement's
+    rows together by it when they carry no transaction."""
+    advisory_locks: ClassVar[bool] = False
+    named_locks: ClassVar[bool] = False
+    """Which lock the publisher holds: an advisory lock, a named lock, else a lease row."""
+    regexp_operator: ClassVar[bool] = True
+    """`REGEXP`-like matching is there; else GLOB patterns."""
+    gives_way_codes: ClassVar[frozenset[str]] = frozenset()
+    gives_way_message: ClassVar[str | None] = None
+    """The error codes (or message) of a statement that met another transaction's lock and gave way."""
+
+    def stored_encoding(self, conn: Connection) -> tuple[str, str]:
+        """(Python codec, the database's name) of the encoding text read as bytes is in."""
+        return "utf-8", "UTF-8"
+
+    def client_script(self, statements: Sequence[str]) -> str:
+        """The statements as a script the database's own command-line client runs."""
+        return "".join(statement.rstrip().rstrip(";") + ";\n\n" for statement in statements)
+
+    def connect_args(self, timeout: float) -> dict[str, Any]:
+        """Driver arguments for a connection that waits up to `timeout` seconds for a lock."""
+        return {}
+
+    def url(self, url: URL) -> URL:
+        """The URL the publisher connects with, from the configured one."""
+        return url
+
+    def readable_time(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """The event_time where it can be read as a time, else NULL. A driver cannot hand over
+        PostgreSQL's ±infinity nor years outside 1..9999, and would fail the whole read on one."""
+        return case((extract("year", column).between(1, 9999), column), else_=null())
+
+    def time_key(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """The event_time as future-event processing orders it: a row that is no time first."""
+        return column
+
+    def time_now(self) -> ColumnElement[Any]:
+        """The database's current time, comparable with `time_key`."""
+        return func.now()
+
+    def octets(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """A text value's length in bytes, NULL as 0; the database knows it without reading the
+        value out (PostgreSQL from the TOAST header)."""
+        return func.coalesce(func.octet_length(column), 0)
+
+    def exact(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """A text column as compared byte for byte and read without decoding."""
+        return cast(column, LargeBinary) if self.text_as_bytes else column
+
+    def analyze(self, table: str) -> str:
+        """The statement that refreshes a table's statistics (`table` already quoted)."""
+        return f"ANALYZE {table}"
+
+    def current_schema_sql(self) -> str:
+        """A query for the connection's default schema."""
+        return "SELECT current_schema()"
+
+    def value_text_sql(self, ref: str, binary: bool, sql_type: str) -> str:
+        """SQL for the text of the value `ref` (an already quoted column reference), as the
+        triggers log it: `binary` for a binary column, `sql_type` the type's name."""
+        return ref if binary else f"CAST({ref} AS TEXT)"
+
+    def settings_sql(self, local: bool) -> list[str]:
+        """Statements that put a session (or, with `local`, a transaction) where the texts of
+        values are written as the triggers write them."""
+        return []
+
+    def key_lookups_sql(self) -> list[str]:
+        """Statements that make a session look rows up by key rather than scan their table."""
+        return []
+
+    def begin_reading_rows(self, lock_wait: str) -> list[str]:
+        """Statements that begin a transaction which reads rows under a share lock and logs
+        events about them, waiting at most `lock_wait` for a writer's lock before giving way."""
+        return [*self.begin_alone(), *self.settings_sql(local=True)]
+
+    def begin_alone(self) -> list[str]:
+        """Statements that begin a transaction no other writer commits in, where the database
+        has one writer at a time."""
+        return ["BEGIN IMMEDIATE"] if self.one_writer else []

@@ -1,0 +1,73 @@
+"""MySQL and MariaDB: one family, the same SQL."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, func
+from sqlalchemy.engine import URL
+
+from publisher.dialects.base import Dialect
+
+DEFAULT_DRIVER = "pymysql"
+"""The driver a bare mysql:// or mariadb:// URL gets: PyMySQL is pure Python, so it installs
+with the publisher everywhere, with no client library or compiler (README, MariaDB and MySQL)."""
+MYSQL_TIME_ZONE = "+00:00"
+"""The time_zone a TIMESTAMP is read in; the capture triggers set it around their work and put
+the changing session's back, and query-back's sessions run with it."""
+
+
+class MariaDB(Dialect):
+    name = "mysql"
+    case_insensitive_text = True
+    row_value_index = False
+    """MariaDB uses an index for `a > x OR (a = x AND b > y)`, not for `(a, b) > (x, y)`."""
+    named_locks = True
+    gives_way_codes = frozenset({"1205", "1213"})
+    """Lock wait timeout, and deadlock (InnoDB picks the transaction with less to undo)."""
+
+    def url(self, url: URL) -> URL:
+        """The default driver where the URL names none, and utf8mb4 unless it asks for a
+        character set: the server's utf8mb3 default would garble every character outside the
+        Basic Multilingual Plane."""
+        if "+" not in url.drivername:
+            url = url.set(drivername=f"{url.drivername}+{DEFAULT_DRIVER}")
+        if "charset" not in url.query:
+            url = url.update_query_dict({"charset": "utf8mb4"})
+        return url
+
+    def client_script(self, statements: Sequence[str]) -> str:
+        """The mariadb/mysql clients end a statement at the first ';', inside a trigger's
+        BEGIN ... END too: the script changes the delimiter around the statements."""
+        if not statements:
+            return ""
+        body = "".join(statement.rstrip().rstrip(";") + "\n//\n\n" for statement in statements)
+        return f"DELIMITER //\n{body}DELIMITER ;\n"
+
+    def time_now(self) -> ColumnElement[Any]:
+        """In UTC, as the event log's DATETIME is written."""
+        return func.utc_timestamp(6)
+
+    def octets(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        return func.coalesce(func.length(column), 0)
+
+    def analyze(self, table: str) -> str:
+        return f"ANALYZE TABLE {table}"
+
+    def current_schema_sql(self) -> str:
+        return "SELECT DATABASE()"
+
+    def value_text_sql(self, ref: str, binary: bool, sql_type: str) -> str:
+        """Binary as base64 without line breaks (TO_BASE64 breaks every 76 characters),
+        everything else its cast to utf8mb4 text, whatever the changing session's character set;
+        a single-precision FLOAT by way of DOUBLE, whose text is exact: a FLOAT's own has six
+        digits, names 0.100000001490116 '0.1', and finds no row."""
+        if binary:
+            return f"REPLACE(TO_BASE64({ref}), CHAR(10 USING ascii), '')"
+        if sql_type.upper().startswith("FLOAT"):
+            ref = f"CAST({ref} AS DOUBLE)"
+        return f"CAST({ref} AS CHAR CHARACTER SET utf8mb4)"
+
+    def settings_sql(self, local: bool) -> list[str]:
+        """The session's time zone, which has no transaction scope."""
+        return [f"SET time_zone = '{MYSQL_TIME_ZONE}'"]

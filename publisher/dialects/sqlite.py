@@ -1,0 +1,73 @@
+"""SQLite."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sqlalchemy import ColumnElement, LargeBinary, case, cast, func, null
+from sqlalchemy.engine import URL, Connection
+
+from publisher.dialects.base import Dialect
+
+_ISO_DATE = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*"
+"""An event_time is read as a time only when it starts as an ISO date (YYYY-MM-DD); then
+julianday() reads the rest, taking a `Z` or an `+HH:MM` offset into account. This keeps out what
+julianday() would also take but is no event time: 'now', bare day numbers, times without a date."""
+_NO_TIME = -1.0
+"""Below every Julian day number of a four-digit year: rows that are not a time come first."""
+
+_ENCODINGS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}
+
+
+class SQLite(Dialect):
+    name = "sqlite"
+    has_schemas = False
+    one_writer = True
+    one_statement_per_call = True
+    text_as_bytes = True
+    dynamic_typing = True
+    statement_event_time = True
+    """'now' is fixed within a statement, and one writer at a time logs a statement's rows
+    one after the other."""
+    regexp_operator = False
+    gives_way_message = "database is locked"
+
+    def stored_encoding(self, conn: Connection) -> tuple[str, str]:
+        """The text encoding the database file stores."""
+        name = str(conn.exec_driver_sql("PRAGMA encoding").scalar())
+        return _ENCODINGS.get(name, "utf-8"), name
+
+    def connect_args(self, timeout: float) -> dict[str, Any]:
+        """Wait on a locked file instead of failing at once."""
+        return {"timeout": timeout}
+
+    def url(self, url: URL) -> URL:
+        """A relative path made absolute: Spark's executors do not share the driver's directory."""
+        database = url.database or ""
+        if database in ("", ":memory:") or database.startswith("file:"):
+            return url
+        return url.set(database=os.path.abspath(database))
+
+    def readable_time(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """As a Julian day number. SQLite stores whatever text it was given, and compared as
+        text '2026-11-23T01:00:00Z' sorts after every '2026-11-23 …' of that day whatever its
+        offset."""
+        return case((column.op("GLOB")(_ISO_DATE), func.julianday(column)), else_=null())
+
+    def time_key(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """julianday() alone, evaluated on every row the sort sees: the ISO check of
+        `readable_time` would double the sort's cost. What julianday() reads besides ('now', a
+        bare day number, a time without a date) is ordered by what it reads, and rejected when
+        read."""
+        return func.coalesce(func.julianday(column), _NO_TIME)
+
+    def time_now(self) -> ColumnElement[Any]:
+        return func.julianday("now")
+
+    def octets(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        return func.coalesce(func.length(cast(column, LargeBinary)), 0)
+
+    def value_text_sql(self, ref: str, binary: bool, sql_type: str) -> str:
+        """`CAST(... AS TEXT)`, which is what storing into the event log's TEXT columns does; a
+        binary value stays bytes (SQLite has no base64), and query-back encodes it in Python."""
+        return super().value_text_sql(ref, binary, sql_type)
