@@ -15,7 +15,8 @@ import nats
 import pytest
 from harness import Harness, read_messages
 
-from publisher.config import ConfigError, MessagesConfig, load_config
+from publisher.config import ConfigError, MessagesConfig
+from publisher.config.loading import load_config
 from publisher.errors import StageFailedError
 from publisher.outputs.broker import MESSAGE_ID_HEADER, publish_file, subject_token
 

@@ -22,7 +22,7 @@ from sqlalchemy import text
 
 from publisher.bench.cluster import StandaloneCluster, spark_conf_for
 from publisher.capture.install import install_capture
-from publisher.config import load_config
+from publisher.config.loading import load_config
 from publisher.database import connect
 
 ROWS = 400

@@ -18,7 +18,7 @@ from publisher.model.values import ValueType
 from publisher.pipeline import stages
 from publisher.pipeline.objects import PUBLISHABLE_FIELDS, ObjectsContext, StatusNote, publish_objects, publish_read
 from publisher.pipeline.queryback import QueryBackContext
-from publisher.rules.classify import CLASSIFIED_SCHEMA
+from publisher.rules.classify_batch import CLASSIFIED_SCHEMA
 from publisher.rules.columnar import query_back_operations, simple_operations, split_by_query_back
 from publisher.rules.operations import OperationContext, PublishedOperation
 from publisher.rules.precedence import VANISHED_REASON, CurrentRow

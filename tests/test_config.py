@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from publisher.config import ConfigError, load_config
+from publisher.config import ConfigError
+from publisher.config.loading import load_config
 
 
 def write(tmp_path: Path, body: str) -> Path:

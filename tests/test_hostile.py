@@ -27,7 +27,8 @@ from publisher.model.keys import KeyKind, canonical_key
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType, xml_problem
 from publisher.model.xds import build_operation
-from publisher.rules.classify import CLASSIFIED_NAMES, BatchClassifier, ClassifyContext, Disposition, classify_event
+from publisher.rules.classify import CLASSIFIED_NAMES, ClassifyContext, Disposition, classify_event
+from publisher.rules.classify_batch import BatchClassifier
 from publisher.service.stats import backlog
 
 # A user no test database logs in as, so that trigger-logged rows on PostgreSQL are not loopback.

@@ -19,7 +19,7 @@ from publisher.service.lock import LockHeldError, PublisherLock
 
 HOLD_THE_LOCK = """
 import sys, time
-from publisher.config import load_config
+from publisher.config.loading import load_config
 from publisher.service.lock import PublisherLock
 
 lock = PublisherLock(load_config(sys.argv[1], environ={}))

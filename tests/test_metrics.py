@@ -25,7 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import event, text
 
 from publisher.cli import main
-from publisher.config import ConfigError, load_config
+from publisher.config import ConfigError
+from publisher.config.loading import load_config
 from publisher.database import connect
 from publisher.service.loop import run_forever
 from publisher.service.metrics import PublisherMetrics

@@ -17,7 +17,7 @@ from publisher.capture.install import (
     sqlite_trigger_name,
 )
 from publisher.errors import StageFailedError
-from publisher.outputs.files import WINDOW_FILE
+from publisher.outputs.cycle_files import WINDOW_FILE
 from publisher.pipeline import cycle
 from publisher.service.mirror import (
     Difference,

@@ -187,7 +187,7 @@ def test_run_logs_json_lines_and_says_nothing_when_every_table_is_published(tmp_
 
 
 def test_why_a_table_is_not_published_is_an_enum_shown_as_its_text(tmp_path, capsys):
-    from publisher.config import load_config
+    from publisher.config.loading import load_config
     from publisher.database import connect
     from publisher.service.stats import Unpublished, format_backlog, unpublished_tables
 

@@ -21,7 +21,7 @@ from sqlalchemy.exc import OperationalError
 
 from publisher import failpoints
 from publisher.errors import StageFailedError
-from publisher.outputs.files import WINDOW_FILE
+from publisher.outputs.cycle_files import WINDOW_FILE
 from publisher.pipeline.poison import FAILURE_FILE, is_row_failure, narrow
 
 OWN_USER = "publisher_app"

@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from publisher.outputs.files import reject_line
+from publisher.outputs.outcomes import reject_line
 from publisher.outputs.reject_lines import column_reject_lines
 
 TEXTS = st.none() | st.text(max_size=8) | st.sampled_from(['a"b', "a\\b", "\x85\u2028\u2029", "\n\r\t\b\f", "é€𝄞"])

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from publisher.config import SparkConfig
 from publisher.model.events import Status
-from publisher.outputs.files import DECIDED, READ, StatusPieces, _OutcomeWriter, outcome_name
+from publisher.outputs.outcomes import DECIDED, READ, StatusPieces, _OutcomeWriter, outcome_name
 from publisher.pipeline.stages import REJECT_FIELDS
 
 REASON = "event_type '9' is not one of 1..8"

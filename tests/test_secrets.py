@@ -17,7 +17,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from publisher.cli import main
-from publisher.config import Config, DatabaseConfig, load_config
+from publisher.config import Config, DatabaseConfig
+from publisher.config.loading import load_config
 
 
 @pytest.fixture

@@ -356,7 +356,7 @@ def key_literal(kind: str, i: int, dialect: str) -> str:
 
 def test_a_snapshot_stopped_at_any_chunk_continues_after_keys_of_every_kind(database, tmp_path, monkeypatch):
     from publisher import failpoints
-    from publisher.config import load_config
+    from publisher.config.loading import load_config
     from publisher.database import connect
     from publisher.service.snapshot import snapshot
 

@@ -10,7 +10,7 @@ import pytest
 from harness import Harness, drain
 from test_poison import cli_env, site_config, statuses, wait_for
 
-from publisher.config import load_config
+from publisher.config.loading import load_config
 from publisher.database import connect
 from publisher.service.mirror import check
 from publisher.service.snapshot import initial_snapshot, snapshot

@@ -18,7 +18,8 @@ from lxml import etree
 from sqlalchemy import create_engine, text
 
 from publisher.cli import main
-from publisher.config import ConfigError, load_config
+from publisher.config import ConfigError
+from publisher.config.loading import load_config
 from publisher.database import connect
 from publisher.pipeline.cycle import run_cycle
 from publisher.service.checkouts import check_in, check_out

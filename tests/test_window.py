@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, text
 
 from publisher.config import DatabaseConfig
 from publisher.errors import StageFailedError
-from publisher.outputs.files import WINDOW_FILE
+from publisher.outputs.cycle_files import WINDOW_FILE
 from publisher.pipeline.window import plan_window, window_pin
 from publisher.service.mirror import verify
 

@@ -24,7 +24,8 @@ from publisher.model.keys import key_values
 from publisher.model.operation import Operation, association
 from publisher.model.values import BadValueError, encode_current
 from publisher.model.xds import build_document, build_operation
-from publisher.outputs.files import document_name, write_atomically
+from publisher.outputs.cycle_files import document_name
+from publisher.outputs.durable import write_atomically
 from publisher.pipeline.window import event_log_table
 from publisher.rules.classify import ClassifyContext, Disposition, classify_event
 from publisher.rules.operations import attr_changes, operation_kind

@@ -15,7 +15,8 @@ from typing import Any
 from publisher.cli import commands
 from publisher.cli.errors import UnavailableError, UsageError
 from publisher.cli.parser import build_parser
-from publisher.config import Config, ConfigError, load_config
+from publisher.config import Config, ConfigError
+from publisher.config.loading import load_config
 from publisher.service.logs import configure_logging
 
 __all__ = ["main"]

@@ -1,4 +1,4 @@
-"""Stage 6, the messages' broker: once a cycle's message file is on disk, its messages go to a
+"""The messages' broker: once a cycle's message file is on disk, its messages go to a
 NATS JetStream stream in file order, and the cycle acknowledges only after the stream has
 acknowledged every one of them.
 

@@ -1,4 +1,4 @@
-"""Stage 6, for the formats beside XDS: the cycle's changes as change tables and messages.
+"""The cycle's changes as change tables and messages.
 
 The driver reserves the cycle's change numbers and notes table versions; each part of the
 publication order (the whole cycle on the driver path, a partition on the Spark path) is
@@ -24,7 +24,7 @@ from publisher.failpoints import reached
 from publisher.model.catalog import TableInfo
 from publisher.outputs.broker import publish_file
 from publisher.outputs.change_tables import ChangeTableFiles, change_table_schema, table_directory
-from publisher.outputs.files import fsync_directory, sync_file_system, write_atomically
+from publisher.outputs.durable import fsync_directory, sync_file_system, write_atomically
 from publisher.outputs.messages import TableVersions, data_message, json_line, metadata_message, schema_id
 from publisher.rules.changes import NO_TIME, StampedChange
 

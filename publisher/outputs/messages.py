@@ -1,4 +1,4 @@
-"""Stage 6, message format: a metadata message per table version, a data message per change.
+"""A metadata message per table version, a data message per change.
 
 Messages are plain JSON-ready dicts built from `Change` records, with no Spark import, so the
 driver and the executors build them alike. Each table version's data messages are described by
@@ -21,7 +21,7 @@ from publisher.config import MessagesConfig
 from publisher.errors import OutputStateError
 from publisher.model.catalog import ColumnInfo, TableInfo
 from publisher.model.values import ValueType, typed_value
-from publisher.outputs.files import JSON_LINE_BREAKS, write_atomically
+from publisher.outputs.durable import JSON_LINE_BREAKS, write_atomically
 from publisher.rules.changes import (
     DELETE,
     UPDATE,

@@ -1,6 +1,6 @@
 """Lines of rejects.jsonl for many rejected rows at once, as Arrow string operations.
 
-A cycle that rejects every row writes a line per row; `files.reject_line` (json.dumps per row)
+A cycle that rejects every row writes a line per row; `outcomes.reject_line` (json.dumps per row)
 then costs more than the rest of the cycle's work on those rows. The lines here are the same
 bytes: keys sorted, `ensure_ascii=False` escapes, date-times as `str` spells them, the line
 breaks JSON leaves raw escaped; a property in the tests holds them equal to `reject_line`.

@@ -1,4 +1,4 @@
-"""Stage 7: write the outcome of every event back to the event log, in one transaction.
+"""Write the outcome of every event back to the event log, in one transaction.
 
 Set-based: W and E rows by chunks of ids, S rows by chunks of record_id ranges, never one
 statement per row (on PostgreSQL the chunks go as arrays, so a cycle takes a statement or two).

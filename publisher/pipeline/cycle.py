@@ -28,16 +28,10 @@ from publisher.errors import MissingStateError, StageFailedError, root_cause
 from publisher.model.catalog import referenced_tables, reflect_catalog
 from publisher.model.events import Status
 from publisher.model.runs import IdRun, StatusRun
-from publisher.outputs.files import (
-    WINDOW_FILE,
-    DocumentWritten,
-    append_rejects,
-    next_cycle_number,
-    pin_window,
-    pinned_window,
-    unpin_window,
-)
+from publisher.outputs.cycle_files import WINDOW_FILE, next_cycle_number, pin_window, pinned_window, unpin_window
+from publisher.outputs.documents import DocumentWritten
 from publisher.outputs.formats import FormatsWritten
+from publisher.outputs.outcomes import append_rejects
 from publisher.pipeline.acknowledge import ANALYZE_AFTER, acknowledge_runs, refresh_statistics
 from publisher.pipeline.distributed import Distributed
 from publisher.pipeline.driver import InDriver

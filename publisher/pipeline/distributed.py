@@ -17,14 +17,16 @@ from pyspark.sql import functions as F
 from publisher import failpoints
 from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import Status
-from publisher.outputs.files import DocumentWritten, write_documents_distributed, write_outcomes_distributed
+from publisher.outputs.documents import DocumentWritten, write_documents_distributed
 from publisher.outputs.formats import FormatsWritten, PartWritten, reserve_change_numbers, write_part
+from publisher.outputs.outcomes import write_outcomes_distributed
 from publisher.pipeline.objects import publishable_fields
 from publisher.pipeline.read import read_events
 from publisher.pipeline.spark import is_connect
 from publisher.pipeline.stages import REJECT_FIELDS, RESOLVED_SCHEMA, CyclePath, Outcomes, resolve_batches
 from publisher.rules.changes import NO_TIME, Change, TransactionPlace, stamp
-from publisher.rules.classify import CLASSIFIED_SCHEMA, BatchClassifier, Disposition
+from publisher.rules.classify import Disposition
+from publisher.rules.classify_batch import CLASSIFIED_SCHEMA, BatchClassifier
 
 PART_WRITTEN_SCHEMA = "part int, table string, rows long, messages long"
 """What a partition's change-table and message writer reports: a row per table written."""

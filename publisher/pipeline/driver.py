@@ -13,13 +13,15 @@ from publisher import failpoints
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import Status
 from publisher.model.runs import id_runs, status_runs
-from publisher.outputs.files import DocumentWritten, append_rejects, write_documents
+from publisher.outputs.documents import DocumentWritten, write_documents
 from publisher.outputs.formats import FormatsWritten, reserve_change_numbers, write_part
+from publisher.outputs.outcomes import append_rejects
 from publisher.pipeline.objects import publishable_fields
 from publisher.pipeline.read import read_batches
 from publisher.pipeline.stages import REJECT_FIELDS, RESOLVED_SCHEMA, CyclePath, Outcomes, resolve_batches
 from publisher.rules.changes import NO_TIME, Change, stamp, time_prefix, transaction_places
-from publisher.rules.classify import BatchClassifier, Disposition
+from publisher.rules.classify import Disposition
+from publisher.rules.classify_batch import BatchClassifier
 from publisher.rules.precedence import position
 
 

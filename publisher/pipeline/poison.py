@@ -25,7 +25,7 @@ from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError,
 
 from publisher.dialects import dialect_of
 from publisher.errors import StageFailedError
-from publisher.outputs.files import write_atomically
+from publisher.outputs.durable import write_atomically
 from publisher.pipeline.window import CycleWindow, event_log_table_of, role_columns, window_predicate
 
 FAILURE_FILE = ".publisher-failure"

@@ -1,4 +1,4 @@
-"""Stage 4: read the current row of every object a query-back event names, in bulk.
+"""Read the current row of every object a query-back event names, in bulk.
 
 One set-based SELECT per table and chunk of keys (in the executors on the Spark path); never
 one query per event. Table and column names come from the reflected catalog, never from the

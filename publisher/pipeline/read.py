@@ -1,4 +1,4 @@
-"""Stage 1: read one cycle's events from the event log, in parallel record_id ranges.
+"""Read one cycle's events from the event log, in parallel record_id ranges.
 
 The driver fixes the cycle's window with one small query; Spark's Python data source then
 reads the window in the executors over SQLAlchemy, so any SQLAlchemy database works with no

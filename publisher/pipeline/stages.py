@@ -23,7 +23,7 @@ from publisher.config import EVENT_LOG_COLUMNS, OutputConfig
 from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import Status
 from publisher.model.runs import StatusRun
-from publisher.outputs.files import DocumentWritten
+from publisher.outputs.documents import DocumentWritten
 from publisher.outputs.formats import CycleFormats, FormatsWritten
 from publisher.pipeline.objects import SLICE_EVENTS, ObjectsContext, StatusNote, publish_objects, publish_read
 from publisher.pipeline.queryback import CurrentRows

@@ -16,7 +16,7 @@ from publisher.failpoints import reached
 from publisher.model.catalog import Catalog
 from publisher.model.events import Status
 from publisher.model.runs import StatusRun
-from publisher.outputs.files import CHECK_OUT_FILE, pin_window, pinned_window, unpin_window
+from publisher.outputs.cycle_files import CHECK_OUT_FILE, pin_window, pinned_window, unpin_window
 from publisher.pipeline.checkout import CheckOutState, CheckOutWindow, check_out_predicate, checked_out_predicate
 from publisher.pipeline.retention import PROCESSED
 from publisher.pipeline.window import (

@@ -1,4 +1,4 @@
-"""Stage 5, for the change-capture formats: each published operation as one change record.
+"""For the change-capture formats: each published operation as one change record.
 
 The XDS operation and its change record come from the same merged group of one object's
 events (see `operations.object_operations`), so every format publishes the same operations in

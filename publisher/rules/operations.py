@@ -1,4 +1,4 @@
-"""Stage 5: turn surviving events into XDS operations, merged per object and kind (SPEC §4).
+"""Turn surviving events into XDS operations, merged per object and kind (SPEC §4).
 
 Plain Python per object, called by both the Spark path and the small-cycle path.
 """

@@ -1,4 +1,4 @@
-"""Stage 3: which of an object's events survive, which are redundant, which lost their object
+"""Which of an object's events survive, which are redundant, which lost their object
 (SPEC §3).
 
 Plain Python over one object's events at a time: the Spark path and the small-cycle path

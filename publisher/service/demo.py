@@ -9,7 +9,7 @@ from lxml import etree
 from sqlalchemy import text
 
 from publisher.capture.install import install_capture
-from publisher.config import load_config
+from publisher.config.loading import load_config
 from publisher.database import connect
 from publisher.pipeline.cycle import run_cycle
 from publisher.pipeline.spark import get_spark

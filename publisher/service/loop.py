@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from publisher.config import Config, parse_time_of_day
+from publisher.config import Config
+from publisher.config.loading import parse_time_of_day
 from publisher.errors import TransientError, root_cause
 from publisher.model.xds import build_heartbeat
-from publisher.outputs.files import document_name, next_cycle_number, write_atomically
+from publisher.outputs.cycle_files import document_name, next_cycle_number
+from publisher.outputs.durable import write_atomically
 from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
 
 if TYPE_CHECKING:

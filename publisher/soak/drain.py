@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from publisher.config import load_config
+from publisher.config.loading import load_config
 
 if TYPE_CHECKING:
     from publisher.soak.process import Publisher

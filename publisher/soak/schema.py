@@ -99,7 +99,7 @@ def install(site: Site) -> None:
     """What `publisher install --table T --style S` does, per table with its style; a failure
     stops the soak of this database."""
     from publisher.capture.install import install_capture
-    from publisher.config import load_config
+    from publisher.config.loading import load_config
     from publisher.database import connect
 
     config = load_config(site.config)

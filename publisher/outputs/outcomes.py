@@ -1,7 +1,5 @@
-"""Stage 6: write the XDS documents (from the driver or the executors) and the rejected rows.
-
-A document file appears whole or not at all: written to a hidden temporary name, flushed to
-disk, then renamed. File names sort in publication order across cycles and runs.
+"""A cycle's outcomes: the rejected rows' lines in rejects.jsonl and the status of every read row,
+staged by the executors and read back by the driver as streams in record_id order.
 """
 from __future__ import annotations
 
@@ -10,252 +8,24 @@ import heapq
 import itertools
 import json
 import os
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from publisher.errors import OutputStateError
-from publisher.failpoints import reached
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import Status
-from publisher.model.operation import OperationKind
 from publisher.model.runs import IdRun, StatusRun, joined_runs
-from publisher.model.xds import DANGLING_REFERENCE, build_document, operation_kinds
+from publisher.outputs.durable import JSON_LINE_BREAKS
 from publisher.outputs.reject_lines import column_reject_lines
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-CYCLE_FILE = ".publisher-cycle"
+
 REJECTS_FILE = "rejects.jsonl"
-JSON_LINE_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
-"""Line breaks JSON leaves raw but line readers split on (Python's splitlines, JavaScript)."""
-_DOCUMENT_NAME = re.compile(r"^(\d{12})-\d{7}\.xml$")
-_TEMPORARY_NAME = re.compile(
-    r"^\.(\d{12}-\d{7}\.xml|" + re.escape(CYCLE_FILE) + r")\.tmp$|^\.\d{12}-\d{5}-\d{7}\.staged$"
-    r"|^\.\d{12}-\d{5}\.(read|decided|rejected)-(rejects|statuses)\.staged$"
-)
-
-
-@dataclass(frozen=True)
-class DocumentWritten:
-    name: str
-    operations: int
-    bytes: int
-    dangling: int = 0
-    """References published without association-ref: the object they name does not exist."""
-    kinds: Mapping[str, int] = field(default_factory=dict)
-    """Operations by kind (add, modify, delete)."""
-
-
-def document_name(cycle: int, index: int) -> str:
-    return f"{cycle:012d}-{index:07d}.xml"
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write, fsync, rename, fsync the directory: a reader sees the old state or the whole file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
-
-
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def sync_file_system(directory: Path) -> None:
-    """Flush everything written to the file system holding `directory` to disk, with one call.
-
-    A partition's documents are written first and flushed together: one fsync per document
-    costs a journal commit each, thousands per large cycle. Linux has syncfs for this; other
-    systems fall back to sync.
-    """
-    libc = _libc()
-    if libc is not None:
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            if libc.syncfs(fd) == 0:
-                return
-        finally:
-            os.close(fd)
-    os.sync()
-
-
-@functools.cache
-def _libc() -> Any:
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    libc = ctypes.CDLL(name, use_errno=True)
-    return libc if hasattr(libc, "syncfs") else None
-
-
-def next_cycle_number(directory: Path) -> int:
-    """A number no earlier cycle used here, so this cycle's files sort after every earlier one."""
-    directory.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(directory)
-    state = directory / CYCLE_FILE
-    last = 0
-    if state.exists():
-        text = state.read_text(encoding="ascii").strip()
-        last = int(text) if text.isdigit() else 0
-    for entry in os.scandir(directory):
-        match = _DOCUMENT_NAME.match(entry.name)
-        if match:
-            last = max(last, int(match.group(1)))
-    write_atomically(state, f"{last + 1}\n".encode("ascii"))
-    return last + 1
-
-
-WINDOW_FILE = ".publisher-window"
-"""The window of a cycle whose output is written and not yet acknowledged."""
-
-
-CHECK_OUT_FILE = ".publisher-check-out"
-"""A subscriber's: the window of its check-out whose output is written and not yet acknowledged."""
-
-
-def pin_window(directory: Path, pin: str, name: str = WINDOW_FILE) -> None:
-    """Keep the window of a cycle before it writes anything, until it is acknowledged."""
-    directory.mkdir(parents=True, exist_ok=True)
-    write_atomically(directory / name, pin.encode("utf-8"))
-
-
-def pinned_window(directory: Path, name: str = WINDOW_FILE) -> str | None:
-    """The window an unacknowledged cycle kept, or None."""
-    try:
-        return (directory / name).read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
-def unpin_window(directory: Path, name: str = WINDOW_FILE) -> None:
-    """Forget the window once its rows are acknowledged."""
-    path = directory / name
-    if path.exists():
-        path.unlink()
-        fsync_directory(directory)
-
-
-def remove_stale_temporaries(directory: Path) -> None:
-    """Delete the temporary files a killed writer left behind; their documents are written again."""
-    for entry in os.scandir(directory):
-        if _TEMPORARY_NAME.match(entry.name):
-            Path(entry.path).unlink(missing_ok=True)
-
-
-def write_documents(
-    operations: Sequence[bytes], directory: Path, cycle: int, batch_size: int
-) -> list[DocumentWritten]:
-    """Write a small cycle's serialised operations, in publication order, from the driver: cut
-    into documents of `batch_size`, written to temporary names, flushed to disk together, renamed."""
-    staged = []
-    for index, start in enumerate(range(0, len(operations), batch_size)):
-        xml = operations[start : start + batch_size]
-        data = build_document(xml)
-        path = directory / document_name(cycle, index)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        staged.append((tmp, path, DocumentWritten(path.name, len(xml), len(data), data.count(DANGLING_REFERENCE),
-                                                  operation_kinds(data))))
-    if not staged:
-        return []
-    sync_file_system(directory)
-    for index, (tmp, path, _) in enumerate(staged):
-        os.replace(tmp, path)
-        if index == 0:
-            reached("write")
-    fsync_directory(directory)
-    return [written for _, _, written in staged]
-
-
-STAGED_KINDS = {kind.value: f"{kind.value}_operations" for kind in OperationKind}
-"""The staged-piece columns of the operations by kind."""
-STAGED_SCHEMA = "part int, piece int, operations int, bytes long, dangling long, " + ", ".join(
-    f"{column} long" for column in STAGED_KINDS.values()
-)
-
-
-def staged_name(cycle: int, part: int, piece: int) -> str:
-    return f".{cycle:012d}-{part:05d}-{piece:07d}.staged"
-
-
-def write_documents_distributed(
-    operations: DataFrame, directory: Path, cycle: int, batch_size: int
-) -> list[DocumentWritten]:
-    """Write a large cycle's operations (op_time, event_id, xml) from the executors.
-
-    A range-partitioned sort puts partition i's operations before partition i+1's; each
-    executor cuts its partition into documents of at most `batch_size` and writes them, fsynced,
-    under staged names. The driver then renames them into numbered names in partition order,
-    so names keep publication order and no operation passes through the driver. Staged files
-    are flushed to disk before the driver sees them, and the directory after the renames.
-    """
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-
-    target = str(directory)
-    staged_schema = arrow_schema_of(STAGED_SCHEMA)
-
-    def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pieces: list[dict[str, int]] = []
-        pending: list[bytes] = []
-        part = -1
-
-        def flush() -> None:
-            data = build_document(pending)
-            name = staged_name(cycle, part, len(pieces))
-            with open(Path(target) / name, "wb") as handle:
-                handle.write(data)
-            pieces.append({"part": part, "piece": len(pieces), "operations": len(pending), "bytes": len(data),
-                           "dangling": data.count(DANGLING_REFERENCE),
-                           **{STAGED_KINDS[kind]: n for kind, n in operation_kinds(data).items()}})
-            pending.clear()
-
-        for batch in batches:
-            if batch.num_rows:
-                part = batch.column("part")[0].as_py()
-            for xml in batch.column("xml").to_pylist():
-                pending.append(xml)
-                if len(pending) == batch_size:
-                    flush()
-        if pending:
-            flush()
-        if pieces:
-            sync_file_system(Path(target))
-            yield pa.RecordBatch.from_pylist(pieces, schema=staged_schema)
-
-    staged = (
-        operations.orderBy("op_time", "event_id")
-        .select(F.spark_partition_id().alias("part"), "xml")
-        .mapInArrow(write_partition, STAGED_SCHEMA)
-        .collect()
-    )
-    written = []
-    for index, piece in enumerate(sorted(staged, key=lambda r: (r["part"], r["piece"]))):
-        name = document_name(cycle, index)
-        os.replace(directory / staged_name(cycle, piece["part"], piece["piece"]), directory / name)
-        if index == 0:
-            reached("write")
-        kinds = {kind: piece[column] for kind, column in STAGED_KINDS.items()}
-        written.append(DocumentWritten(name, piece["operations"], piece["bytes"], piece["dangling"], kinds))
-    fsync_directory(directory)
-    return written
 
 
 def reject_line(reject: dict[str, Any]) -> str:
@@ -270,6 +40,8 @@ def append_rejects(directory: Path, rejects: Iterable[dict[str, Any]]) -> int:
 
 OUTCOME_SCHEMA = "part int, first long, last long, rows long, rejects long"
 """What a partition's outcome writer reports: its record_ids, rows and rejected rows."""
+
+
 READ, DECIDED, REJECTED = "read", "decided", "rejected"
 """The kinds of staged outcome: every read row's status as classified; the statuses the
 per-object stages decided for some rows; and the lines in rejects.jsonl of every row either
@@ -328,17 +100,6 @@ class StagedOutcome:
                     path.unlink(missing_ok=True)
 
 
-def _reject_lines(paths: Iterable[Path]) -> Iterator[tuple[int, str]]:
-    """(record_id, line of rejects.jsonl) from staged pieces, whose lines are `record_id<TAB>line`."""
-    for path in paths:
-        if not path.exists():
-            continue
-        with open(path, encoding="utf-8", newline="\n") as handle:
-            for staged in handle:
-                rid, line = staged.split("\t", 1)
-                yield int(rid), line
-
-
 def append_lines(directory: Path, lines: Iterable[str]) -> int:
     """Append lines to rejects.jsonl, flushed to disk; the file is made only for a first line."""
     count = 0
@@ -357,6 +118,17 @@ def append_lines(directory: Path, lines: Iterable[str]) -> int:
         if handle is not None:
             handle.close()
     return count
+
+
+def _reject_lines(paths: Iterable[Path]) -> Iterator[tuple[int, str]]:
+    """(record_id, line of rejects.jsonl) from staged pieces, whose lines are `record_id<TAB>line`."""
+    for path in paths:
+        if not path.exists():
+            continue
+        with open(path, encoding="utf-8", newline="\n") as handle:
+            for staged in handle:
+                rid, line = staged.split("\t", 1)
+                yield int(rid), line
 
 
 @dataclass(frozen=True)

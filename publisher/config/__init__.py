@@ -1,0 +1,297 @@
+"""One typed configuration tree, frozen. `loading` builds it from the TOML file, then PUBLISHER_*
+environment variables, then CLI --set, and checks every value before any connection opens.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from publisher.dialects import UnknownDialectError, dialect_of
+
+EVENT_LOG_COLUMNS = (
+    "record_id",
+    "status",
+    "event_type",
+    "event_time",
+    "perpetrator",
+    "table_name",
+    "table_key",
+    "column_name",
+    "old_value",
+    "new_value",
+)
+"""The fixed order of the event log's columns; their names are configurable."""
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot work; the message names the key and what it expects."""
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    url: str = "sqlite:///publisher.db"
+    """SQLAlchemy URL of the database that holds the event log and the published tables."""
+    user: str | None = None
+    """The publisher's own database user, for loopback; default: the connection's user."""
+    schema: str | None = None
+    """Schema of the tables and `schema=` in associations; default: the database's own."""
+    password: str | None = field(default=None, repr=False)
+    """Password for the URL's user, best set by PUBLISHER_DATABASE_PASSWORD; never printed."""
+
+    def sqlalchemy_url(self) -> str:
+        """The URL with the password filled in and what its database needs (`Dialect.url`: a
+        relative SQLite path made absolute, MySQL's driver and character set): for connections
+        only, never for display."""
+        from sqlalchemy.engine import make_url
+
+        url = make_url(self.url)
+        if self.password is not None:
+            url = url.set(password=self.password)
+        with contextlib.suppress(UnknownDialectError):  # connect() says so, naming database.url
+            url = dialect_of(url.get_backend_name()).url(url)
+        return url.render_as_string(hide_password=False)
+
+    def display_url(self) -> str:
+        """The URL as logs and messages may show it: the password masked."""
+        return mask_url(self.url)
+
+    def redact(self, text: str) -> str:
+        """`text` with every form of the password masked: for driver messages that might echo it."""
+        from urllib.parse import quote, quote_plus, unquote
+
+        secrets = {self.password}
+        inline = _INLINE_PASSWORD.search(self.url)
+        if inline:
+            secrets |= {inline.group(2), unquote(inline.group(2))}
+        for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+            for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
+                text = text.replace(form, "***")
+        return text
+
+    def __repr__(self) -> str:
+        """Like the generated repr, but a password inside the URL is masked too."""
+        shown = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.repr}
+        shown["url"] = self.display_url()
+        return f"{type(self).__name__}({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
+
+
+_INLINE_PASSWORD = re.compile(r"(://[^/@:]*:)([^@]*)@")
+
+
+def mask_url(url: str) -> str:
+    """A database URL with its password masked, even when it does not parse."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return _INLINE_PASSWORD.sub(r"\1***@", url)
+
+
+@dataclass(frozen=True)
+class EventLogColumns:
+    record_id: str = "record_id"
+    status: str = "status"
+    event_type: str = "event_type"
+    event_time: str = "event_time"
+    perpetrator: str = "perpetrator"
+    table_name: str = "table_name"
+    table_key: str = "table_key"
+    column_name: str = "column_name"
+    old_value: str = "old_value"
+    new_value: str = "new_value"
+    transaction_id: str = "transaction_id"
+    """The optional eleventh column: the transaction that logged the row, where the database
+    can tell. An event log without it is read as if every value were NULL."""
+
+    def in_order(self) -> tuple[str, ...]:
+        """The ten fixed columns, in their order."""
+        return tuple(getattr(self, name) for name in EVENT_LOG_COLUMNS)
+
+
+@dataclass(frozen=True)
+class EventLogConfig:
+    table: str = "event_log"
+    columns: EventLogColumns = field(default_factory=EventLogColumns)
+
+
+@dataclass(frozen=True)
+class PublisherSettings:
+    polling_interval: float = 10.0
+    """Seconds of idle time between cycles."""
+    time_of_day: tuple[str, ...] = ()
+    """Fixed times of day (HH:MM[:SS], local time) instead of an interval."""
+    query_limit: int = 10000
+    batch_size: int = 128
+    max_row_bytes: int = 64 << 20
+    """An event log row whose text is longer is rejected (E) unread, instead of being parsed."""
+    allow_loopback: bool = False
+    future_events: bool = False
+    delete_processed_rows: bool = False
+    post_polling_statements: tuple[str, ...] = ()
+    heartbeat_interval: float = 0.0
+    """Minutes of idleness after which a heartbeat document is published; 0 = off."""
+    insert_row_operation: Literal["modify", "add"] = "modify"
+    """What a type-5 event publishes: the vendor's <modify>, or an <add> of the current row."""
+    tables: tuple[str, ...] = ()
+    """Tables and views that may be published (query-back touches nothing else); empty: the
+    tables that carry this project's triggers."""
+    when_locked: Literal["wait", "exit"] = "wait"
+    """What a second publisher on the same event log does: wait for the first, or exit."""
+    status_mode: bool = True
+    """The status mode publishes this event log (poll/run without --subscriber): purge keeps
+    every row it has not processed. false: only subscribers read it."""
+    initial_snapshot: bool = False
+    """`run` first snapshots every published table for a reader whose output holds no document
+    yet and that has had no snapshot (an initial load), as `publisher snapshot` would."""
+
+
+@dataclass(frozen=True)
+class ChangeTablesConfig:
+    """A Parquet change table per published table, under <directory>/changes/<table>/."""
+
+    enabled: bool = False
+    header_prefix: str = "header__"
+    """Prefix of the header columns, so they never collide with the table's own columns."""
+    partition_minutes: int = 0
+    """Change-table partitioning by time: each row names the period of this many minutes its
+    change falls in (partition_name, e.g. 20170313T123000_20170313T170000); 0 = off."""
+    trail_header: bool = False
+    """Add the trail-style record header columns (HdrInd, IOType, TransInd, ...) after the others."""
+
+
+@dataclass(frozen=True)
+class MessagesConfig:
+    """JSON lines under <directory>/messages/: a metadata message per table version, a data
+    message per change."""
+
+    enabled: bool = False
+    server: str = ""
+    """lineage.server of the metadata messages; empty: this machine's host name."""
+    task: str = "publisher"
+    """lineage.task of the metadata messages."""
+    external_schema_id: bool = False
+    """Put the table version's schemaId into every data message's headers."""
+    trail_header: bool = False
+    """Give every data message the trail-style record header (trailHeader)."""
+    broker: str = ""
+    """Also send every message to this NATS server's JetStream (nats://host:4222), before the
+    cycle acknowledges; empty: files only."""
+    broker_subject: str = "publisher"
+    """Subject prefix: <prefix>.metadata.<schema>.<table> and <prefix>.data.<schema>.<table>."""
+    broker_stream: str = "PUBLISHER"
+    """The JetStream stream that stores them; created for <prefix>.> when missing."""
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    directory: str = "out"
+    change_tables: ChangeTablesConfig = field(default_factory=ChangeTablesConfig)
+    messages: MessagesConfig = field(default_factory=MessagesConfig)
+
+    @property
+    def publishes_changes(self) -> bool:
+        """True when a format beside XDS needs the cycle's changes."""
+        return self.change_tables.enabled or self.messages.enabled
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    master: str = "local[*]"
+    read_partitions: int = 0
+    """Partitions of the event log read; 0 = Spark's default parallelism."""
+    small_cycle_events: int = 20000
+    """A cycle of at most this many events runs in the driver alone, without a Spark job (same
+    rules, a fraction of the latency); 0 = every cycle runs on Spark."""
+    conf: Mapping[str, str] = field(default_factory=dict)
+    """Extra Spark settings, e.g. {"spark.driver.memory" = "4g"}."""
+
+
+OPERATIONS = ("insert", "update", "delete", "change")
+"""What a subscription may track (seed 002's RDB$INSERT, RDB$UPDATE, RDB$DELETE, RDB$CHANGE)."""
+
+
+@dataclass(frozen=True)
+class SubscriptionConfig:
+    """What a subscription tracks: which tables, which of their columns, which kinds of change."""
+
+    tables: tuple[str, ...] = ()
+    columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per table, the columns tracked (the key columns always are); a table not named: all."""
+    operations: tuple[str, ...] = ("change",)
+    """insert, update, delete, or change (any of them)."""
+
+
+@dataclass(frozen=True)
+class SubscriberFormats:
+    change_tables: ChangeTablesConfig = field(default_factory=ChangeTablesConfig)
+    messages: MessagesConfig = field(default_factory=MessagesConfig)
+
+
+@dataclass(frozen=True)
+class SubscriberConfig:
+    """Who reads a subscription, and where its documents, rejects and formats go."""
+
+    subscription: str = ""
+    output: str = ""
+    formats: SubscriberFormats = field(default_factory=SubscriberFormats)
+
+    def output_config(self) -> OutputConfig:
+        return OutputConfig(self.output, self.formats.change_tables, self.formats.messages)
+
+
+@dataclass(frozen=True)
+class ClassConfig:
+    """A logical database class (README, "Logical classes"): the parent table or view the class
+    is named after, plus child tables whose rows are the values of multi-valued attributes."""
+
+    multi_valued: Mapping[str, str] = field(default_factory=dict)
+    """Attribute → "child_table.value_column"; the child's other key columns hold the parent's key."""
+    references: Mapping[str, str] = field(default_factory=dict)
+    """Attribute (a parent column or a multi-valued attribute) → the published class whose keys
+    its values are: published as association-refs."""
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """Prometheus metrics served over HTTP by `publisher run` (README, "Metrics")."""
+
+    port: int = 0
+    """The port of http://ADDRESS:PORT/metrics; 0 = no metrics served."""
+    address: str = "127.0.0.1"
+    """The address to listen on; "0.0.0.0" for every interface (the metrics name tables and users)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    database: DatabaseConfig = field(default_factory=DatabaseConfig)
+    event_log: EventLogConfig = field(default_factory=EventLogConfig)
+    publisher: PublisherSettings = field(default_factory=PublisherSettings)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    subscriptions: Mapping[str, SubscriptionConfig] = field(default_factory=dict)
+    subscribers: Mapping[str, SubscriberConfig] = field(default_factory=dict)
+    classes: Mapping[str, ClassConfig] = field(default_factory=dict)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+
+    def subscriber(self, name: str) -> SubscriberConfig:
+        """The [subscribers.NAME] a command names."""
+        found = self.subscribers.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.subscribers)) or "none is configured"
+            raise ConfigError(f"--subscriber {name}: no [subscribers.{name}] in the configuration ({known})")
+        return found
+
+
+def child_column(spec: str) -> tuple[str, str]:
+    """(child table, value column) of a multi_valued entry "child_table.value_column"; the last
+    dot separates them."""
+    table, dot, column = spec.rpartition(".")
+    if not dot or not table.strip() or not column.strip():
+        raise ValueError(f"expected \"child_table.value_column\", got {spec!r}")
+    return table, column

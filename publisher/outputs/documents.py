@@ -1,0 +1,134 @@
+"""A cycle's XDS documents, written from the driver (a small cycle) or from the executors (a
+large one, renamed into publication order by the driver).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from publisher.failpoints import reached
+from publisher.model.arrow import arrow_schema_of
+from publisher.model.operation import OperationKind
+from publisher.model.xds import DANGLING_REFERENCE, build_document, operation_kinds
+from publisher.outputs.cycle_files import document_name
+from publisher.outputs.durable import fsync_directory, sync_file_system
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+
+@dataclass(frozen=True)
+class DocumentWritten:
+    name: str
+    operations: int
+    bytes: int
+    dangling: int = 0
+    """References published without association-ref: the object they name does not exist."""
+    kinds: Mapping[str, int] = field(default_factory=dict)
+    """Operations by kind (add, modify, delete)."""
+
+
+def write_documents(
+    operations: Sequence[bytes], directory: Path, cycle: int, batch_size: int
+) -> list[DocumentWritten]:
+    """Write a small cycle's serialised operations, in publication order, from the driver: cut
+    into documents of `batch_size`, written to temporary names, flushed to disk together, renamed."""
+    staged = []
+    for index, start in enumerate(range(0, len(operations), batch_size)):
+        xml = operations[start : start + batch_size]
+        data = build_document(xml)
+        path = directory / document_name(cycle, index)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        staged.append((tmp, path, DocumentWritten(path.name, len(xml), len(data), data.count(DANGLING_REFERENCE),
+                                                  operation_kinds(data))))
+    if not staged:
+        return []
+    sync_file_system(directory)
+    for index, (tmp, path, _) in enumerate(staged):
+        os.replace(tmp, path)
+        if index == 0:
+            reached("write")
+    fsync_directory(directory)
+    return [written for _, _, written in staged]
+
+
+STAGED_KINDS = {kind.value: f"{kind.value}_operations" for kind in OperationKind}
+"""The staged-piece columns of the operations by kind."""
+
+
+STAGED_SCHEMA = "part int, piece int, operations int, bytes long, dangling long, " + ", ".join(
+    f"{column} long" for column in STAGED_KINDS.values()
+)
+
+
+def staged_name(cycle: int, part: int, piece: int) -> str:
+    return f".{cycle:012d}-{part:05d}-{piece:07d}.staged"
+
+
+def write_documents_distributed(
+    operations: DataFrame, directory: Path, cycle: int, batch_size: int
+) -> list[DocumentWritten]:
+    """Write a large cycle's operations (op_time, event_id, xml) from the executors.
+
+    A range-partitioned sort puts partition i's operations before partition i+1's; each
+    executor cuts its partition into documents of at most `batch_size` and writes them, fsynced,
+    under staged names. The driver then renames them into numbered names in partition order,
+    so names keep publication order and no operation passes through the driver. Staged files
+    are flushed to disk before the driver sees them, and the directory after the renames.
+    """
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+
+    target = str(directory)
+    staged_schema = arrow_schema_of(STAGED_SCHEMA)
+
+    def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pieces: list[dict[str, int]] = []
+        pending: list[bytes] = []
+        part = -1
+
+        def flush() -> None:
+            data = build_document(pending)
+            name = staged_name(cycle, part, len(pieces))
+            with open(Path(target) / name, "wb") as handle:
+                handle.write(data)
+            pieces.append({"part": part, "piece": len(pieces), "operations": len(pending), "bytes": len(data),
+                           "dangling": data.count(DANGLING_REFERENCE),
+                           **{STAGED_KINDS[kind]: n for kind, n in operation_kinds(data).items()}})
+            pending.clear()
+
+        for batch in batches:
+            if batch.num_rows:
+                part = batch.column("part")[0].as_py()
+            for xml in batch.column("xml").to_pylist():
+                pending.append(xml)
+                if len(pending) == batch_size:
+                    flush()
+        if pending:
+            flush()
+        if pieces:
+            sync_file_system(Path(target))
+            yield pa.RecordBatch.from_pylist(pieces, schema=staged_schema)
+
+    staged = (
+        operations.orderBy("op_time", "event_id")
+        .select(F.spark_partition_id().alias("part"), "xml")
+        .mapInArrow(write_partition, STAGED_SCHEMA)
+        .collect()
+    )
+    written = []
+    for index, piece in enumerate(sorted(staged, key=lambda r: (r["part"], r["piece"]))):
+        name = document_name(cycle, index)
+        os.replace(directory / staged_name(cycle, piece["part"], piece["piece"]), directory / name)
+        if index == 0:
+            reached("write")
+        kinds = {kind: piece[column] for kind, column in STAGED_KINDS.items()}
+        written.append(DocumentWritten(name, piece["operations"], piece["bytes"], piece["dangling"], kinds))
+    fsync_directory(directory)
+    return written
