@@ -5,7 +5,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from publisher.config import Config, ConfigError
-from publisher.dialects import UnknownDialectError, dialect_of
+from publisher.dialects import Dialect, UnknownDialectError, dialect_of
 
 LOCK_WAIT_SECONDS = 30
 """How long a connection waits on a locked database before failing, where the driver asks."""
@@ -19,17 +19,19 @@ def connect(config: Config) -> Engine:
     """An engine for the configured URL; SQLite waits on a locked file instead of failing at once.
 
     A URL scheme SQLAlchemy does not know is a ConfigError; a known one whose driver is not
-    installed is a MissingDriverError: both name database.url, in one line."""
+    installed is a MissingDriverError; a database the publisher does not speak is a ConfigError
+    too: each names database.url, in one line."""
     from sqlalchemy.exc import NoSuchModuleError
 
     url = make_url(config.database.sqlalchemy_url())
     shown = config.database.display_url()
     try:
-        dialect = dialect_of(url.get_backend_name())
+        dialect: Dialect | None = dialect_of(url.get_backend_name())
     except UnknownDialectError as exc:
-        raise ConfigError(f"database.url: {shown!r}: {exc}") from None
+        dialect, unknown = None, exc
+    connect_args = dialect.connect_args(LOCK_WAIT_SECONDS) if dialect is not None else {}
     try:
-        return create_engine(url, pool_pre_ping=True, connect_args=dialect.connect_args(LOCK_WAIT_SECONDS))
+        engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except NoSuchModuleError:
         raise ConfigError(
             f"database.url: {shown!r}: {url.drivername!r} is not a database or driver SQLAlchemy knows "
@@ -40,6 +42,10 @@ def connect(config: Config) -> Engine:
             f"database.url: {shown!r} needs the Python module {exc.name or str(exc)!r} "
             f"(driver {url.get_backend_name()}+{url.get_driver_name()}), which is not installed here"
         ) from None
+    if dialect is None:
+        engine.dispose()
+        raise ConfigError(f"database.url: {shown!r}: {unknown}")
+    return engine
 
 
 def table_schema(config: Config, engine: Engine) -> str | None:

@@ -11,9 +11,10 @@ from lxml import etree
 from sqlalchemy import create_engine, text
 
 from publisher.bench.capture import CaptureOptions, format_capture_report, run_capture_bench
-from publisher.bench.run import BenchOptions, format_report, run_benchmark
+from publisher.bench.mix import Backlog
+from publisher.bench.report import format_report
+from publisher.bench.run import BenchOptions, run_benchmark
 from publisher.bench.snapshot import SnapshotOptions, format_snapshot_report, run_snapshot_bench
-from publisher.bench.workload import Backlog
 from publisher.cli import main
 from publisher.config import DatabaseConfig
 

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.catalog import ColumnInfo, TableInfo
 from publisher.model.values import ValueType
-from publisher.pipeline import stages
+from publisher.pipeline import resolve
 from publisher.pipeline.objects import PUBLISHABLE_FIELDS, ObjectsContext, StatusNote, publish_objects, publish_read
 from publisher.pipeline.queryback import QueryBackContext
+from publisher.pipeline.timing import StepTimer
 from publisher.rules.classify_batch import CLASSIFIED_SCHEMA
 from publisher.rules.columnar import query_back_operations, simple_operations, split_by_query_back
 from publisher.rules.operations import OperationContext, PublishedOperation
@@ -130,10 +131,10 @@ def test_resolving_in_chunks_keeps_each_object_whole(rows: list[dict[str, Any]],
     ctx = context()
     table = by_object(rows)
     expected = sorted((op.event_id, op.xml) for op in publish_objects(table.to_pylist(), ctx))  # type: ignore[union-attr]
-    with patch.object(stages, "RESOLVE_CHUNK_ROWS", chunk_rows):
+    with patch.object(resolve, "RESOLVE_CHUNK_ROWS", chunk_rows):
         resolved = pa.Table.from_batches(
-            list(stages.resolve_batches(table.to_batches(max_chunksize=batch_rows), ctx, {})),
-            schema=arrow_schema_of(stages.RESOLVED_SCHEMA),
+            list(resolve.resolve_batches(table.to_batches(max_chunksize=batch_rows), ctx, StepTimer())),
+            schema=arrow_schema_of(resolve.RESOLVED_SCHEMA),
         )
     assert sorted(zip(resolved["event_id"].to_pylist(), resolved["xml"].to_pylist(), strict=True)) == expected
 
@@ -177,14 +178,14 @@ def test_query_back_objects_as_columns_equal_the_per_object_rules(
     ctx = context(insert_row_operation)
     table = by_object(rows)
     current = data.draw(current_rows(rows))
-    expected = _outcomes(publish_read(table.to_pylist(), current, ctx, {}))
+    expected = _outcomes(publish_read(table.to_pylist(), current, ctx, StepTimer()))
     made = query_back_operations(table, current, ctx.operations)
     assert made is not None
     troubled = {obj for obj, row in current.items() if row.problems}
     assert {(r["class_name"], r["canonical_key"]) for r in made.unresolved.to_pylist()} == {
         (r["class_name"], r["canonical_key"]) for r in rows if (r["class_name"], r["canonical_key"]) in troubled
     }
-    left_operations, left_notes = _outcomes(publish_read(made.unresolved.to_pylist(), current, ctx, {}))
+    left_operations, left_notes = _outcomes(publish_read(made.unresolved.to_pylist(), current, ctx, StepTimer()))
     operations = {(op["event_id"], op["op_time"], op["xml"]) for op in made.operations.to_pylist()}
     notes = {(record_id, "W", VANISHED_REASON) for record_id in made.vanished.to_pylist()}
     assert operations | left_operations == expected[0]

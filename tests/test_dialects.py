@@ -82,9 +82,14 @@ def test_mysql_and_mariadb_are_one_family():
     assert dialect_of("mysql") is dialect_of("mariadb")
 
 
-def test_a_database_the_publisher_does_not_speak_fails_at_start():
+def test_a_database_the_publisher_does_not_speak_fails_at_start(tmp_path):
+    """A database SQLAlchemy can open (here a name registered for SQLite's own driver) but the
+    publisher does not speak is refused when connecting, before anything runs, naming the URL."""
+    from sqlalchemy.dialects import registry
+
     with pytest.raises(UnknownDialectError, match="does not speak 'oracle'"):
         dialect_of("oracle")
-    config = Config(database=DatabaseConfig(url="oracle://scott@db.example/orcl"))
-    with pytest.raises(ConfigError, match=r"database\.url: .*does not speak 'oracle': it speaks mariadb, mysql"):
+    registry.register("elsewhere", "sqlalchemy.dialects.sqlite.pysqlite", "SQLiteDialect_pysqlite")
+    config = Config(database=DatabaseConfig(url=f"elsewhere:///{tmp_path / 'x.db'}"))
+    with pytest.raises(ConfigError, match=r"database\.url: .*does not speak 'elsewhere': it speaks mariadb, mysql"):
         connect(config)

@@ -21,9 +21,10 @@ from sqlalchemy import text
 from publisher.capture.install import triggered_tables
 from publisher.config import EVENT_LOG_COLUMNS
 from publisher.model.arrow import arrow_schema_of, rows_batch
+from publisher.model.canonical import canonical_key
 from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
 from publisher.model.events import EVENT_FIELDS, EVENT_SCHEMA, UNREADABLE
-from publisher.model.keys import KeyKind, canonical_key
+from publisher.model.keys import KeyKind
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType, xml_problem
 from publisher.model.xds import build_operation

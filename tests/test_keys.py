@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from publisher.model import keys as keys_module
+from publisher.model import canonical as canonical_module
+from publisher.model.canonical import canonical_key, canonical_key_of, canonical_value, key_values
 from publisher.model.keys import (
     KeyColumnError,
     KeyKind,
@@ -21,11 +22,7 @@ from publisher.model.keys import (
     KeySyntaxError,
     _parse,
     _parse_with_grammar,
-    canonical_key,
-    canonical_key_of,
-    canonical_value,
     format_key,
-    key_values,
     parse_key,
 )
 
@@ -466,8 +463,8 @@ def _assert_shortcuts_agree_with_parsing(text: str, columns: list[tuple[str, Key
     """canonical_key and key_values take a shortcut for a key that looks canonical; the cached
     cores, which never do, are the oracle."""
     cores = tuple(columns)
-    assert _outcome(lambda: canonical_key(text, columns)) == _outcome(lambda: keys_module._canonical(text, cores))
-    assert _outcome(lambda: key_values(text, columns)) == _outcome(lambda: keys_module._typed(text, cores))
+    assert _outcome(lambda: canonical_key(text, columns)) == _outcome(lambda: canonical_module._canonical(text, cores))
+    assert _outcome(lambda: key_values(text, columns)) == _outcome(lambda: canonical_module._typed(text, cores))
 
 
 def _assert_row_key_agrees_with_parsing(values: list[str], columns: list[tuple[str, KeyKind]]) -> None:

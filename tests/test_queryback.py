@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from publisher.config import DatabaseConfig
+from publisher.model.canonical import canonical_key_of
 from publisher.model.catalog import PublishedTables, reflect_catalog
-from publisher.model.keys import KeyKind, canonical_key_of
+from publisher.model.keys import KeyKind
 from publisher.pipeline.queryback import CurrentRows, QueryBackContext
 
 KEY_TEXTS = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)

@@ -18,8 +18,10 @@ class BenchUnavailableError(RuntimeError):
 
 
 def run(args: argparse.Namespace) -> int:
-    from publisher.bench.run import BenchOptions, format_report, run_benchmark
-    from publisher.bench.workload import Backlog, Dialect, WorkloadError
+    from publisher.bench.mix import Backlog, WorkloadError
+    from publisher.bench.report import format_report
+    from publisher.bench.run import BenchOptions, run_benchmark
+    from publisher.bench.writers import Dialect
 
     if args.capture and args.snapshot:
         raise BenchArgumentError("bench: --capture and --snapshot measure different things; choose one")
@@ -66,8 +68,8 @@ def _bench_capture(args: argparse.Namespace) -> int:
 
 
 def _bench_snapshot(args: argparse.Namespace) -> int:
+    from publisher.bench.mix import WorkloadError
     from publisher.bench.snapshot import SnapshotOptions, format_snapshot_report, run_snapshot_bench
-    from publisher.bench.workload import WorkloadError
 
     scheme = (args.url or "postgresql").split(":", 1)[0].split("+", 1)[0]
     if args.database not in (None, "postgresql") or scheme not in ("postgresql", "postgres"):

@@ -18,15 +18,15 @@ from sqlalchemy import Column, Connection, Engine, MetaData, Table, and_, bindpa
 from publisher.capture.install import published_tables
 from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import association_schema, publisher_user, table_schema
+from publisher.model.canonical import key_values
 from publisher.model.catalog import Catalog, TableInfo, reflect_catalog
 from publisher.model.events import ROW_QUERY_BACK, UNREADABLE, EventType, Status
-from publisher.model.keys import key_values
 from publisher.model.operation import Operation, association
 from publisher.model.values import BadValueError, encode_current
 from publisher.model.xds import build_document, build_operation
 from publisher.outputs.cycle_files import document_name
 from publisher.outputs.durable import write_atomically
-from publisher.pipeline.window import event_log_table
+from publisher.pipeline.event_log import event_log_table
 from publisher.rules.classify import ClassifyContext, Disposition, classify_event
 from publisher.rules.operations import attr_changes, operation_kind
 

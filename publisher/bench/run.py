@@ -9,45 +9,30 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import resource
-import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine, func, select
 
 from publisher.bench.floor import Floor, measure_floor
-from publisher.bench.processes import descendants
+from publisher.bench.mix import MIN_EVENTS, MIN_ROWS, Backlog
 from publisher.bench.reference import ReferenceResult, run_reference
-from publisher.bench.workload import (
-    DEFAULT_POSTGRES_URL,
-    DEFAULT_SCHEMA,
-    MIN_EVENTS,
-    MIN_ROWS,
-    Backlog,
-    Dialect,
-    Workload,
-    change_rows,
-    discard,
-    generate,
-)
+from publisher.bench.sampling import Latency, Memory, ProcessSampler
+from publisher.bench.workload import DEFAULT_POSTGRES_URL, Workload, change_rows, discard, generate
+from publisher.bench.writers import DEFAULT_SCHEMA, Dialect
 from publisher.config import Config, SparkConfig
 from publisher.database import connect, table_schema
 from publisher.model.events import Status
 from publisher.pipeline.cycle import CycleResult, run_cycle
-from publisher.pipeline.window import event_log_table
+from publisher.pipeline.event_log import event_log_table
 
 log = logging.getLogger("publisher")
-
-SAMPLE_SECONDS = 0.2
 
 
 class BenchError(RuntimeError):
@@ -148,126 +133,6 @@ class DrainResult:
             "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
             "cycle_seconds": [round(s, 3) for s in self.cycle_seconds],
         }
-
-
-@dataclass
-class Latency:
-    """Small polls on a warm session: the time from a change's commit to its documents and statuses."""
-
-    events_per_cycle: int
-    to_documents: list[float] = field(default_factory=list)
-    to_acknowledged: list[float] = field(default_factory=list)
-    events_seen: list[int] = field(default_factory=list)
-    stage_seconds: dict[str, float] = field(default_factory=dict)
-    """Summed over the cycles, like the drain's."""
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "cycles": len(self.to_acknowledged),
-            "events_per_cycle": self.events_per_cycle,
-            "events_seen": sum(self.events_seen),
-            "to_documents": _spread(self.to_documents),
-            "to_acknowledged": _spread(self.to_acknowledged),
-            "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
-        }
-
-
-def _spread(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"median": None, "p95": None}
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, max(0, -(-95 * len(ordered) // 100) - 1))]
-    return {"median": round(statistics.median(ordered), 4), "p95": round(p95, 4)}
-
-
-@dataclass
-class Memory:
-    """Peak resident sizes in bytes; None where /proc could not say."""
-
-    driver: int = 0
-    jvm: int | None = None
-    python_worker: int | None = None
-    """The largest Python worker seen."""
-    python_workers_seen: int = 0
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "driver_bytes": self.driver,
-            "jvm_bytes": self.jvm,
-            "python_worker_bytes": self.python_worker,
-            "python_workers_seen": self.python_workers_seen,
-        }
-
-
-class ProcessSampler:
-    """Samples VmHWM of this process's descendants in /proc: the JVM and Spark's Python workers.
-
-    VmHWM is each process's own peak, so a sample between two peaks loses nothing of a process
-    that lives on; Spark reuses its Python workers, so most of them do.
-    """
-
-    def __init__(self, interval: float = SAMPLE_SECONDS, roots: list[int] | None = None) -> None:
-        self.interval = interval
-        self.roots = roots or [os.getpid()]
-        self.peaks: dict[int, tuple[str, int]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-memory", daemon=True)
-
-    def __enter__(self) -> ProcessSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sample()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sample()
-
-    def sample(self) -> None:
-        for pid in {p for root in self.roots for p in descendants(root)}:
-            kind = _kind(pid)
-            peak = _status_kib(pid, "VmHWM")
-            if kind is None or peak is None:
-                continue
-            previous = self.peaks.get(pid, (kind, 0))[1]
-            self.peaks[pid] = (kind, max(previous, peak * 1024))
-
-    def memory(self) -> Memory:
-        jvm = [peak for kind, peak in self.peaks.values() if kind == "jvm"]
-        workers = [peak for kind, peak in self.peaks.values() if kind == "python"]
-        return Memory(
-            driver=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            jvm=max(jvm) if jvm else None,
-            python_worker=max(workers) if workers else None,
-            python_workers_seen=len(workers),
-        )
-
-
-def _kind(pid: int) -> str | None:
-    try:
-        name = Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return None
-    if name == "java":
-        return "jvm"
-    if name.startswith("python"):
-        return "python"
-    return None
-
-
-def _status_kib(pid: int, key: str) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
 
 
 @dataclass
@@ -510,109 +375,3 @@ def count_new(config: Config, engine: Engine) -> int:
     status = table.c[config.event_log.columns.status]
     with engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(table).where(status == Status.NEW.value)).scalar_one())
-
-
-def format_count(n: float) -> str:
-    return f"{n:,.0f}"
-
-
-def format_seconds(s: float | None) -> str:
-    if s is None:
-        return "-"
-    return f"{s:.3f} s" if s < 10 else f"{s:,.1f} s"
-
-
-def format_size(n: int | None) -> str:
-    if n is None:
-        return "-"
-    return f"{n / 2**20:,.1f} MiB"
-
-
-def format_report(report: BenchReport) -> str:
-    """The report as a plain-text table, one measurement per line."""
-    o, w, f, r, d, lat = report.options, report.workload, report.floor, report.reference, report.drain, report.latency
-    lines: list[tuple[str, str]] = []
-
-    def section(title: str) -> None:
-        lines.append(("", ""))
-        lines.append((title, ""))
-
-    def row(name: str, value: str) -> None:
-        lines.append(("  " + name, value))
-
-    lines.append((
-        f"publisher bench: {o.database}, {format_count(o.rows)} rows, {format_count(w.events)} events, "
-        f"query_limit {format_count(o.query_limit)}, master {o.master}",
-        "",
-    ))
-    section("workload (real triggers)")
-    row("generated", f"{format_count(w.events)} events in {format_seconds(w.generate_seconds)} "
-        f"({format_count(w.events / w.generate_seconds if w.generate_seconds else 0)} events/s)")
-    row("tables loaded", f"{format_count(w.rows)} rows in {format_seconds(w.load_seconds)}")
-    row("backlog", w.backlog.value)
-    row("by event type", "  ".join(f"{t}: {format_count(n)}" for t, n in w.by_type.items()))
-    row("loopback / malformed", f"{format_count(w.loopback)} / {format_count(w.plan.malformed)}")
-    section(f"floor ({o.database} itself)")
-    row("read every new row", f"{format_seconds(f.read_seconds)} ({format_count(f.rows)} rows"
-        + (f", {format_size(f.bytes_read)})" if f.bytes_read is not None else ")"))
-    row("mark them all", f"{format_seconds(f.mark_seconds)} ({format_count(f.marked)} rows, one UPDATE, rolled back)")
-    section(f"reference (one event at a time, measured on the first {format_count(r.events)} events)")
-    row("events/s", format_count(r.events_per_second))
-    row("documents / bytes", f"{format_count(r.documents)} / {format_size(r.bytes_written)}")
-    if report.reference_extrapolated_seconds is not None:
-        row("extrapolated",
-            f"{format_seconds(report.reference_extrapolated_seconds)} for {format_count(w.events)} events")
-    section(f"publisher (drain, {d.cycles} cycles: {d.distributed_cycles} as Spark jobs, "
-            f"{d.cycles - d.distributed_cycles} in the driver alone)")
-    if report.spark_seconds is not None:
-        row("SparkSession start", format_seconds(report.spark_seconds))
-    if o.warm_up:
-        row("warm-up (tiny backlog)", format_seconds(report.warm_up_seconds))
-    row("events", f"{format_count(d.events)}  ("
-        + "  ".join(f"{s} {format_count(n)}" for s, n in sorted(d.statuses.items())) + ")")
-    row("wall time", format_seconds(d.seconds))
-    row("events/s end to end", format_count(d.events_per_second))
-    row("operations / documents", f"{format_count(d.operations)} / {format_count(d.documents)}")
-    row("bytes written", format_size(d.bytes_written))
-    if d.change_rows or d.messages:
-        row("change-table rows / messages", f"{format_count(d.change_rows)} / {format_count(d.messages)}")
-    staged = 0.0
-    for stage, spent in d.stage_seconds.items():
-        if "." in stage:
-            row(f"  {stage.split('.', 1)[1]}", format_seconds(spent) + " (summed over the tasks)")
-            continue
-        staged += spent
-        share = f" ({spent / d.seconds:.0%})" if d.seconds else ""
-        row(f"stage {stage}", format_seconds(spent) + share)
-    row("outside the stages", format_seconds(max(0.0, d.seconds - staged)))
-    for number, sub in enumerate(report.subscribers, start=1):
-        section(f"subscriber bench-{number} (one check-out of the backlog in {sub.cycles} windows, before the drain)")
-        row("events", f"{format_count(sub.events)}  (" + "  ".join(
-            f"{s} {format_count(n)}" for s, n in sorted(sub.statuses.items())) + ", none written)")
-        row("wall time", format_seconds(sub.seconds))
-        row("events/s end to end", format_count(sub.events_per_second))
-        row("time / status mode's time", f"{sub.seconds / d.seconds:,.2f}x" if d.seconds else "-")
-        row("time / floor time", f"{sub.seconds / f.seconds:,.1f}x" if f.seconds else "-")
-        row("stages", "  ".join(f"{stage} {format_seconds(spent)}" for stage, spent in sub.stage_seconds.items()
-                                if "." not in stage))
-    section("memory (peak RSS)")
-    row("driver (Python)", format_size(report.memory.driver))
-    row("JVM", format_size(report.memory.jvm))
-    row("Python worker (largest)", f"{format_size(report.memory.python_worker)} "
-        f"({report.memory.python_workers_seen} seen)")
-    section("ratios")
-    row("publisher time / floor time", f"{report.floor_ratio:,.1f}x")
-    row("publisher speed / reference speed", f"{report.reference_speedup:,.1f}x")
-    section(f"small-poll latency ({len(lat.to_acknowledged)} cycles of {lat.events_per_cycle} events, warm session)")
-    for name, values in (("commit -> documents on disk", lat.to_documents),
-                         ("commit -> statuses written", lat.to_acknowledged)):
-        spread = _spread(values)
-        row(name, f"median {format_seconds(spread['median'])}  p95 {format_seconds(spread['p95'])}")
-    cycles = max(1, len(lat.to_acknowledged))
-    row("per cycle, by stage", "  ".join(
-        f"{stage} {spent / cycles * 1000:.1f}" for stage, spent in lat.stage_seconds.items() if "." not in stage
-    ) + " (ms)")
-    lines.append(("", ""))
-    lines.append(("new rows left in the event log", format_count(report.left_new)))
-    width = max(len(name) for name, value in lines if value) + 2
-    return "\n".join(f"{name:<{width}}{value}".rstrip() if value else name for name, value in lines)

@@ -17,20 +17,9 @@ from pyspark.sql import SparkSession
 from sqlalchemy import Engine
 
 from publisher.bench.floor import copy_out
-from publisher.bench.run import (
-    BenchOptions,
-    DrainResult,
-    Memory,
-    ProcessSampler,
-    count_new,
-    drain,
-    format_count,
-    format_seconds,
-    format_size,
-    start_spark,
-    warm_up,
-    work_directory,
-)
+from publisher.bench.report import format_count, format_seconds, format_size
+from publisher.bench.run import BenchOptions, DrainResult, count_new, drain, start_spark, warm_up, work_directory
+from publisher.bench.sampling import Memory, ProcessSampler
 from publisher.bench.workload import DEFAULT_POSTGRES_URL, bench_config, load_usr
 from publisher.capture.install import install_capture
 from publisher.config import Config

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Engine
 from publisher.capture.tables import Column, Event, Style, Table
 from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import table_schema
-from publisher.model.catalog import type_name
+from publisher.model.column_types import type_name
 from publisher.model.events import EventType
 from publisher.model.valuetext import value_text_sql
 

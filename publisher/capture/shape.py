@@ -40,7 +40,7 @@ from sqlalchemy.sql.expression import ClauseElement, ColumnElement
 from publisher.capture.tables import CaptureError, Style, Table, captured, resolve
 from publisher.config import Config
 from publisher.database import table_schema
-from publisher.model.catalog import type_name
+from publisher.model.column_types import type_name
 
 CAPTURE_TABLE_SUFFIX = "_capture"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,16 @@ EVENT_LOG_COLUMNS = (
     "new_value",
 )
 """The fixed order of the event log's columns; their names are configurable."""
+
+
+class InsertRowOperation(enum.StrEnum):
+    """What an insert's row query-back (type 5) publishes."""
+
+    MODIFY = "modify"
+    """The vendor's <modify> that removes every value and adds the row's own: creates an object
+    the consumer lacks and replaces one it holds."""
+    ADD = "add"
+    """An <add> of the current row, which a consumer refuses for an object it holds."""
 
 
 class ConfigError(ValueError):
@@ -136,7 +147,7 @@ class PublisherSettings:
     post_polling_statements: tuple[str, ...] = ()
     heartbeat_interval: float = 0.0
     """Minutes of idleness after which a heartbeat document is published; 0 = off."""
-    insert_row_operation: Literal["modify", "add"] = "modify"
+    insert_row_operation: InsertRowOperation = InsertRowOperation.MODIFY
     """What a type-5 event publishes: the vendor's <modify>, or an <add> of the current row."""
     tables: tuple[str, ...] = ()
     """Tables and views that may be published (query-back touches nothing else); empty: the

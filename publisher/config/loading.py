@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import enum
 import os
 import re
 import tomllib
@@ -132,6 +133,11 @@ def _coerce(hint: Any, value: Any, key: str) -> Any:
             return None
         (inner,) = [a for a in args if a is not type(None)]
         return _coerce(inner, value, key)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        choices = tuple(member.value for member in hint)
+        if value not in choices:
+            raise ConfigError(f"{key}: expected one of {', '.join(map(repr, choices))}, got {_show(value)}")
+        return hint(value)
     if origin is Literal:
         if value not in args:
             raise ConfigError(f"{key}: expected one of {', '.join(map(repr, args))}, got {_show(value)}")

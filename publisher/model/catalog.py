@@ -16,6 +16,7 @@ from sqlalchemy.exc import NoSuchTableError
 
 from publisher.config import ClassConfig
 from publisher.dialects import dialect_of
+from publisher.model.column_types import IN_ARRAYS, int_attribute, key_kind_of, type_name
 from publisher.model.keys import KeyKind, writable_key_column
 from publisher.model.logical import ChildLink, LogicalClassError, child_links, class_config
 from publisher.model.values import ValueType, shown, value_type_of, xml_problem
@@ -353,62 +354,15 @@ def _reflect_table(inspector, dialect: str, schema: str | None, name: str, is_vi
             c["name"] in keys,
             ordinal=ordinal,
             sql_type=type_name(c["type"]),
-            length=_int_attribute(c["type"], "length"),
-            precision=_int_attribute(c["type"], "precision"),
-            scale=_int_attribute(c["type"], "scale"),
+            length=int_attribute(c["type"], "length"),
+            precision=int_attribute(c["type"], "precision"),
+            scale=int_attribute(c["type"], "scale"),
             key_position=key_rank[c["name"]] + 1 if c["name"] in keys else 0,
             key_kind=key_kind_of(c["type"], dialect),
             matched_as_text=as_given and isinstance(c["type"], (sqltypes.Numeric, sqltypes.Float)),
-            in_arrays=isinstance(c["type"], _IN_ARRAYS),
+            in_arrays=isinstance(c["type"], IN_ARRAYS),
         )
         for ordinal, c in enumerate(columns, start=1)
     ]
     infos.sort(key=lambda c: (0, key_rank[c.name]) if c.is_key else (1, 0))
     return TableInfo(name, tuple(infos), is_view)
-
-
-def key_kind_of(sql_type: sqltypes.TypeEngine[Any], dialect: str) -> KeyKind:
-    """The key kind of a column type. SQLite stores what it is given, so its triggers and its
-    rows read back spell a value alike: only integers are spelled by kind there."""
-    if isinstance(sql_type, sqltypes.TypeDecorator):
-        sql_type = sql_type.impl_instance
-    if isinstance(sql_type, sqltypes.Integer):
-        return KeyKind.INTEGER
-    if dialect_of(dialect).dynamic_typing:
-        return KeyKind.TEXT
-    for types, kind in _KEY_KINDS:
-        if isinstance(sql_type, types):
-            if kind is KeyKind.TIMESTAMP and getattr(sql_type, "timezone", False):
-                return KeyKind.TIMESTAMP_TZ
-            return kind
-    return KeyKind.TEXT
-
-
-_KEY_KINDS: tuple[tuple[type | tuple[type, ...], KeyKind], ...] = (
-    (sqltypes.Boolean, KeyKind.BOOLEAN),
-    (sqltypes.DateTime, KeyKind.TIMESTAMP),
-    (sqltypes.Date, KeyKind.DATE),
-    (sqltypes.Uuid, KeyKind.UUID),
-    (sqltypes.Float, KeyKind.FLOAT),
-    (sqltypes.Numeric, KeyKind.NUMERIC),
-    (sqltypes._Binary, KeyKind.BINARY),
-    ((sqltypes.CHAR, sqltypes.NCHAR), KeyKind.FIXED_CHAR),
-)
-"""First match wins."""
-
-
-_IN_ARRAYS = (sqltypes.Integer, sqltypes.String, sqltypes.Numeric, sqltypes.DateTime, sqltypes.Date, sqltypes.Uuid,
-              sqltypes.Boolean)
-
-
-def type_name(sql_type: object) -> str:
-    """The type as SQLAlchemy names it, or its class's name where the dialect cannot render it."""
-    try:
-        return str(sql_type)
-    except Exception:  # noqa: BLE001 - a type some dialect cannot render still gets a name
-        return type(sql_type).__name__.upper()
-
-
-def _int_attribute(sql_type: object, name: str) -> int | None:
-    value = getattr(sql_type, name, None)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

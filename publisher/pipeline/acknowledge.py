@@ -36,8 +36,8 @@ from publisher.errors import TransientError
 from publisher.failpoints import reached
 from publisher.model.events import Status
 from publisher.model.runs import IdRun, StatusRun
+from publisher.pipeline.event_log import event_log_table
 from publisher.pipeline.retention import delete_purgeable
-from publisher.pipeline.window import event_log_table
 
 RANGES_PER_STATEMENT = 500
 IDS_PER_STATEMENT = 1000

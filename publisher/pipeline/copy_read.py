@@ -20,15 +20,9 @@ from publisher.dialects import dialect_of
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import EVENT_SCHEMA, UNREADABLE
 from publisher.model.values import shown
-from publisher.pipeline.window import (
-    CycleWindow,
-    event_log_table_of,
-    oversized_reason,
-    role_columns,
-    row_bytes,
-    window_predicate,
-    within_limit,
-)
+from publisher.pipeline.event_log import event_log_table_of, role_columns
+from publisher.pipeline.row_limit import oversized_reason, row_bytes, within_limit
+from publisher.pipeline.window import CycleWindow, window_predicate
 
 BLOCK_BYTES = 1 << 20
 """CSV bytes pyarrow parses at a time: about 10,000 event log rows of the usual width. A block

@@ -41,6 +41,7 @@ from publisher.pipeline.queryback import QueryBackContext
 from publisher.pipeline.spark import is_connect
 from publisher.pipeline.stages import Acknowledgement, CyclePath, CyclePlan
 from publisher.pipeline.subscribers import CheckOutAcknowledgement, check_out_window, subscriber_config, tracked
+from publisher.pipeline.timing import StepTimer
 from publisher.pipeline.window import CycleWindow, plan_window, resume_window, window_pin
 from publisher.rules.classify import ClassifyContext
 from publisher.rules.operations import OperationContext
@@ -114,9 +115,8 @@ def failing_as(name: str) -> Iterator[None]:
         raise StageFailedError(name, root_cause(exc)) from exc
 
 
-class _Stopwatch:
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
+class _Stopwatch(StepTimer):
+    """The cycle's seconds per stage, and per step inside a stage as `stage.step`."""
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -126,13 +126,12 @@ class _Stopwatch:
             with failing_as(name):
                 yield
         finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+            self.add(name, time.perf_counter() - started)
 
     def add_steps(self, stage: str, steps: dict[str, float]) -> None:
-        """Record the steps inside a stage as `stage.step` (summed over executors on Spark)."""
+        """Record the steps inside a stage (summed over executors on Spark)."""
         for step, spent in steps.items():
-            key = f"{stage}.{step}"
-            self.seconds[key] = self.seconds.get(key, 0.0) + spent
+            self.add(f"{stage}.{step}", spent)
 
 
 def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: str | None = None) -> CycleResult:

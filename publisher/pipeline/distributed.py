@@ -22,8 +22,10 @@ from publisher.outputs.formats import FormatsWritten, PartWritten, reserve_chang
 from publisher.outputs.outcomes import write_outcomes_distributed
 from publisher.pipeline.objects import publishable_fields
 from publisher.pipeline.read import read_events
+from publisher.pipeline.resolve import RESOLVED_SCHEMA, resolve_batches
 from publisher.pipeline.spark import is_connect
-from publisher.pipeline.stages import REJECT_FIELDS, RESOLVED_SCHEMA, CyclePath, Outcomes, resolve_batches
+from publisher.pipeline.stages import REJECT_FIELDS, CyclePath, Outcomes
+from publisher.pipeline.timing import StepTimer
 from publisher.rules.changes import NO_TIME, Change, TransactionPlace, stamp
 from publisher.rules.classify import Disposition
 from publisher.rules.classify_batch import CLASSIFIED_SCHEMA, BatchClassifier
@@ -56,10 +58,10 @@ class Distributed(CyclePath[DataFrame, DataFrame]):
         steps = None if is_connect(self.spark) else self.spark.sparkContext.accumulator({}, _SecondsParam())
 
         def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            spent: dict[str, float] = {}
+            spent = StepTimer()
             yield from resolve_batches(batches, ctx, spent)
             if steps is not None:
-                steps.add(spent)
+                steps.add(spent.seconds)
 
         publishable = classified.where(F.col("disposition") == Disposition.PUBLISH).select(
             *publishable_fields(self.plan.formats is not None)

@@ -18,7 +18,9 @@ from publisher.outputs.formats import FormatsWritten, reserve_change_numbers, wr
 from publisher.outputs.outcomes import append_rejects
 from publisher.pipeline.objects import publishable_fields
 from publisher.pipeline.read import read_batches
-from publisher.pipeline.stages import REJECT_FIELDS, RESOLVED_SCHEMA, CyclePath, Outcomes, resolve_batches
+from publisher.pipeline.resolve import RESOLVED_SCHEMA, resolve_batches
+from publisher.pipeline.stages import REJECT_FIELDS, CyclePath, Outcomes
+from publisher.pipeline.timing import StepTimer
 from publisher.rules.changes import NO_TIME, Change, stamp, time_prefix, transaction_places
 from publisher.rules.classify import Disposition
 from publisher.rules.classify_batch import BatchClassifier
@@ -47,7 +49,7 @@ class InDriver(CyclePath[pa.Table, Resolved]):
         by_object = publishable.select(list(publishable_fields(self.plan.formats is not None))).sort_by(
             [("class_name", "ascending"), ("canonical_key", "ascending")]
         )
-        spent = self.steps.setdefault("resolve", {})
+        spent = StepTimer(self.steps.setdefault("resolve", {}))
         batches = resolve_batches(by_object.to_batches(), self.plan.objects, spent)
         resolved = pa.Table.from_batches(list(batches), schema=arrow_schema_of(RESOLVED_SCHEMA))
         is_operation = pc.is_valid(resolved["xml"])

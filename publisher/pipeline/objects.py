@@ -18,8 +18,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from publisher.config import InsertRowOperation
 from publisher.model.events import Status
 from publisher.pipeline.queryback import CurrentRows, QueryBackContext
+from publisher.pipeline.timing import StepTimer
 from publisher.rules.operations import OperationContext, PublishedOperation, References, object_operations
 from publisher.rules.precedence import CurrentRow, decide, needs_query_back, position
 
@@ -65,15 +67,15 @@ class StatusNote:
 def publish_objects(
     events: Iterable[Mapping[str, Any]],
     ctx: ObjectsContext,
-    seconds: dict[str, float] | None = None,
+    timer: StepTimer | None = None,
     reader: CurrentRows | None = None,
 ) -> Iterator[StatusNote | PublishedOperation]:
     """The operations of the stream's objects, and a note for each event that is not S.
 
-    `seconds`, when given, accumulates the time spent per step: query_back, precedence, xml.
+    `timer`, when given, gets the time spent per step: query_back, precedence, xml.
     `reader`, when given, reads the current rows; else a reader of the stream's own does.
     """
-    spent = seconds if seconds is not None else {}
+    spent = timer if timer is not None else StepTimer()
     if reader is None:
         with CurrentRows(ctx.query_back) as own:
             yield from publish_objects(events, ctx, spent, own)
@@ -94,7 +96,7 @@ def publish_read(
     events: Iterable[Mapping[str, Any]],
     current: Mapping[tuple[str, str], CurrentRow],
     ctx: ObjectsContext,
-    spent: dict[str, float],
+    spent: StepTimer,
 ) -> list[StatusNote | PublishedOperation]:
     """`publish_objects` for events whose objects' current rows are already read."""
     return _decided(list(_by_object(events)), current, ctx, spent)
@@ -115,7 +117,7 @@ def _by_object(events: Iterable[Mapping[str, Any]]) -> Iterator[list[Mapping[str
 
 
 def _publish_slice(
-    groups: list[list[Mapping[str, Any]]], reader: CurrentRows, ctx: ObjectsContext, spent: dict[str, float]
+    groups: list[list[Mapping[str, Any]]], reader: CurrentRows, ctx: ObjectsContext, spent: StepTimer
 ) -> list[StatusNote | PublishedOperation]:
     started = time.perf_counter()
     wanted: dict[str, list[str]] = defaultdict(list)
@@ -124,7 +126,7 @@ def _publish_slice(
         if needs_query_back(group) or tables[group[0]["class_name"]].multi_valued:
             wanted[group[0]["class_name"]].append(group[0]["canonical_key"])
     current = reader.read(wanted) if wanted else {}
-    _add(spent, "query_back", time.perf_counter() - started)
+    spent.add("query_back", time.perf_counter() - started)
     return _decided(groups, current, ctx, spent, reader)
 
 
@@ -132,7 +134,7 @@ def _decided(
     groups: list[list[Mapping[str, Any]]],
     current: Mapping[tuple[str, str], CurrentRow],
     ctx: ObjectsContext,
-    spent: dict[str, float],
+    spent: StepTimer,
     reader: CurrentRows | None = None,
 ) -> list[StatusNote | PublishedOperation]:
     """Precedence and operations of objects whose current rows are read; `reader` reads the
@@ -145,17 +147,17 @@ def _decided(
         group.sort(key=position)
         row = current.get((group[0]["class_name"], group[0]["canonical_key"]))
         multi_valued = tables[group[0]["class_name"]].multi_valued_names
-        decisions = decide(group, row, ctx.operations.insert_row_operation == "add", multi_valued)
+        decisions = decide(group, row, ctx.operations.insert_row_operation == InsertRowOperation.ADD, multi_valued)
         decisions_of.append((group, decisions, row))
         for event, decision in zip(group, decisions, strict=True):
             if decision.status is not Status.SUCCESS:
                 out.append(StatusNote(int(event["record_id"]), decision.status, decision.reason or ""))
     built = time.perf_counter()
-    _add(spent, "precedence", built - decided)
+    spent.add("precedence", built - decided)
     references = _references(groups, current, ctx, reader, spent)
     for group, decisions, row in decisions_of:
         out.extend(object_operations(group, decisions, row, ctx.operations, references))
-    _add(spent, "xml", time.perf_counter() - built)
+    spent.add("xml", time.perf_counter() - built)
     return out
 
 
@@ -164,7 +166,7 @@ def _references(
     current: Mapping[tuple[str, str], CurrentRow],
     ctx: ObjectsContext,
     reader: CurrentRows | None,
-    spent: dict[str, float],
+    spent: StepTimer,
 ) -> References | None:
     """The objects the slice's references name, read in bulk: which of them exist."""
     tables = ctx.operations.tables
@@ -187,9 +189,5 @@ def _references(
                 if found is not None:
                     wanted[found[0]].add(found[1])
     existing = reader.read({name: sorted(keys) for name, keys in wanted.items()}, children=False)
-    _add(spent, "query_back", time.perf_counter() - started)
+    spent.add("query_back", time.perf_counter() - started)
     return dataclasses.replace(references, existing=frozenset(existing))
-
-
-def _add(spent: dict[str, float], step: str, seconds: float) -> None:
-    spent[step] = spent.get(step, 0.0) + seconds

@@ -26,7 +26,8 @@ from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError,
 from publisher.dialects import dialect_of
 from publisher.errors import StageFailedError
 from publisher.outputs.durable import write_atomically
-from publisher.pipeline.window import CycleWindow, event_log_table_of, role_columns, window_predicate
+from publisher.pipeline.event_log import event_log_table_of, role_columns
+from publisher.pipeline.window import CycleWindow, window_predicate
 
 FAILURE_FILE = ".publisher-failure"
 """In the output directory: the last failure of a row stage, on which window."""

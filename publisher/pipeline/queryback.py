@@ -37,8 +37,9 @@ from sqlalchemy.types import NullType
 from publisher.dialects import dialect_of
 from publisher.errors import root_cause
 from publisher.failpoints import reached
+from publisher.model.canonical import bound_value, canonical_key_of, key_values
 from publisher.model.catalog import TableInfo, child_table
-from publisher.model.keys import KeyPart, bound_value, canonical_key_of, format_key, key_values
+from publisher.model.keys import KeyPart, format_key
 from publisher.model.values import BadValueError, ValueType, logged_unchanged, shown
 from publisher.model.valuetext import encode_read, value_text_sql
 from publisher.rules.precedence import CurrentRow

@@ -31,15 +31,9 @@ from publisher.dialects import dialect_of
 from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import EVENT_SCHEMA
 from publisher.model.values import shown
-from publisher.pipeline.window import (
-    CycleWindow,
-    event_log_table_of,
-    oversized_reason,
-    role_columns,
-    row_bytes,
-    window_predicate,
-    within_limit,
-)
+from publisher.pipeline.event_log import event_log_table_of, role_columns
+from publisher.pipeline.row_limit import oversized_reason, row_bytes, within_limit
+from publisher.pipeline.window import CycleWindow, window_predicate
 
 
 @dataclass

@@ -16,7 +16,7 @@ from publisher.config import Config
 from publisher.database import table_schema
 from publisher.model.events import Status
 from publisher.pipeline.checkout import CheckOutState, checked_out_predicate
-from publisher.pipeline.window import event_log_table_of, logged_transaction_column
+from publisher.pipeline.event_log import event_log_table_of, logged_transaction_column
 
 PROCESSED = (Status.SUCCESS.value, Status.WARNING.value)
 

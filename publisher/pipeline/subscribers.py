@@ -18,15 +18,9 @@ from publisher.model.events import Status
 from publisher.model.runs import StatusRun
 from publisher.outputs.cycle_files import CHECK_OUT_FILE, pin_window, pinned_window, unpin_window
 from publisher.pipeline.checkout import CheckOutState, CheckOutWindow, check_out_predicate, checked_out_predicate
+from publisher.pipeline.event_log import event_log_table, event_log_table_of, logged_transaction_column
 from publisher.pipeline.retention import PROCESSED
-from publisher.pipeline.window import (
-    CycleWindow,
-    event_log_table,
-    event_log_table_of,
-    kept_check_out_window,
-    logged_transaction_column,
-    plan_window,
-)
+from publisher.pipeline.window import CycleWindow, kept_check_out_window, plan_window
 from publisher.rules.subscription import SubscriptionFilter, UntrackableError, subscription_filter
 
 

@@ -11,28 +11,29 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from sqlalchemy import (
-    Column,
     ColumnElement,
     Connection,
     Engine,
-    MetaData,
     Table,
     and_,
-    case,
     func,
-    inspect,
     null,
     or_,
     select,
-    text,
 )
 
-from publisher.config import EVENT_LOG_COLUMNS, Config, ConfigError
+from publisher.config import Config
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
 from publisher.errors import OutputStateError
 from publisher.model.events import Status
 from publisher.pipeline.checkout import CheckOutWindow, check_out_predicate
+from publisher.pipeline.event_log import (
+    event_log_table_of,
+    logged_transaction_column,
+    require_exact_comparison,
+    role_columns,
+)
 
 
 @dataclass(frozen=True)
@@ -75,19 +76,6 @@ class CycleWindow:
         if data.get("check_out") is not None:
             data["check_out"] = CheckOutWindow.from_dict(data["check_out"])
         return cls(**data)
-
-
-def event_log_table(config: Config, schema: str | None) -> Table:
-    """The event log as SQLAlchemy sees it: configured names, no assumptions about types."""
-    return event_log_table_of(config.event_log.table, config.event_log.columns.in_order(), schema)
-
-
-def event_log_table_of(name: str, columns: tuple[str, ...], schema: str | None) -> Table:
-    return Table(name, MetaData(), *(Column(n) for n in columns), schema=schema)
-
-
-def role_columns(table: Table, columns: tuple[str, ...]) -> dict[str, Column[Any]]:
-    return {role: table.c[name] for role, name in zip(EVENT_LOG_COLUMNS, columns, strict=True)}
 
 
 class _Order:
@@ -208,6 +196,8 @@ window between transactions. A transaction that logs nothing while more rows tha
 logged by others, and then logs again, can still be cut there: finding every row of a
 transaction would read the whole backlog on every cycle, since the event log has no index on
 transaction_id."""
+
+
 PAGE = 1_000
 """Rows read at a time past a window's end."""
 
@@ -327,42 +317,6 @@ class _WindowEnd:
                 return int(last[0]), taken
 
 
-def require_exact_comparison(engine: Engine, config: Config, schema: str | None) -> None:
-    """MySQL/MariaDB: the event log's status and table_name compare byte for byte. `install`
-    makes them so; an event log a site made itself may have the server's default collation,
-    case-insensitive, under which `status = 'N'` also reads a site's own 'n' rows and writes
-    them S, and requeue's `--table usr` also takes 'USR'."""
-    if not dialect_of(engine).case_insensitive_text:
-        return
-    names = config.event_log.columns
-    with engine.connect() as conn:
-        found = conn.execute(
-            text("SELECT COLUMN_NAME, COLUMN_TYPE, COLLATION_NAME FROM information_schema.COLUMNS "
-                 "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
-                 "AND COLUMN_NAME IN (:status, :table_name)"),
-            {"schema": schema, "table": config.event_log.table, "status": names.status,
-             "table_name": names.table_name},
-        ).all()
-    for column, column_type, collation in found:
-        if collation is not None and not collation.endswith("_bin"):
-            raise ConfigError(
-                f"event log {config.event_log.table}: column {column} has the collation {collation}, which calls "
-                "'N' and 'n' (or 'usr' and 'USR') equal; the publisher compares them byte for byte: "
-                f"ALTER TABLE {config.event_log.table} MODIFY {column} {column_type} COLLATE utf8mb4_bin "
-                "(keeping its NOT NULL and default), as `publisher install` creates it"
-            )
-
-
-def logged_transaction_column(engine: Engine, config: Config, schema: str | None) -> str | None:
-    """The configured transaction_id column's actual name, or None where the event log has none
-    (an event log made before the column existed, or by a site's own DDL)."""
-    wanted = config.event_log.columns.transaction_id
-    names = [c["name"] for c in inspect(engine).get_columns(config.event_log.table, schema=schema)]
-    if wanted in names:
-        return wanted
-    return next((n for n in names if n.lower() == wanted.lower()), None)
-
-
 def window_predicate(window: CycleWindow, table: Table, lo: int, hi: int, dialect: str) -> Any:
     """The rows of the window within record_ids lo..hi; the same rule for reading and nothing else."""
     c = role_columns(table, window.columns)
@@ -378,38 +332,6 @@ def window_predicate(window: CycleWindow, table: Table, lo: int, hi: int, dialec
         order = _Order(table, window.columns, dialect, future=True)
         predicate = and_(predicate, order.at_or_before(window.cutoff_record_id))
     return predicate
-
-
-KEPT_BYTES = 1024
-"""Of a row over the limit, the values up to this long are still read, for its reject line."""
-_SIZED_ROLES = EVENT_LOG_COLUMNS[4:]
-
-
-def row_bytes(window: CycleWindow, table: Table, dialect: str) -> ColumnElement[Any]:
-    """A row's text (perpetrator to new_value) in bytes, as the database measures it."""
-    c = role_columns(table, window.columns)
-    octets = dialect_of(dialect).octets
-    total: ColumnElement[Any] = octets(c[_SIZED_ROLES[0]])
-    for role in _SIZED_ROLES[1:]:
-        total = total + octets(c[role])
-    return total
-
-
-def within_limit(window: CycleWindow, table: Table, role: str, value: ColumnElement[Any], dialect: str) -> Any:
-    """`value` (the role's column as read), or NULL for a long value of a row over the limit:
-    such a row is rejected, and is never read whole just for that."""
-    if role not in _SIZED_ROLES:
-        return value
-    column = role_columns(table, window.columns)[role]
-    # the value's own length first: the row's is then summed only for the rare long value
-    long_value = dialect_of(dialect).octets(column) > KEPT_BYTES
-    oversized = and_(long_value, row_bytes(window, table, dialect) > window.max_row_bytes)
-    return case((oversized, null()), else_=value)
-
-
-def oversized_reason(size: int, limit: int) -> str:
-    return (f"row of {size} bytes is over publisher.max_row_bytes ({limit}); "
-            f"its values over {KEPT_BYTES} bytes were not read")
 
 
 def window_pin(window: CycleWindow) -> str:

@@ -21,9 +21,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from publisher.model.canonical import key_values
 from publisher.model.catalog import TableInfo
 from publisher.model.events import FIELD_QUERY_BACK, INSERT_QUERY_BACK, LOGGED_UPDATES, ROW_QUERY_BACK
-from publisher.model.keys import key_values
 from publisher.model.operation import OperationKind
 from publisher.model.values import encode_logged
 

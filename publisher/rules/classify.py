@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from publisher.model.canonical import canonical_key
 from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
 from publisher.model.events import LOGGED_VALUES, PER_FIELD, UNREADABLE, EventType
-from publisher.model.keys import canonical_key
 from publisher.model.values import BadValueError, encode_logged, shown, xml_problem
 from publisher.rules.subscription import SubscriptionFilter
 

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from publisher.config import InsertRowOperation
 from publisher.model.events import FIELD_QUERY_BACK, INSERTING, LOGGED_VALUES, ROW_QUERY_BACK, EventType
 from publisher.model.operation import OperationKind
 from publisher.model.xds import column_attr_changes, column_operations, column_refused
@@ -154,7 +155,7 @@ def _decide(
     is_row = np.isin(codes, _ROW_QB)
     is_field = np.isin(codes, _FIELD_QB)
     is_delete = codes == EventType.DELETE_ROW
-    rows_after_delete = ctx.insert_row_operation == "add"
+    rows_after_delete = ctx.insert_row_operation == InsertRowOperation.ADD
     last_delete = np.full(len(exists), -1)
     np.maximum.at(last_delete, objects[is_delete], index[is_delete])
     after_delete = index > last_delete[objects]
@@ -194,7 +195,7 @@ def _per_attribute(events: pa.Table, objects: np.ndarray) -> np.ndarray:
 def _kinds(codes: np.ndarray, ctx: OperationContext) -> pa.Array:
     """`operations.operation_kind` of each effective event type."""
     adds = (codes == EventType.INSERT_FIELD) | (
-        (codes == EventType.INSERT_ROW_QUERY_BACK) & (ctx.insert_row_operation == "add")
+        (codes == EventType.INSERT_ROW_QUERY_BACK) & (ctx.insert_row_operation == InsertRowOperation.ADD)
     )
     return pa.array(np.where(adds, _ADD, np.where(codes == EventType.DELETE_ROW, _DELETE, _MODIFY)), pa.string())
 
@@ -247,7 +248,8 @@ def _row_changes(winners: pa.Table, current: Mapping[tuple[str, str], CurrentRow
                                winners["event_type_code"].to_pylist(), strict=True):
         columns = ctx.tables[name].value_columns
         values = current[(name, key)].values
-        kind = _ADD if code == EventType.INSERT_ROW_QUERY_BACK and ctx.insert_row_operation == "add" else _MODIFY
+        is_add = code == EventType.INSERT_ROW_QUERY_BACK and ctx.insert_row_operation == InsertRowOperation.ADD
+        kind = _ADD if is_add else _MODIFY
         kinds.extend([kind] * len(columns))
         names.extend(c.name for c in columns)
         types.extend(c.value_type.value for c in columns)

@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from publisher.config import InsertRowOperation
+from publisher.model.canonical import canonical_key_of
 from publisher.model.catalog import TableInfo
 from publisher.model.events import ROW_QUERY_BACK, EventType
-from publisher.model.keys import canonical_key_of
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType
 from publisher.model.xds import build_operation
@@ -24,18 +25,20 @@ class OperationContext:
     tables: dict[str, TableInfo]
     """By table name (the class name)."""
     schema_label: str
-    insert_row_operation: str = "modify"
+    insert_row_operation: InsertRowOperation = InsertRowOperation.MODIFY
     changes: bool = False
     """Also describe each operation as a `Change`, for the change tables and messages."""
 
 
-def operation_kind(event_type: int, insert_row_operation: str = "modify") -> OperationKind:
+def operation_kind(
+    event_type: int, insert_row_operation: InsertRowOperation = InsertRowOperation.MODIFY,
+) -> OperationKind:
     """The operation an event contributes to; consecutive events of one kind merge."""
     if event_type == EventType.INSERT_FIELD:
         return OperationKind.ADD
     if event_type == EventType.DELETE_ROW:
         return OperationKind.DELETE
-    if event_type == EventType.INSERT_ROW_QUERY_BACK and insert_row_operation == "add":
+    if event_type == EventType.INSERT_ROW_QUERY_BACK and insert_row_operation == InsertRowOperation.ADD:
         return OperationKind.ADD
     return OperationKind.MODIFY
 

@@ -15,7 +15,7 @@ from publisher.database import table_schema
 from publisher.dialects import dialect_of
 from publisher.pipeline.checkout import CheckOutState, checked_in
 from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
-from publisher.pipeline.window import event_log_table
+from publisher.pipeline.event_log import event_log_table
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from publisher.database import publisher_user, table_schema
 from publisher.dialects import dialect_of
 from publisher.model.events import Status
 from publisher.model.operation import OperationKind
+from publisher.pipeline.event_log import event_log_table
 from publisher.pipeline.subscribers import subscriber_backlog
-from publisher.pipeline.window import event_log_table
 from publisher.rules.classify import is_loopback
 from publisher.service.snapshot_state import RecordedSnapshot, recorded_snapshots
 from publisher.service.stats import decoded, summed, utc_of

@@ -245,7 +245,7 @@ def pending_events(config: Config, engine: Engine) -> int:
     """Event log rows still new: until they are published, the consumer is expected to lag."""
     from publisher.database import table_schema
     from publisher.model.events import Status
-    from publisher.pipeline.window import event_log_table
+    from publisher.pipeline.event_log import event_log_table
 
     table = event_log_table(config, table_schema(config, engine))
     status = table.c[config.event_log.columns.status]

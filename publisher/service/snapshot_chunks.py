@@ -34,11 +34,12 @@ from publisher.capture.install import logged_transaction_sql
 from publisher.config import Config
 from publisher.database import table_schema
 from publisher.dialects import Dialect, dialect_of
+from publisher.model.canonical import bound_value, canonical_key_of, key_values
 from publisher.model.catalog import TableInfo
 from publisher.model.events import EventType, Status
-from publisher.model.keys import KeyPart, bound_value, canonical_key_of, format_key, key_values
+from publisher.model.keys import KeyPart, format_key
+from publisher.pipeline.event_log import event_log_table_of, logged_transaction_column
 from publisher.pipeline.queryback import RowReading
-from publisher.pipeline.window import event_log_table_of, logged_transaction_column
 from publisher.service.snapshot_state import advance
 
 

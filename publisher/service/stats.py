@@ -12,8 +12,8 @@ from publisher.config import Config
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
 from publisher.model.events import Status
+from publisher.pipeline.event_log import event_log_table
 from publisher.pipeline.read import as_utc
-from publisher.pipeline.window import event_log_table
 from publisher.service.snapshot_state import RecordedSnapshot, recorded_snapshots
 
 

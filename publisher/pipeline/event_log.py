@@ -1,0 +1,66 @@
+"""The event log table as the cycle reads it: its columns by role, the transaction column the
+triggers write where there is one, and the exact comparison its text columns must have."""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Engine,
+    MetaData,
+    Table,
+    inspect,
+    text,
+)
+
+from publisher.config import EVENT_LOG_COLUMNS, Config, ConfigError
+from publisher.dialects import dialect_of
+
+
+def event_log_table(config: Config, schema: str | None) -> Table:
+    """The event log as SQLAlchemy sees it: configured names, no assumptions about types."""
+    return event_log_table_of(config.event_log.table, config.event_log.columns.in_order(), schema)
+
+
+def event_log_table_of(name: str, columns: tuple[str, ...], schema: str | None) -> Table:
+    return Table(name, MetaData(), *(Column(n) for n in columns), schema=schema)
+
+
+def role_columns(table: Table, columns: tuple[str, ...]) -> dict[str, Column[Any]]:
+    return {role: table.c[name] for role, name in zip(EVENT_LOG_COLUMNS, columns, strict=True)}
+
+
+def require_exact_comparison(engine: Engine, config: Config, schema: str | None) -> None:
+    """MySQL/MariaDB: the event log's status and table_name compare byte for byte. `install`
+    makes them so; an event log a site made itself may have the server's default collation,
+    case-insensitive, under which `status = 'N'` also reads a site's own 'n' rows and writes
+    them S, and requeue's `--table usr` also takes 'USR'."""
+    if not dialect_of(engine).case_insensitive_text:
+        return
+    names = config.event_log.columns
+    with engine.connect() as conn:
+        found = conn.execute(
+            text("SELECT COLUMN_NAME, COLUMN_TYPE, COLLATION_NAME FROM information_schema.COLUMNS "
+                 "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+                 "AND COLUMN_NAME IN (:status, :table_name)"),
+            {"schema": schema, "table": config.event_log.table, "status": names.status,
+             "table_name": names.table_name},
+        ).all()
+    for column, column_type, collation in found:
+        if collation is not None and not collation.endswith("_bin"):
+            raise ConfigError(
+                f"event log {config.event_log.table}: column {column} has the collation {collation}, which calls "
+                "'N' and 'n' (or 'usr' and 'USR') equal; the publisher compares them byte for byte: "
+                f"ALTER TABLE {config.event_log.table} MODIFY {column} {column_type} COLLATE utf8mb4_bin "
+                "(keeping its NOT NULL and default), as `publisher install` creates it"
+            )
+
+
+def logged_transaction_column(engine: Engine, config: Config, schema: str | None) -> str | None:
+    """The configured transaction_id column's actual name, or None where the event log has none
+    (an event log made before the column existed, or by a site's own DDL)."""
+    wanted = config.event_log.columns.transaction_id
+    names = [c["name"] for c in inspect(engine).get_columns(config.event_log.table, schema=schema)]
+    if wanted in names:
+        return wanted
+    return next((n for n in names if n.lower() == wanted.lower()), None)

@@ -1,0 +1,318 @@
+"""The lock each database holds for `PublisherLock`: an advisory lock (PostgreSQL), a named lock
+(MySQL/MariaDB), or a lease row that a thread renews (SQLite)."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import time
+import uuid
+from abc import ABC, abstractmethod
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Double,
+    Engine,
+    MetaData,
+    String,
+    Table,
+    create_engine,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.pool import NullPool
+from sqlalchemy.schema import CreateTable
+
+from publisher.config import Config
+from publisher.database import LOCK_WAIT_SECONDS, table_schema
+from publisher.dialects import dialect_of
+from publisher.errors import root_cause
+
+log = logging.getLogger("publisher")
+
+APPLICATION_NAME = "event-log-publisher"
+
+
+def this_process() -> str:
+    """How a lock names its holder: host and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def describe_owner(owner: str) -> str:
+    """host:pid as a reader wants it."""
+    host, _, pid = owner.rpartition(":")
+    return f"the publisher with pid {pid} on host {host}" if host else f"the publisher {owner}"
+
+
+def advisory_key(schema: str, table: str) -> int:
+    """A stable signed 64-bit key per event log, the same in every process and Python version."""
+    digest = hashlib.blake2b(f"{APPLICATION_NAME}:{schema}.{table}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def locked_name(config: Config, subscriber: str | None) -> str:
+    """What a lock is named after: the event log, or one subscriber's check-outs of it."""
+    table = config.event_log.table
+    return table if subscriber is None else f"{table} for subscriber {subscriber}"
+
+
+class Backend(ABC):
+    name: str
+
+    @abstractmethod
+    def try_acquire(self) -> str | None:
+        """None when the lock is now ours, else who holds it."""
+
+    @abstractmethod
+    def renew(self) -> bool:
+        """Keep the lock; False when it is no longer ours."""
+
+    @abstractmethod
+    def may_still_hold(self) -> bool:
+        """After a failed renewal: whether the lock can still be ours."""
+
+    @abstractmethod
+    def release(self) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class AdvisoryLock(Backend):
+    """pg_try_advisory_lock on a dedicated autocommit connection, tagged with host:pid for others to see."""
+
+    def __init__(self, config: Config, owner: str, subscriber: str | None) -> None:
+        self.config = config
+        self.locked = locked_name(config, subscriber)
+        self.engine = create_engine(
+            config.database.sqlalchemy_url(),
+            poolclass=NullPool,
+            connect_args={"application_name": f"{APPLICATION_NAME} {owner}"[:63]},
+        )
+        self.connection: Connection | None = None
+        self.name = config.event_log.table
+        self.key = 0
+
+    def _connect(self) -> Connection:
+        if self.connection is None:
+            self.connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            schema = self.config.database.schema or str(
+                self.connection.execute(text("SELECT current_schema()")).scalar_one()
+            )
+            self.name = f"{schema}.{self.locked}"
+            self.key = advisory_key(schema, self.locked)
+        return self.connection
+
+    def try_acquire(self) -> str | None:
+        conn = self._connect()
+        if conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": self.key}).scalar_one():
+            return None
+        return self._holder(conn)
+
+    def _holder(self, conn: Connection) -> str:
+        unsigned = self.key & 0xFFFF_FFFF_FFFF_FFFF
+        row = conn.execute(
+            text(
+                "SELECT a.application_name, a.pid, a.client_addr FROM pg_locks l "
+                "JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND l.classid::bigint = :high AND l.objid::bigint = :low"
+            ),
+            {"high": unsigned >> 32, "low": unsigned & 0xFFFF_FFFF},
+        ).first()
+        if row is None:
+            return "another session (it has just let go)"
+        application, backend_pid, client = row
+        prefix = f"{APPLICATION_NAME} "
+        if application and application.startswith(prefix):
+            return describe_owner(application[len(prefix):])
+        return f"PostgreSQL session {backend_pid} ({application or 'no application name'}, from {client or 'local'})"
+
+    def renew(self) -> bool:
+        """Nothing to extend: the lock lasts as long as the session, so check that the session lives."""
+        conn = self.connection
+        if conn is None:
+            return False
+        try:
+            conn.execute(text("SELECT 1"))
+        except DBAPIError:
+            return False
+        return True
+
+    def may_still_hold(self) -> bool:
+        return False
+
+    def release(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closing the session ends its advisory locks; no unlock call needed."""
+        if self.connection is not None:
+            try:
+                self.connection.close()
+            except DBAPIError:
+                pass
+            self.connection = None
+        self.engine.dispose()
+
+
+class NamedLock(AdvisoryLock):
+    """GET_LOCK on a dedicated autocommit connection. A named lock is the server's, not the
+    database's, so its name holds the database; names are at most 64 characters, so a hash.
+    The server tells only which connection holds a named lock, so the holder writes its host:pid
+    beside its connection id in `<event_log>_lock_owner`, for a waiting publisher to name it."""
+
+    def __init__(self, config: Config, owner: str, subscriber: str | None) -> None:
+        self.config = config
+        self.locked = locked_name(config, subscriber)
+        self.engine = create_engine(config.database.sqlalchemy_url(), poolclass=NullPool)
+        self.connection = None
+        self.name = config.event_log.table
+        self.lock_name = ""
+        self.owner = owner
+        self.owners = Table(
+            f"{config.event_log.table}_lock_owner",
+            MetaData(),
+            Column("name", String(64), primary_key=True),
+            Column("connection_id", BigInteger, nullable=False),
+            Column("owner", String(255), nullable=False),
+            schema=table_schema(config, self.engine),
+        )
+
+    def _connect(self) -> Connection:
+        if self.connection is None:
+            self.connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            schema = self.config.database.schema or str(self.connection.execute(text("SELECT DATABASE()")).scalar())
+            self.name = f"{schema}.{self.locked}"
+            self.lock_name = f"{APPLICATION_NAME}:{advisory_key(schema, self.locked) & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+        return self.connection
+
+    def try_acquire(self) -> str | None:
+        conn = self._connect()
+        conn.execute(CreateTable(self.owners, if_not_exists=True))
+        if conn.execute(text("SELECT GET_LOCK(:name, 0)"), {"name": self.lock_name}).scalar() == 1:
+            t = self.owners
+            conn.execute(t.delete().where(t.c.name == self.lock_name))
+            conn.execute(t.insert().values(name=self.lock_name, connection_id=func.connection_id(), owner=self.owner))
+            return None
+        return self._holder(conn)
+
+    def _holder(self, conn: Connection) -> str:
+        holder = conn.execute(text("SELECT IS_USED_LOCK(:name)"), {"name": self.lock_name}).scalar()
+        if holder is None:
+            return "another session (it has just let go)"
+        t = self.owners
+        owner = conn.execute(
+            select(t.c.owner).where(t.c.name == self.lock_name, t.c.connection_id == holder)
+        ).scalar()
+        if owner is not None:
+            return describe_owner(str(owner))
+        row = conn.execute(
+            text("SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = :id"), {"id": holder}
+        ).first()
+        user, host = row if row is not None else ("unknown", "unknown")
+        return f"the database connection {holder} (user {user} from {host})"
+
+
+class LeaseRow(Backend):
+    """A row per event log in `<event_log>_lock`: owner host:pid, a token per lock object, lease expiry."""
+
+    def __init__(self, config: Config, owner: str, lease_seconds: float, subscriber: str | None) -> None:
+        url = make_url(config.database.sqlalchemy_url())
+        connect_args = dialect_of(url.get_backend_name()).connect_args(LOCK_WAIT_SECONDS)
+        self.engine: Engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
+        self.owner = owner
+        self.token = uuid.uuid4().hex
+        self.lease_seconds = lease_seconds
+        self.expires_at = 0.0
+        schema = table_schema(config, self.engine)
+        locked = locked_name(config, subscriber)
+        self.name = f"{schema}.{locked}" if schema else locked
+        self.table = Table(
+            f"{config.event_log.table}_lock",
+            MetaData(),
+            Column("name", String(255), primary_key=True),
+            Column("owner", String(255), nullable=False),
+            Column("token", String(32), nullable=False),
+            Column("acquired_at", Double, nullable=False),
+            Column("expires_at", Double, nullable=False),
+            schema=schema,
+        )
+        self.created = False
+
+    def try_acquire(self) -> str | None:
+        if not self.created:
+            with self.engine.begin() as conn:
+                conn.execute(CreateTable(self.table, if_not_exists=True))
+            self.created = True
+        try:
+            return self._attempt()
+        except IntegrityError:
+            return self._attempt()
+
+    def _attempt(self) -> str | None:
+        t = self.table
+        now = time.time()
+        expires_at = now + self.lease_seconds
+        values = {"owner": self.owner, "token": self.token, "acquired_at": now, "expires_at": expires_at}
+        with self.engine.begin() as conn:
+            row = conn.execute(select(t.c.owner, t.c.token, t.c.expires_at).where(t.c.name == self.name)).first()
+            if row is None:
+                conn.execute(t.insert().values(name=self.name, **values))
+                self.expires_at = expires_at
+                return None
+            conditions = [t.c.name == self.name, t.c.token == row.token]
+            if row.token != self.token and not _is_dead_here(row.owner):
+                conditions.append(t.c.expires_at < now)
+            if conn.execute(t.update().where(*conditions).values(**values)).rowcount == 1:
+                if row.token != self.token:
+                    log.info("took over the lock of %s from %s", self.name, row.owner)
+                self.expires_at = expires_at
+                return None
+            return describe_owner(row.owner)
+
+    def renew(self) -> bool:
+        t = self.table
+        expires_at = time.time() + self.lease_seconds
+        with self.engine.begin() as conn:
+            renewed = conn.execute(
+                t.update().where(t.c.name == self.name, t.c.token == self.token).values(expires_at=expires_at)
+            ).rowcount
+        if renewed:
+            self.expires_at = expires_at
+        return renewed == 1
+
+    def may_still_hold(self) -> bool:
+        return time.time() < self.expires_at
+
+    def release(self) -> None:
+        t = self.table
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(t.delete().where(t.c.name == self.name, t.c.token == self.token))
+        except DBAPIError as exc:
+            log.warning("could not release the lock of %s (it expires by itself): %s", self.name, root_cause(exc))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _is_dead_here(owner: str) -> bool:
+    """Whether `owner` (host:pid) is a process of this host that no longer runs."""
+    host, _, pid_text = owner.rpartition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
