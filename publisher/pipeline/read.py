@@ -188,7 +188,7 @@ def _event_row(
 
     `row` holds the values of `names`, then the event_time as a Julian day number (SQLite),
     whether the database reads the event_time as a time, its text where it does not, and the
-    row's size in bytes (`window.row_bytes`)."""
+    row's size in bytes (`row_limit.row_bytes`)."""
     codec, label = encoding
     count = len(names)
     julian, is_time, unreadable_time = row[count : count + 3]
