@@ -7,6 +7,7 @@ log is read (an executor, or the driver alone).
 """
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,9 @@ from publisher.model.values import BadValueError, encode_logged, shown, xml_prob
 from publisher.rules.subscription import SubscriptionFilter
 
 
-class Disposition:
+class Disposition(enum.StrEnum):
+    """What classification decides for an event; a column of the classified rows holds the value."""
+
     PUBLISH = "publish"
     LOOPBACK = "loopback"
     ERROR = "error"

@@ -7,6 +7,7 @@ group events by object and both call `decide`, so the rules live here and only h
 from __future__ import annotations
 
 import datetime as dt
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from publisher.model.events import FIELD_QUERY_BACK, INSERTING, LOGGED_VALUES, ROW_QUERY_BACK, EventType, Status
 
 
-class Outcome:
+class Outcome(enum.StrEnum):
     """What precedence decides for a publishable event."""
 
     SURVIVES = "survives"
