@@ -530,7 +530,7 @@ def test_mariadb_nulls_and_values_of_every_kind(spark, cycle_path, mariadb_datab
 
 
 UNSIGNED_KEY_BUG = ("a BIGINT UNSIGNED key beyond 2**63 - 1 is refused as E (\"needs a 64-bit integer\"): "
-                    "keys.py's integer range is signed 64-bit, and change tables hold integer keys as int64")
+                    "canonical.py's integer range is signed 64-bit, and change tables hold integer keys as int64")
 
 
 @pytest.mark.xfail(reason=UNSIGNED_KEY_BUG, strict=True)
