@@ -133,11 +133,17 @@ def _texts(op: Operation) -> Iterator[tuple[str, str | None]]:
 
 
 def _refusal(op: Operation, xml: str) -> ValueError:
-    for what, text in _texts(op):
+    return refusal(op.event_id, _texts(op), xml)
+
+
+def refusal(event_id: int, texts: Iterable[tuple[str, str | None]], xml: str) -> ValueError:
+    """Why operation `event_id` cannot be serialised: the first of its named `texts` XML cannot
+    carry, else the serialisation `xml` itself."""
+    for what, text in texts:
         problem = None if text is None else xml_problem(text)
         if problem is not None:
-            return ValueError(f"operation {op.event_id}: {what} {problem}")
-    return ValueError(f"operation {op.event_id}: serialisation {xml_problem(xml)}")
+            return ValueError(f"operation {event_id}: {what} {problem}")
+    return ValueError(f"operation {event_id}: serialisation {xml_problem(xml)}")
 
 
 _TAG = {kind: kind.value for kind in OperationKind}

@@ -1,7 +1,7 @@
 """Resolve, which both paths run on each part of a cycle's events sorted by object: objects with
-query-back events read their current rows in slices, simple objects go through the columnar
-rules, logical classes and what the columnar rules leave through the per-object rules; every
-event comes out as an operation or a status note, as Arrow batches of RESOLVED_SCHEMA."""
+query-back events read their current rows in slices, and all go through the columnar rules but
+logical classes, which go through the per-object rules; every event comes out as an operation
+or a status note, as Arrow batches of RESOLVED_SCHEMA."""
 from __future__ import annotations
 
 import time
@@ -14,10 +14,11 @@ import pyarrow.compute as pc
 
 from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import Status
-from publisher.pipeline.objects import SLICE_EVENTS, ObjectsContext, StatusNote, publish_objects, publish_read
+from publisher.pipeline.objects import SLICE_EVENTS, ObjectsContext, StatusNote, publish_objects
 from publisher.pipeline.queryback import CurrentRows
 from publisher.pipeline.timing import StepTimer
 from publisher.rules.columnar import (
+    CHANGE_FIELDS,
     OPERATION_FIELDS,
     object_starts,
     query_back_operations,
@@ -49,16 +50,12 @@ def resolve_batches(
     """Publishable events sorted by object → RESOLVED_SCHEMA batches; the one resolve both paths
     run (the Spark path in each partition after a shuffle by object). Objects are resolved as
     column operations (`rules.columnar`), those with query-back events in slices of about
-    SLICE_EVENTS events once their current rows are read; object by object
-    (`objects.publish_objects`) where the column rules leave it to them, for logical classes
-    (child tables, references), and with the formats on, whose changes are described per
-    operation. `spent` gets the seconds of each step."""
+    SLICE_EVENTS events once their current rows are read; logical classes (child tables,
+    references) object by object (`objects.publish_objects`). `spent` gets the seconds of each
+    step."""
     schema = arrow_schema_of(RESOLVED_SCHEMA)
     with CurrentRows(ctx.query_back) as reader:
         for chunk in _object_chunks(batches):
-            if ctx.operations.changes:
-                yield from _per_object(chunk.to_pylist(), ctx, spent, schema, reader)
-                continue
             logical, chunk = _split_logical(chunk, ctx)
             if logical.num_rows:
                 yield from _per_object(logical.to_pylist(), ctx, spent, schema, reader)
@@ -66,9 +63,7 @@ def resolve_batches(
             simple, query_back = split_by_query_back(chunk)
             operations = simple_operations(simple, ctx.operations)
             spent.add("columnar", time.perf_counter() - started)
-            if operations is None:
-                yield from _per_object(simple.to_pylist(), ctx, spent, schema, reader)
-            elif operations.num_rows:
+            if operations.num_rows:
                 yield from _as_resolved(operations, schema).to_batches(RESOLVED_BATCH_ROWS)
             for part in _object_slices(query_back, SLICE_EVENTS):
                 yield from _resolve_query_back(part, reader, ctx, spent, schema)
@@ -88,23 +83,21 @@ def _resolve_query_back(
     events: pa.Table, reader: CurrentRows, ctx: ObjectsContext, spent: StepTimer, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
     """Objects with query-back events: their current rows read in bulk, then decided as column
-    operations, or object by object where the column rules leave them."""
+    operations."""
     started = time.perf_counter()
     current = reader.read(wanted_objects(events))
     read = time.perf_counter()
     spent.add("query_back", read - started)
     resolution = query_back_operations(events, current, ctx.operations)
     spent.add("columnar", time.perf_counter() - read)
-    if resolution is None:
-        yield from _rows_batches(publish_read(events.to_pylist(), current, ctx, spent), schema)
-        return
     if resolution.operations.num_rows:
         yield from _as_resolved(resolution.operations, schema).to_batches(RESOLVED_BATCH_ROWS)
     if len(resolution.vanished):
         vanished = _as_noted(resolution.vanished, Status.WARNING, VANISHED_REASON, schema)
         yield from vanished.to_batches(RESOLVED_BATCH_ROWS)
-    if resolution.unresolved.num_rows:
-        yield from _rows_batches(publish_read(resolution.unresolved.to_pylist(), current, ctx, spent), schema)
+    if resolution.unreadable.num_rows:
+        yield from _as_noted(resolution.unreadable["record_id"], Status.ERROR, resolution.unreadable["reason"],
+                             schema).to_batches(RESOLVED_BATCH_ROWS)
 
 
 def _object_slices(events: pa.Table, rows: int) -> Iterator[pa.Table]:
@@ -169,15 +162,19 @@ def _rows_batches(items: Iterable[StatusNote | PublishedOperation], schema: pa.S
 
 
 def _as_resolved(operations: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Operations (op_time, event_id, xml) as RESOLVED_SCHEMA rows."""
-    return _resolved_rows({name: operations[name] for name in OPERATION_FIELDS}, operations.num_rows, schema)
+    """Operations (OPERATION_FIELDS, and CHANGE_FIELDS with the formats on) as RESOLVED_SCHEMA rows."""
+    names = [*OPERATION_FIELDS, *(name for name in CHANGE_FIELDS if name in operations.column_names)]
+    return _resolved_rows({name: operations[name] for name in names}, operations.num_rows, schema)
 
 
-def _as_noted(record_ids: pa.Array, status: Status, reason: str, schema: pa.Schema) -> pa.Table:
-    """Events of one status and reason as RESOLVED_SCHEMA rows."""
+def _as_noted(
+    record_ids: pa.Array | pa.ChunkedArray, status: Status, reason: str | pa.ChunkedArray, schema: pa.Schema
+) -> pa.Table:
+    """Events of one status, and one reason or a reason each, as RESOLVED_SCHEMA rows."""
     count = len(record_ids)
+    reasons = pa.array([reason] * count, pa.string()) if isinstance(reason, str) else reason
     return _resolved_rows({"record_id": record_ids, "status": pa.array([status.value] * count, pa.string()),
-                           "reason": pa.array([reason] * count, pa.string())}, count, schema)
+                           "reason": reasons}, count, schema)
 
 
 def _resolved_rows(columns: dict[str, Any], count: int, schema: pa.Schema) -> pa.Table:

@@ -8,13 +8,13 @@ rows are read, by the same rules as `precedence.decide` written as group operati
 beats the object's other events, the first field query-back of an attribute beats that
 attribute's logged values, a query-back of an object that is gone is `W`. Either way an
 object's operations are then runs of consecutive same-kind published events, found by
-comparing neighbours, with bodies joined per run. Objects whose current row has a value that
-cannot be published keep the per-object rules, which say which value and why. Properties in
-the tests hold both ways equal to the per-object rules on generated events.
+comparing neighbours, with bodies joined per run. A query-back event whose value cannot be
+published is E, with the value's problem as its reason. Properties in the tests hold both ways
+equal to the per-object rules on generated events.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,16 +24,23 @@ import pyarrow.compute as pc
 from publisher.config import InsertRowOperation
 from publisher.model.events import FIELD_QUERY_BACK, INSERTING, LOGGED_VALUES, ROW_QUERY_BACK, EventType
 from publisher.model.operation import OperationKind
-from publisher.model.xds import column_attr_changes, column_operations, column_refused
+from publisher.model.xds import column_attr_changes, column_operations, column_refused, refusal
+from publisher.rules.changes import Change, change_of
 from publisher.rules.operations import OperationContext
-from publisher.rules.precedence import CurrentRow
+from publisher.rules.precedence import CurrentRow, row_problem, unreadable_reason
 
 _QUERY_BACK_FROM = int(EventType.INSERT_ROW_QUERY_BACK)
 _ROW_QB = sorted(int(t) for t in ROW_QUERY_BACK)
 _FIELD_QB = sorted(int(t) for t in FIELD_QUERY_BACK)
 _INSERTING = sorted(int(t) for t in INSERTING)
 _LOGGED_VALUES = sorted(int(t) for t in LOGGED_VALUES)
+_LOGGED_ADDS = frozenset(
+    int(t) for t in (EventType.INSERT_FIELD, EventType.UPDATE_FIELD, EventType.UPDATE_FIELD_REMOVE_ALL)
+)
 OPERATION_FIELDS = ("op_time", "event_id", "xml")
+CHANGE_FIELDS = ("change", "transaction_id", "change_time", "records")
+"""With the change formats on, an operation's change besides (`changes.change_of`)."""
+_UNIT_FIELDS = ("record_id", "event_time", "transaction_id", "attr_name", "old_text", "new_text")
 _ADD, _MODIFY, _DELETE = OperationKind.ADD.value, OperationKind.MODIFY.value, OperationKind.DELETE.value
 
 
@@ -84,43 +91,37 @@ def in_processing_order(events: pa.Table) -> pa.Table:
     ]))
 
 
-def simple_operations(events: pa.Table, ctx: OperationContext) -> pa.Table | None:
-    """The operations (op_time, event_id, xml) of objects with no query-back event, in no
-    particular order; None when some text is one XML cannot carry, so that the per-object
-    rules say which."""
+def simple_operations(events: pa.Table, ctx: OperationContext) -> pa.Table:
+    """The operations (op_time, event_id, xml, and with the formats on CHANGE_FIELDS) of
+    objects with no query-back event, in no particular order."""
     events = in_processing_order(events)
     codes = np.asarray(events["event_type_code"]).astype(np.int64)
     kinds = _kinds(codes, ctx)
-    return _merged(events, kinds, _logged_changes(events, codes, kinds), np.zeros(len(codes), bool), ctx)
+    return _merged(events, codes, kinds, _logged_changes(events, codes, kinds), np.zeros(len(codes), bool), {}, ctx)
 
 
 @dataclass(frozen=True)
 class QueryBackResolution:
     operations: pa.Table
-    """(op_time, event_id, xml) per operation."""
+    """(op_time, event_id, xml, and with the formats on CHANGE_FIELDS) per operation."""
     vanished: pa.Array
     """The record_ids of the query-back events whose object is gone: status W."""
-    unresolved: pa.Table
-    """The events of objects whose current row has a value that cannot be published, for the
-    per-object rules."""
+    unreadable: pa.Table
+    """(record_id, reason) of the query-back events whose value cannot be published: status E."""
 
 
 def query_back_operations(
     events: pa.Table, current: Mapping[tuple[str, str], CurrentRow], ctx: OperationContext
-) -> QueryBackResolution | None:
+) -> QueryBackResolution:
     """`precedence.decide` and the operations of objects with query-back events, given their
-    current rows (absent: the object is gone); None when some text is one XML cannot carry."""
+    current rows (absent: the object is gone)."""
     events = in_processing_order(events)
     rows = _current_of(events, current)
-    troubled = np.array([row is not None and bool(row.problems) for row in rows], dtype=bool)
-    if troubled.any():
-        objects = object_ids(events)
-        unresolved = events.filter(pa.array(troubled[objects]))
-        events = events.filter(pa.array(~troubled[objects]))
-        rows = [row for row, bad in zip(rows, troubled, strict=True) if not bad]
-    else:
-        unresolved = events.slice(0, 0)
-    published, effective, row_wins, vanished = _decide(events, np.array([r is not None for r in rows], bool), ctx)
+    problems = _problems(events, rows)
+    published, effective, row_wins, vanished = _decide(
+        events, np.array([r is not None for r in rows], bool), ~pc.is_null(problems).to_numpy(zero_copy_only=False),
+        ctx,
+    )
     kept = events.filter(pa.array(published))
     codes = effective[published]
     kinds = _kinds(codes, ctx)
@@ -129,10 +130,29 @@ def query_back_operations(
     if winners.any():
         rows_set = _row_changes(kept.filter(pa.array(winners)), current, ctx)
         changes = pc.replace_with_mask(changes, pa.array(winners), rows_set)
-    operations = _merged(kept, kinds, changes, winners & (codes == int(EventType.INSERT_ROW_QUERY_BACK)), ctx)
-    if operations is None:
-        return None
-    return QueryBackResolution(operations, events["record_id"].filter(pa.array(vanished)).combine_chunks(), unresolved)
+    announces = winners & (codes == int(EventType.INSERT_ROW_QUERY_BACK))
+    operations = _merged(kept, codes, kinds, changes, announces, current, ctx)
+    unreadable = pa.table({"record_id": events["record_id"], "reason": problems}).filter(pc.is_valid(problems))
+    return QueryBackResolution(operations, events["record_id"].filter(pa.array(vanished)).combine_chunks(), unreadable)
+
+
+def _problems(events: pa.Table, rows: list[CurrentRow | None]) -> pa.Array:
+    """Per event, why it is E (`precedence.unreadable_reason`), or null: a row query-back of a
+    row with a value that cannot be published, a field query-back of such a value."""
+    troubled = np.array([row is not None and bool(row.problems) for row in rows], dtype=bool)
+    reasons: list[str | None] = [None] * events.num_rows
+    if not troubled.any():
+        return pa.array(reasons, pa.string())
+    objects = object_ids(events)
+    codes = np.asarray(events["event_type_code"]).astype(np.int64)
+    names = events["attr_name"].to_pylist()
+    for index in np.flatnonzero(troubled[objects] & (codes >= _QUERY_BACK_FROM)).tolist():
+        row_problems = rows[objects[index]].problems  # type: ignore[union-attr]
+        if codes[index] in _ROW_QB:
+            reasons[index] = unreadable_reason(row_problem(row_problems))
+        elif names[index] in row_problems:
+            reasons[index] = unreadable_reason(row_problems[names[index]])
+    return pa.array(reasons, pa.string())
 
 
 def _current_of(events: pa.Table, current: Mapping[tuple[str, str], CurrentRow]) -> list[CurrentRow | None]:
@@ -142,11 +162,12 @@ def _current_of(events: pa.Table, current: Mapping[tuple[str, str], CurrentRow])
 
 
 def _decide(
-    events: pa.Table, exists: np.ndarray, ctx: OperationContext
+    events: pa.Table, exists: np.ndarray, unreadable: np.ndarray, ctx: OperationContext
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(published, effective type, row query-back winners, vanished) per event, of objects in
-    processing order whose current rows have no problem: `precedence.decide` over all objects
-    at once."""
+    processing order, given which objects exist and which query-back events are `unreadable`:
+    `precedence.decide` over all objects at once. An object whose row has a value that cannot
+    be published has no winning row query-back."""
     n = events.num_rows
     codes = np.asarray(events["event_type_code"]).astype(np.int64)
     objects = object_ids(events)
@@ -163,13 +184,15 @@ def _decide(
     last_insert = np.full(len(exists), -1)
     np.maximum.at(last_insert, objects[is_inserting], index[is_inserting])
     reinserted = (last_insert > last_delete)[objects]
-    row_eligible = is_row & present & (after_delete | (reinserted & (not rows_after_delete)))
+    troubled = np.zeros(len(exists), bool)
+    troubled[objects[unreadable & is_row]] = True
+    row_eligible = is_row & present & ~troubled[objects] & (after_delete | (reinserted & (not rows_after_delete)))
     first_row = np.full(len(exists), n)
     np.minimum.at(first_row, objects[row_eligible], index[row_eligible])
     has_row_winner = (first_row < n)[objects]
     row_wins = row_eligible & (index == first_row[objects])
     attribute = _per_attribute(events, objects)
-    field_eligible = is_field & present & after_delete
+    field_eligible = is_field & present & after_delete & ~unreadable
     won, first = np.unique(attribute[field_eligible], return_index=True)
     field_wins = np.zeros(n, bool)
     field_wins[index[field_eligible][first]] = True
@@ -265,14 +288,16 @@ def _row_changes(winners: pa.Table, current: Mapping[tuple[str, str], CurrentRow
 
 
 def _merged(
-    events: pa.Table, kinds: pa.Array, changes: pa.Array, announces: np.ndarray, ctx: OperationContext
-) -> pa.Table | None:
-    """Published events in processing order → one operation per run of an object's consecutive
-    same-kind events, its body their changes joined; a modify with an empty body is dropped
-    unless a unit of it `announces` the object (`operations._announces`)."""
+    events: pa.Table, codes: np.ndarray, kinds: pa.Array, changes: pa.Array, announces: np.ndarray,
+    current: Mapping[tuple[str, str], CurrentRow], ctx: OperationContext,
+) -> pa.Table:
+    """Published events in processing order, with their effective types (`codes`) → one
+    operation per run of an object's consecutive same-kind events, its body their changes
+    joined; a modify with an empty body is dropped unless a unit of it `announces` the object
+    (`operations._announces`). With the formats on, each operation's change too. Raises
+    ValueError naming the operation and the text when some text is one XML cannot carry."""
     if events.num_rows == 0:
-        return pa.table({"op_time": events["position_time"], "event_id": events["record_id"],
-                         "xml": pa.array([], pa.binary())})
+        return _operations_table(events["position_time"], events["record_id"], pa.array([], pa.binary()), [], ctx)
     starts = object_starts(events)
     kind_values = np.asarray(kinds.to_numpy(zero_copy_only=False))
     starts[1:] |= kind_values[1:] != kind_values[:-1]
@@ -288,7 +313,64 @@ def _merged(
         firsts["canonical_key"], ",table=", firsts["class_name"], f",schema={ctx.schema_label}", ""
     )
     xml = column_operations(run_kinds, firsts["class_name"], firsts["record_id"], associations, bodies)
-    if pc.any(column_refused(xml)).as_py():
-        return None
-    return pa.table({"op_time": firsts["position_time"], "event_id": firsts["record_id"],
-                     "xml": pc.cast(xml, pa.binary())})
+    ends = np.append(first[1:], events.num_rows)
+    runs = np.flatnonzero(np.asarray(published))
+    refused = np.flatnonzero(np.asarray(column_refused(xml)))
+    if len(refused):
+        run = int(refused[0])
+        start, end = int(first[runs[run]]), int(ends[runs[run]])
+        texts = _named_texts(firsts["class_name"][run].as_py(), associations[run].as_py(),
+                             events.slice(start, end - start), codes[start:end])
+        raise refusal(firsts["record_id"][run].as_py(), texts, xml[run].as_py())
+    described = []
+    if ctx.changes:
+        described = _run_changes(events, codes, first[runs], ends[runs], run_kinds, current, ctx)
+    return _operations_table(firsts["position_time"], firsts["record_id"], pc.cast(xml, pa.binary()), described, ctx)
+
+
+def _named_texts(
+    class_name: str, association: str, run: pa.Table, codes: np.ndarray
+) -> Iterator[tuple[str, str | None]]:
+    """The texts of an operation's logged events, named in the order `xds.refusal` takes them."""
+    yield "class name", class_name
+    yield "association", association
+    for name, code, old, new in zip(run["attr_name"].to_pylist(), codes.tolist(), run["old_text"].to_pylist(),
+                                    run["new_text"].to_pylist(), strict=True):
+        if name is None or code == EventType.DELETE_ROW:
+            continue
+        yield f"attribute name {name!r}", name
+        if code == EventType.UPDATE_FIELD:
+            yield f"removed value of attribute {name!r}", old
+        if code in _LOGGED_ADDS:
+            yield f"added value of attribute {name!r}", new
+
+
+def _operations_table(
+    op_time: pa.Array, event_id: pa.Array, xml: pa.Array, changes: list[Change], ctx: OperationContext
+) -> pa.Table:
+    columns = {"op_time": op_time, "event_id": event_id, "xml": xml}
+    if ctx.changes:
+        columns["change"] = pa.array([c.to_bytes() for c in changes], pa.binary())
+        columns["transaction_id"] = pa.array([c.transaction_id for c in changes], pa.string())
+        columns["change_time"] = pa.array([c.event_time for c in changes], pa.timestamp("us", tz="UTC"))
+        columns["records"] = pa.array([c.records for c in changes], pa.int32())
+    return pa.table(columns)
+
+
+def _run_changes(
+    events: pa.Table, codes: np.ndarray, starts: np.ndarray, ends: np.ndarray, kinds: pa.Array,
+    current: Mapping[tuple[str, str], CurrentRow], ctx: OperationContext,
+) -> list[Change]:
+    """`changes.change_of` of each published run [start, end) of events, of kind `kinds`."""
+    units = events.select(list(_UNIT_FIELDS)).to_pylist()
+    for unit, code in zip(units, codes.tolist(), strict=True):
+        unit["effective_type"] = code
+    names, keys = events["class_name"].to_pylist(), events["canonical_key"].to_pylist()
+    described = []
+    for start, end, kind in zip(starts.tolist(), ends.tolist(), kinds.to_pylist(), strict=True):
+        obj = (names[start], keys[start])
+        row = current.get(obj)
+        group = {"canonical_key": obj[1], "units": units[start:end]}
+        described.append(change_of(group, ctx.tables[obj[0]], None if row is None else dict(row.values),
+                                   OperationKind(kind)))
+    return described

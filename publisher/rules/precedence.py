@@ -127,8 +127,7 @@ def decide(
             if not exists:
                 decisions.append(Decision(Outcome.VANISHED, t, VANISHED_REASON))
             elif problems:
-                reason = "; ".join(dict.fromkeys(problems.values()))
-                decisions.append(Decision(Outcome.UNREADABLE, t, _unreadable(reason)))
+                decisions.append(Decision(Outcome.UNREADABLE, t, unreadable_reason(row_problem(problems))))
             else:
                 decisions.append(Decision(Outcome.WINS if index == winners.row else Outcome.REDUNDANT, t))
         elif t in _FIELD_QB:
@@ -136,7 +135,7 @@ def decide(
             if not exists:
                 decisions.append(Decision(Outcome.VANISHED, effective, VANISHED_REASON))
             elif name in problems:
-                decisions.append(Decision(Outcome.UNREADABLE, effective, _unreadable(problems[name])))
+                decisions.append(Decision(Outcome.UNREADABLE, effective, unreadable_reason(problems[name])))
             elif winners.row is not None or index != winners.fields.get(name):
                 decisions.append(Decision(Outcome.REDUNDANT, effective))
             else:
@@ -231,5 +230,11 @@ class _Winners:
             t == EventType.INSERT_FIELD_QUERY_BACK and self.fields.get(name) == index)
 
 
-def _unreadable(reason: str) -> str:
+def row_problem(problems: Mapping[str, str]) -> str:
+    """What keeps a row query-back from publishing a row: each distinct problem of its values."""
+    return "; ".join(dict.fromkeys(problems.values()))
+
+
+def unreadable_reason(reason: str) -> str:
+    """Why a query-back event is E: the value it would publish cannot be published."""
     return f"current value cannot be published: {reason}"
