@@ -287,11 +287,13 @@ class ChangeTableFiles:
             self.rows[name] += len(batch)
             batch.clear()
 
-    def close(self) -> None:
+    def close(self) -> dict[str, int]:
+        """Flush and close every table's file; the rows written per table."""
         for name, (writer, _, _) in self._open.items():
             self._flush(name)
             writer.close()
         self._open.clear()
+        return dict(self.rows)
 
     def __enter__(self) -> ChangeTableFiles:
         return self

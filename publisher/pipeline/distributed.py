@@ -30,7 +30,8 @@ from publisher.rules.changes import NO_TIME, Change, TransactionPlace, stamp
 from publisher.rules.classify import Disposition
 from publisher.rules.classify_batch import CLASSIFIED_SCHEMA, BatchClassifier
 
-PART_WRITTEN_SCHEMA = "part int, table string, rows long, messages long"
+PART_WRITTEN_SCHEMA = "part int, format string, name string, count long"
+"""What a partition's formats wrote (`formats.PartWritten`), a row per count."""
 """What a partition's change-table and message writer reports: a row per table written."""
 
 
@@ -92,7 +93,7 @@ class Distributed(CyclePath[DataFrame, DataFrame]):
         steps["place"] = (placed_at := time.perf_counter()) - started
         starts = self._reserve(placed)
         steps["number"] = (numbered_at := time.perf_counter()) - placed_at
-        ctx = formats.ctx
+        cycles = formats.started
         written_schema = arrow_schema_of(PART_WRITTEN_SCHEMA)
 
         def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -107,19 +108,20 @@ class Distributed(CyclePath[DataFrame, DataFrame]):
                                                                        r["t_rows"])) for r in rows)
             changes, places = _unzip(pairs)
             number, after_time = starts[part]
-            written = write_part(stamp(changes, places, number, after_time), ctx, part)
+            written = write_part(stamp(changes, places, number, after_time), cycles, part)
             out: list[tuple[Any, ...]] = [
-                (part, table, count, written.messages) for table, count in written.rows.items()
+                (part, name, counted, count) for name, counts in written.counts.items()
+                for counted, count in counts.items()
             ]
-            yield rows_batch(out or [(part, None, 0, written.messages)], written_schema)
+            yield rows_batch(out or [(part, None, None, 0)], written_schema)
 
-        pieces: dict[int, tuple[dict[str, int], int]] = {}
+        pieces: dict[int, dict[str, dict[str, int]]] = {}
         for r in placed.mapInArrow(write, PART_WRITTEN_SCHEMA).collect():
-            table_rows, messages = pieces.setdefault(r["part"], ({}, r["messages"]))
-            if r["table"] is not None:
-                table_rows[r["table"]] = r["rows"]
+            counts = pieces.setdefault(r["part"], {})
+            if r["format"] is not None:
+                counts.setdefault(r["format"], {})[r["name"]] = r["count"]
         steps["write"] = (written_at := time.perf_counter()) - numbered_at
-        finished = formats.finish(PartWritten(part, rows, messages) for part, (rows, messages) in pieces.items())
+        finished = formats.finish(PartWritten(part, counts) for part, counts in pieces.items())
         steps["finish"] = time.perf_counter() - written_at
         return finished
 

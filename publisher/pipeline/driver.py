@@ -67,7 +67,7 @@ class InDriver(CyclePath[pa.Table, Resolved]):
         latest = max((time_prefix(c.event_time) for c in changes), default=NO_TIME)
         numbers = reserve_change_numbers(self.plan.output, len(changes), latest)
         stamped = stamp(changes, transaction_places(changes), numbers.first, numbers.after_time)
-        return formats.finish([write_part(stamped, formats.ctx, 0)])
+        return formats.finish([write_part(stamped, formats.started, 0)])
 
     def outcomes(self, classified: pa.Table, resolved: Resolved, cycle_number: int) -> Outcomes:
         errors = classified.filter(pc.equal(classified["disposition"], Disposition.ERROR))
