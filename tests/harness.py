@@ -23,7 +23,10 @@ from publisher.config import (
     SparkConfig,
 )
 from publisher.database import connect
+from publisher.pipeline.acknowledge import Acknowledging
 from publisher.pipeline.cycle import CycleResult, run_cycle
+from publisher.pipeline.event_log import event_log_source
+from publisher.pipeline.window import CycleWindow, WindowLimits, plan_window
 
 USR_COLUMNS = ("idu", "fname", "lname", "photo", "age", "active", "born")
 USR_DDL = {
@@ -149,6 +152,15 @@ class Harness:
 
     def poll(self) -> CycleResult:
         return run_cycle(self.spark, self.engine, self.config)
+
+    def window(self) -> CycleWindow | None:
+        """The window the next cycle of the status mode would take."""
+        log = event_log_source(self.config, self.engine)
+        return plan_window(log, self.engine, WindowLimits.of(self.config.publisher))
+
+    def acknowledging(self) -> Acknowledging:
+        """What the status mode's acknowledgement needs, as a cycle resolves it."""
+        return Acknowledging.of(self.config, event_log_source(self.config, self.engine))
 
     def published(self, new_only: bool = True) -> Published:
         """The documents written since the last call (all of them with new_only=False), in name order."""

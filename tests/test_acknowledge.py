@@ -83,7 +83,7 @@ def test_a_row_that_is_no_longer_new_rolls_everything_back(spark, database, tmp_
 
 def acknowledge(h, read, exceptions):
     """Every read event S, but for the exceptions."""
-    return acknowledge_runs(h.engine, h.config, status_runs(read, exceptions), run_post_polling=False)
+    return acknowledge_runs(h.engine, h.acknowledging(), status_runs(read, exceptions), run_post_polling=False)
 
 
 def runs_of(outcomes) -> Iterator[StatusRun]:
@@ -138,7 +138,7 @@ def test_streamed_runs_are_acknowledged_exactly_in_bounded_statements(spark, dat
 
     statements: list[str] = []
     updates(h.engine, statements)
-    written = acknowledge_runs(h.engine, h.config, runs, run_post_polling=False)
+    written = acknowledge_runs(h.engine, h.acknowledging(), runs, run_post_polling=False)
 
     assert runs.iterations == 2
     assert h.statuses() == {rid: outcomes[rid].value if rid in outcomes else "N" for rid in ids}
@@ -156,7 +156,8 @@ def test_a_long_run_of_rejected_rows_is_cut_into_statements_of_bounded_ids(spark
     ids = log_events(h, 10)
     statements: list[str] = []
     updates(h.engine, statements)
-    written = acknowledge_runs(h.engine, h.config, [(Status.ERROR, IdRun(ids[0], ids[-1]))], run_post_polling=False)
+    runs = [(Status.ERROR, IdRun(ids[0], ids[-1]))]
+    written = acknowledge_runs(h.engine, h.acknowledging(), runs, run_post_polling=False)
     assert written == {Status.ERROR: 10}
     assert set(h.statuses().values()) == {"E"}
     # 3 + 3 + 3 + 1 ids, and no S statement for a read range that holds no S row
@@ -170,10 +171,10 @@ def test_runs_out_of_order_or_given_once_are_refused_before_anything_changes(spa
     ids = log_events(h, 6)
     once = iter([(Status.SUCCESS, IdRun(ids[0], ids[-1]))])
     with pytest.raises(TypeError, match="not an iterator"):
-        acknowledge_runs(h.engine, h.config, once, run_post_polling=False)
+        acknowledge_runs(h.engine, h.acknowledging(), once, run_post_polling=False)
     overlapping = [(Status.ERROR, IdRun(ids[0], ids[2])), (Status.SUCCESS, IdRun(ids[2], ids[5]))]
     with pytest.raises(ValueError, match="out of record_id order"):
-        acknowledge_runs(h.engine, h.config, overlapping, run_post_polling=False)
+        acknowledge_runs(h.engine, h.acknowledging(), overlapping, run_post_polling=False)
     assert set(h.statuses().values()) == {"N"}
 
 

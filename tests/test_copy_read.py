@@ -17,7 +17,6 @@ from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import EVENT_SCHEMA
 from publisher.pipeline.copy_read import BLOCK_BYTES, can_copy, copy_batches
 from publisher.pipeline.read import read_rows
-from publisher.pipeline.window import plan_window
 
 STORABLE = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
 """What PostgreSQL text can hold: no NUL, no lone surrogate."""
@@ -33,7 +32,7 @@ TIMES = st.sampled_from([
 def rows_table(h: Harness, future: bool) -> tuple[pa.Table, pa.Table]:
     """The window read both ways (in future mode a time after 9999 waits: maybe no window)."""
     h.reconfigure(future_events=future, query_limit=1000)
-    window = plan_window(h.config, h.engine)
+    window = h.window()
     if window is None:
         assert future
         return pa.table({}), pa.table({})
@@ -83,7 +82,7 @@ def test_a_range_without_new_rows_reads_nothing(spark, postgresql_database, tmp_
     h = Harness(spark, postgresql_database, tmp_path)
     h.create_event_log()
     ids = h.log((2, "usr", "idu=1", "fname", "a", "b"), (2, "usr", "idu=2", "fname", "c", "d"))
-    window = plan_window(h.config, h.engine)
+    window = h.window()
     assert window is not None
     h.db.execute(f"UPDATE {h.table(h.config.event_log.table)} SET status = 'S' WHERE record_id = {ids[0]}")
     with h.engine.connect() as conn:

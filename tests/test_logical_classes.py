@@ -14,7 +14,7 @@ from lxml import etree
 from schemas import OTHER_USER
 from sqlalchemy import text
 
-from publisher.config import ClassConfig, ConfigError
+from publisher.config import ClassConfig, ConfigError, Reader
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value
 from publisher.model.values import ValueType
 from publisher.model.xds import DANGLING_REFERENCE, build_operation
@@ -325,7 +325,7 @@ def test_subscribers_get_the_attributes_they_track_and_resolve_references_they_d
          "INSERT INTO {grp_member} (gid, idu) VALUES (7, 1), (7, 99)")
     for name in ("g", "n"):
         assert check_out(spark, h.engine, h.config, name).events > 0
-        assert [str(d) for d in verify(h.config, h.engine, subscriber=name)] == []
+        assert [str(d) for d in verify(h.config, h.engine, reader=Reader(name))] == []
     documents = {name: [etree.parse(str(p)).getroot() for p in sorted((tmp_path / name).glob("*.xml"))]
                  for name in ("g", "n")}
     members = {v.text: v.get("association-ref") for d in documents["g"] for v in d.iter("value")

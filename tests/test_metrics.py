@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import event, text
 
 from publisher.cli import main
-from publisher.config import ConfigError
+from publisher.config import STATUS_MODE, ConfigError
 from publisher.config.loading import load_config
 from publisher.database import connect
 from publisher.service.loop import run_forever
@@ -235,7 +235,7 @@ def test_failures_count_up_until_a_cycle_succeeds(tmp_path):
     assert main(["install", "-c", str(path)]) == 0
     config = load_config(path, environ={})
     metrics = PublisherMetrics(config, connect(config))
-    reader = metrics.reader(None)
+    reader = metrics.reader(STATUS_MODE)
     stop = threading.Event()
     seen: list[float | None] = []
 
@@ -287,7 +287,7 @@ def test_the_dashboard_and_the_readme_name_only_metrics_that_are_served(tmp_path
     assert main(["install", "-c", str(path)]) == 0
     config = load_config(path, environ={})
     metrics = PublisherMetrics(config, connect(config))
-    metrics.reader(None)
+    metrics.reader(STATUS_MODE)
     families = list(text_string_to_metric_families(generate_latest(metrics.registry).decode()))
     served = {family.name + ("_total" if family.type == "counter" else "") for family in families
               if not family.name.endswith("_created")}
@@ -401,7 +401,7 @@ def test_last_success_is_absent_until_a_cycle_succeeds(tmp_path):
     path.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "m.db"}"\n', encoding="utf-8")
     config = load_config(path, environ={})
     metrics = PublisherMetrics(config, connect(config))
-    reader = metrics.reader(None)
+    reader = metrics.reader(STATUS_MODE)
     reader.lock_held(False)  # a standby waiting for the lock
     labels = {"subscriber": ""}
     assert metrics.registry.get_sample_value("publisher_last_success_timestamp_seconds", labels) is None

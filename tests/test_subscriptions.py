@@ -18,7 +18,7 @@ from lxml import etree
 from sqlalchemy import create_engine, text
 
 from publisher.cli import main
-from publisher.config import ConfigError
+from publisher.config import ConfigError, Reader
 from publisher.config.loading import load_config
 from publisher.database import connect
 from publisher.pipeline.cycle import run_cycle
@@ -81,7 +81,7 @@ class Site:
         return run_cycle(self.spark, self.engine, self.config).events
 
     def verify(self, name: str | None = None) -> list[str]:
-        return [str(d) for d in verify(self.config, self.engine, subscriber=name)]
+        return [str(d) for d in verify(self.config, self.engine, reader=Reader(name))]
 
     def operations(self, name: str | None = None) -> list[tuple[str, str, int]]:
         folder = self.root / ("status" if name is None else name)

@@ -11,7 +11,6 @@ from sqlalchemy import text
 
 from publisher.model.events import EVENT_FIELDS
 from publisher.pipeline.read import read_rows
-from publisher.pipeline.window import plan_window
 
 # A user no test database logs in as, so that trigger-logged rows on PostgreSQL are not loopback.
 OTHER_USER = "publisher_app"
@@ -19,7 +18,7 @@ OTHER_USER = "publisher_app"
 
 def read_transactions(h: Harness) -> dict[int, str | None]:
     """record_id → transaction_id, as the publisher's reader hands them to a cycle."""
-    window = plan_window(h.config, h.engine)
+    window = h.window()
     assert window is not None
     rows = [dict(zip(EVENT_FIELDS, row, strict=True)) for row in read_rows(window, window.lo, window.hi)]
     return {row["record_id"]: row["transaction_id"] for row in rows}

@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, text
 from publisher.config import DatabaseConfig
 from publisher.errors import StageFailedError
 from publisher.outputs.cycle_files import WINDOW_FILE
-from publisher.pipeline.window import plan_window, window_pin
+from publisher.pipeline.window import window_pin
 from publisher.service.mirror import verify
 
 # A user no test database logs in as: PostgreSQL's triggers record session_user, which would
@@ -246,7 +246,7 @@ def test_a_window_that_is_not_full_is_not_extended(harness):
     h = publisher(harness, query_limit=10)
     h.install("usr")
     insert_usr(h, 1, 2)
-    window = plan_window(h.config, h.engine)
+    window = h.window()
     assert window is not None and window.count == 6
 
 
@@ -361,7 +361,7 @@ def test_a_window_kept_after_its_rows_were_acknowledged_gives_way_to_the_next(ha
     h = publisher(harness)
     h.install("usr")
     insert_usr(h, 1)
-    kept = window_pin(plan_window(h.config, h.engine))
+    kept = window_pin(h.window())
     h.poll()
     assert not (h.output / WINDOW_FILE).exists()
     (h.output / WINDOW_FILE).write_text(kept, encoding="utf-8")

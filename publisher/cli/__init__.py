@@ -15,7 +15,7 @@ from typing import Any
 from publisher.cli import commands
 from publisher.cli.errors import UnavailableError, UsageError
 from publisher.cli.parser import build_parser
-from publisher.config import Config, ConfigError
+from publisher.config import Config, ConfigError, Reader
 from publisher.config.loading import load_config
 from publisher.service.logs import configure_logging
 
@@ -57,7 +57,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "install":
         return _guard(lambda: commands.install_command(config, args), config)
     if args.command == "poll":
-        return _guard(lambda: commands.poll_command(config, args.subscriber), config)
+        return _guard(lambda: commands.poll_command(config, Reader(args.subscriber)), config)
     if args.command == "snapshot":
         return _guard(lambda: commands.snapshot_command(config, args), config)
     if args.command == "purge":
@@ -73,7 +73,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _guard(lambda: commands.prometheus_command(config), config)
         return _guard(lambda: commands.stats_command(config, args.json), config)
     if args.command == "verify":
-        return _guard(lambda: commands.verify_command(config, args.documents, args.subscriber, args.repair), config)
+        reader = Reader(args.subscriber)
+        return _guard(lambda: commands.verify_command(config, args.documents, reader, args.repair), config)
     raise UsageError(f"unknown command {args.command}")  # pragma: no cover
 
 

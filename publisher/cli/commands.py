@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from publisher.cli.errors import UnavailableError, UsageError
-from publisher.config import Config
+from publisher.config import STATUS_MODE, Config, Reader
 
 if TYPE_CHECKING:
     from publisher.service.lock import PublisherLock
@@ -56,7 +56,7 @@ def snapshot_command(config: Config, args: argparse.Namespace) -> int:
     from publisher.database import connect
     from publisher.service.snapshot import CHUNK_ROWS, ProgressLines, snapshot
 
-    result = snapshot(config, connect(config), args.table, args.where, args.subscriber, args.dry_run,
+    result = snapshot(config, connect(config), args.table, args.where, Reader(args.subscriber), args.dry_run,
                       args.chunk_rows or CHUNK_ROWS, ProgressLines())
     print(json.dumps(result.summary()))
     if not args.dry_run:
@@ -78,7 +78,7 @@ def _check_capture(config: Config, engine: Any) -> int:
     return 0
 
 
-def poll_command(config: Config, subscriber: str | None) -> int:
+def poll_command(config: Config, reader: Reader) -> int:
     from publisher.database import connect
     from publisher.pipeline.cycle import run_cycle
     from publisher.pipeline.spark import get_spark
@@ -86,7 +86,7 @@ def poll_command(config: Config, subscriber: str | None) -> int:
 
     engine = connect(config)
     _check_reachable(engine)
-    if subscriber is None:
+    if reader.subscriber is None:
         _warn_unpublished(config, engine)
         with PublisherLock(config) as lock:
             result = run_cycle(lambda: get_spark(config.spark), engine, config)
@@ -95,8 +95,8 @@ def poll_command(config: Config, subscriber: str | None) -> int:
         return 0
     from publisher.service.checkouts import check_out
 
-    with PublisherLock(config, subscriber=subscriber) as lock:
-        results = check_out(lambda: get_spark(config.spark), engine, config, subscriber)
+    with PublisherLock(config, reader=reader) as lock:
+        results = check_out(lambda: get_spark(config.spark), engine, config, reader.subscriber)
     print(json.dumps(results.summary()))
     _check_not_lost(lock)
     return 0
@@ -192,15 +192,15 @@ def run_command(config: Config, subscriber: str | None) -> int:
     log = logging.getLogger("publisher")
     if subscriber is not None:
         config.subscriber(subscriber)
-        readers: list[str | None] = [subscriber]
+        readers = [Reader(subscriber)]
     else:
-        readers = [None] if config.publisher.status_mode else []
-        readers += sorted(config.subscribers)
+        readers = [STATUS_MODE] if config.publisher.status_mode else []
+        readers += [Reader(name) for name in sorted(config.subscribers)]
     if not readers:
         raise UsageError("nothing to run: publisher.status_mode = false and no [subscribers.NAME] is configured")
     engine = connect(config)
     _check_reachable(engine)
-    if None in readers:
+    if STATUS_MODE in readers:
         _warn_unpublished(config, engine)
     metrics = None
     with contextlib.ExitStack() as serving:  # the metrics server stops on every way out
@@ -233,12 +233,12 @@ def stats_command(config: Config, as_json: bool) -> int:
     return 0
 
 
-def verify_command(config: Config, documents: str | None, subscriber: str | None, repair: bool = False) -> int:
+def verify_command(config: Config, documents: str | None, reader: Reader, repair: bool = False) -> int:
     from publisher.database import connect
     from publisher.service.mirror import check
 
     engine = connect(config)
-    default = config.output.directory if subscriber is None else config.subscriber(subscriber).output
+    default = reader.output(config)
     directory = Path(documents or default)
     if repair and documents is not None and directory.resolve() != Path(default).resolve():
         raise UsageError("verify --repair: repairs the consumer of the configured output; --documents names another")
@@ -247,13 +247,12 @@ def verify_command(config: Config, documents: str | None, subscriber: str | None
     if not directory.is_dir():
         raise UnavailableError(f"no documents to replay: the directory {directory} does not exist")
     if not repair:
-        result = check(config, engine, directory, subscriber)
-        _report_verification(result, subscriber)
+        result = check(config, engine, directory, reader)
+        _report_verification(result, reader)
         return 1 if result.differences else 0
     from publisher.service.repair import repair_consumer
 
-    outcome = repair_consumer(config, engine, directory, subscriber,
-                              lambda found: _report_verification(found, subscriber))
+    outcome = repair_consumer(config, engine, directory, reader, lambda found: _report_verification(found, reader))
     if outcome.logged is None:
         return 0
     print(json.dumps(outcome.logged.summary()))
@@ -261,11 +260,11 @@ def verify_command(config: Config, documents: str | None, subscriber: str | None
         print(f"logged {_count(outcome.logged.total, 'event')}; the publisher holding the lock publishes them",
               file=sys.stderr)
         return 0
-    _report_verification(outcome.final, subscriber)
+    _report_verification(outcome.final, reader)
     return 1 if outcome.final.differences else 0
 
 
-def _report_verification(result: Any, subscriber: str | None) -> None:
+def _report_verification(result: Any, reader: Reader) -> None:
     for difference in result.differences:
         print(difference)
     counted = f"{_count(result.objects, 'object')} in {_count(result.tables, 'table')}"
@@ -275,7 +274,7 @@ def _report_verification(result: Any, subscriber: str | None) -> None:
         print(f"mirror equals source: {counted}, {_count(result.documents, 'document')} replayed")
     if result.pending:
         are = "is" if result.pending == 1 else "are"
-        waiting = "still new" if subscriber is None else "not checked out yet"
+        waiting = "still new" if reader.is_status_mode else "not checked out yet"
         print(f"note: {_count(result.pending, 'event')} {are} {waiting}; poll until drained before verifying")
 
 

@@ -299,6 +299,33 @@ class Config:
         return found
 
 
+@dataclass(frozen=True)
+class Reader:
+    """Who a cycle publishes the event log for: the status mode, which marks each row's status,
+    or one subscriber, which checks windows of the log out and in whatever the statuses."""
+
+    subscriber: str | None = None
+
+    @property
+    def is_status_mode(self) -> bool:
+        return self.subscriber is None
+
+    @property
+    def key(self) -> str:
+        """How state tables name the reader: the subscriber's name, "" for the status mode."""
+        return self.subscriber or ""
+
+    def output(self, config: Config) -> str:
+        """The directory its documents, rejects and formats go to (a subscriber must exist)."""
+        return config.output.directory if self.subscriber is None else config.subscriber(self.subscriber).output
+
+    def __str__(self) -> str:
+        return "the status mode" if self.subscriber is None else f"subscriber {self.subscriber}"
+
+
+STATUS_MODE = Reader()
+
+
 def child_column(spec: str) -> tuple[str, str]:
     """(child table, value column) of a multi_valued entry "child_table.value_column"; the last
     dot separates them."""

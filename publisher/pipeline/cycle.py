@@ -22,8 +22,8 @@ from sqlalchemy import Engine
 
 from publisher import failpoints
 from publisher.capture.install import follow_shapes, published_tables
-from publisher.config import Config, ConfigError
-from publisher.database import association_schema, publisher_user, table_schema
+from publisher.config import STATUS_MODE, Config, ConfigError, Reader
+from publisher.database import association_schema, publisher_user
 from publisher.errors import MissingStateError, StageFailedError, root_cause
 from publisher.model.catalog import referenced_tables, reflect_catalog
 from publisher.model.events import Status
@@ -32,9 +32,10 @@ from publisher.outputs.cycle_files import WINDOW_FILE, next_cycle_number, pin_wi
 from publisher.outputs.documents import DocumentWritten
 from publisher.outputs.formats import FormatsWritten
 from publisher.outputs.outcomes import append_rejects
-from publisher.pipeline.acknowledge import ANALYZE_AFTER, acknowledge_runs, refresh_statistics
+from publisher.pipeline.acknowledge import ANALYZE_AFTER, Acknowledging, acknowledge_runs, refresh_statistics
 from publisher.pipeline.distributed import Distributed
 from publisher.pipeline.driver import InDriver
+from publisher.pipeline.event_log import EventLogSource, event_log_source
 from publisher.pipeline.objects import ObjectsContext
 from publisher.pipeline.poison import FailureMemory, Isolation, is_row_failure, narrow, rejects_of, window_ids
 from publisher.pipeline.queryback import QueryBackContext
@@ -42,7 +43,7 @@ from publisher.pipeline.spark import is_connect
 from publisher.pipeline.stages import Acknowledgement, CyclePath, CyclePlan
 from publisher.pipeline.subscribers import CheckOutAcknowledgement, check_out_window, subscriber_config, tracked
 from publisher.pipeline.timing import StepTimer
-from publisher.pipeline.window import CycleWindow, plan_window, resume_window, window_pin
+from publisher.pipeline.window import CycleWindow, WindowLimits, plan_window, resume_window, window_pin
 from publisher.rules.classify import ClassifyContext
 from publisher.rules.operations import OperationContext
 from publisher.rules.subscription import tracked_tables
@@ -134,13 +135,13 @@ class _Stopwatch(StepTimer):
             self.add(f"{stage}.{step}", spent)
 
 
-def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: str | None = None) -> CycleResult:
-    """Publish what the event log holds now, once (for `subscriber`: a window of its check-out);
-    return what was done."""
+def run_cycle(spark: SparkProvider, engine: Engine, config: Config, reader: Reader = STATUS_MODE) -> CycleResult:
+    """Publish what the event log holds now, once, for `reader` (a subscriber: a window of its
+    check-out); return what was done."""
     watch = _Stopwatch()
     with watch.stage("plan"):
         follow_shapes(config, engine)
-        plan = _plan(config, engine, subscriber)
+        plan = _plan(config, engine, reader)
         if plan is None:
             return CycleResult(seconds=watch.seconds)
     with watch.stage("write"):
@@ -148,7 +149,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
     memory = FailureMemory(plan.output, plan.window)
     isolation = None
     try:
-        path, classified, resolved = _read_and_resolve(spark, plan, config, watch)
+        path, classified, resolved = _read_and_resolve(spark, plan, watch)
     except StageFailedError as exc:
         if not is_row_failure(exc):
             raise
@@ -156,8 +157,8 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
             with watch.stage("write"):
                 memory.remember(exc)
             raise
-        isolation, plan = _isolate(spark, engine, config, plan, exc, watch)
-        path, classified, resolved = _read_and_resolve(spark, plan, config, watch)
+        isolation, plan = _isolate(spark, engine, plan, exc, watch)
+        path, classified, resolved = _read_and_resolve(spark, plan, watch)
     with watch.stage("write"):
         memory.forget()
         cycle_number = next_cycle_number(plan.output)
@@ -179,7 +180,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
     plan.acknowledgement.release()
     if plan.acknowledgement.writes_statuses and sum(statuses.values()) >= ANALYZE_AFTER:
         with watch.stage("analyze"):
-            refresh_statistics(engine, config)
+            plan.acknowledgement.refresh_statistics()
     for stage, steps in path.steps.items():
         watch.add_steps(stage, steps)
     isolated = 0 if isolation is None else len(isolation.record_ids)
@@ -206,11 +207,11 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
 
 
 def _read_and_resolve(
-    spark: SparkProvider, plan: CyclePlan, config: Config, watch: _Stopwatch
+    spark: SparkProvider, plan: CyclePlan, watch: _Stopwatch
 ) -> tuple[CyclePath[Any, Any], Any, Any]:
     """The stages whose work depends on the rows' values (`poison.ROW_STAGES`)."""
     with failing_as("start"):
-        path = _path(spark, plan, config)
+        path = _path(spark, plan)
     with watch.stage("read_and_classify"):
         classified = path.read_and_classify()
     with watch.stage("resolve"):
@@ -219,7 +220,7 @@ def _read_and_resolve(
 
 
 def _isolate(
-    spark: SparkProvider, engine: Engine, config: Config, plan: CyclePlan, exc: StageFailedError, watch: _Stopwatch
+    spark: SparkProvider, engine: Engine, plan: CyclePlan, exc: StageFailedError, watch: _Stopwatch
 ) -> tuple[Isolation, CyclePlan]:
     """The rows the window fails on, found by bisecting it, rejected; and the plan for the rest.
     The status mode marks them `E` at once (its kept window then reads the rest, after a crash
@@ -230,7 +231,7 @@ def _isolate(
         ends the isolation, with nothing marked, and the cycle is retried."""
         part = dataclasses.replace(plan.window, lo=record_ids[0], hi=record_ids[-1], count=len(record_ids))
         try:
-            _read_and_resolve(spark, dataclasses.replace(plan, window=part), config, _Stopwatch())
+            _read_and_resolve(spark, dataclasses.replace(plan, window=part), _Stopwatch())
         except StageFailedError as failure:
             if not is_row_failure(failure):
                 raise
@@ -246,7 +247,7 @@ def _isolate(
         append_rejects(plan.output, rejects_of(engine, plan.window, isolation))
         if plan.acknowledgement.writes_statuses:
             runs = [(Status.ERROR, IdRun(rid, rid)) for rid in record_ids]
-            acknowledge_runs(engine, config, runs, run_post_polling=False)
+            plan.acknowledgement.acknowledge(runs, published=False)
     done = "marked E" if plan.acknowledgement.writes_statuses else "skipped into the subscriber's rejects"
     them = "it" if len(record_ids) == 1 else "them"
     whole = len(record_ids) == len(read) > 1
@@ -272,22 +273,25 @@ def _kinds(documents: list[DocumentWritten]) -> dict[str, int]:
     return kinds
 
 
-def _plan(config: Config, engine: Engine, subscriber: str | None) -> CyclePlan | None:
+def _plan(config: Config, engine: Engine, reader: Reader) -> CyclePlan | None:
     """The cycle's window and everything it needs from the configuration and the database,
     resolved once; None when there is nothing to do."""
     acknowledgement: Acknowledgement | None
+    subscriber = reader.subscriber
+    log = event_log_source(config, engine)
     if subscriber is None:
         output = Path(config.output.directory).resolve()
-        window = _window(config, engine, output, pinned_window(output))
-        acknowledgement = StatusAcknowledgement(engine, config, output, window)
+        window = _window(log, engine, WindowLimits.of(config.publisher), output, pinned_window(output))
+        acknowledgement = StatusAcknowledgement(engine, Acknowledging.of(config, log), output, window)
     else:
         config = subscriber_config(config, subscriber)
         output = Path(config.output.directory).resolve()
-        state, window = check_out_window(config, engine, subscriber)
+        limits = WindowLimits.of(config.publisher)
+        state, window = check_out_window(log, engine, limits, subscriber, config.subscriber(subscriber))
         acknowledgement = CheckOutAcknowledgement(engine, state, window, output) if window is not None else None
     if window is None or acknowledgement is None:
         return None
-    schema = table_schema(config, engine)
+    schema = log.schema
     catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
     subscription = None if subscriber is None else tracked(config, subscriber, catalog)
     tables = catalog.tables if subscription is None else tracked_tables(catalog, subscription)
@@ -301,13 +305,15 @@ def _plan(config: Config, engine: Engine, subscriber: str | None) -> CyclePlan |
         window=window,
         output=output,
         classify=ClassifyContext(catalog, publisher_user(config, engine), config.publisher.allow_loopback,
-                                 subscription, reader=subscriber),
+                                 subscription, reader=reader),
         objects=ObjectsContext(QueryBackContext(config.database.sqlalchemy_url(), schema,
                                                 {**referenced_tables(catalog, tables), **tables}), operations),
         future_events=config.publisher.future_events,
         batch_size=config.publisher.batch_size,
         formats=config.output if config.output.publishes_changes else None,
         acknowledgement=acknowledgement,
+        small_cycle_events=config.spark.small_cycle_events,
+        read_partitions=config.spark.read_partitions,
     )
 
 
@@ -317,7 +323,7 @@ class StatusAcknowledgement:
     the output directory meanwhile."""
 
     engine: Engine
-    config: Config
+    settings: Acknowledging
     output: Path
     window: CycleWindow | None
     writes_statuses: bool = True
@@ -330,33 +336,38 @@ class StatusAcknowledgement:
             pin_window(self.output, pin)
 
     def acknowledge(self, runs: Iterable[StatusRun], published: bool) -> Mapping[Status, int]:
-        return acknowledge_runs(self.engine, self.config, runs, run_post_polling=published)
+        return acknowledge_runs(self.engine, self.settings, runs, run_post_polling=published)
+
+    def refresh_statistics(self) -> None:
+        refresh_statistics(self.engine, self.settings.log)
 
     def release(self) -> None:
         unpin_window(self.output)
 
 
-def _path(spark: SparkProvider, plan: CyclePlan, config: Config) -> CyclePath[Any, Any]:
+def _path(spark: SparkProvider, plan: CyclePlan) -> CyclePath[Any, Any]:
     """The driver alone for a small cycle; Spark jobs, read in partitions of about 1,000 rows
     at least, for a large one."""
-    if plan.window.count <= config.spark.small_cycle_events:
+    if plan.window.count <= plan.small_cycle_events:
         return InDriver(plan)
     session = spark() if callable(spark) else spark
-    partitions = config.spark.read_partitions or _default_parallelism(session)
+    partitions = plan.read_partitions or _default_parallelism(session)
     partitions = max(1, min(partitions, plan.window.count // 1000 + 1))
     window = dataclasses.replace(plan.window, partitions=partitions)
     return Distributed(dataclasses.replace(plan, window=window), spark=session)
 
 
-def _window(config: Config, engine: Engine, output: Path, kept: str | None) -> CycleWindow | None:
+def _window(
+    log: EventLogSource, engine: Engine, limits: WindowLimits, output: Path, kept: str | None
+) -> CycleWindow | None:
     """The rows of a cycle that was not acknowledged (`kept`), again; else the next rows, which
     the cycle keeps in the output directory before it writes anything, until they are
     acknowledged."""
     if kept is not None:
-        window = resume_window(config, engine, kept, str(output / WINDOW_FILE))
+        window = resume_window(log, engine, limits, kept, str(output / WINDOW_FILE))
         if window is not None:
             return window
-    window = plan_window(config, engine)
+    window = plan_window(log, engine, limits)
     if window is None and kept is not None:
         unpin_window(output)
     return window

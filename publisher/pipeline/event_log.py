@@ -2,6 +2,8 @@
 triggers write where there is one, and the exact comparison its text columns must have."""
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -13,8 +15,45 @@ from sqlalchemy import (
     text,
 )
 
-from publisher.config import EVENT_LOG_COLUMNS, Config, ConfigError
+from publisher.config import EVENT_LOG_COLUMNS, Config, ConfigError, EventLogColumns
+from publisher.database import table_schema
 from publisher.dialects import dialect_of
+
+
+@dataclass(frozen=True)
+class EventLogSource:
+    """The event log as a cycle finds it, resolved once per cycle: where it is, the columns of
+    its roles, and the column of transaction ids where the triggers write one."""
+
+    url: str
+    name: str
+    schema: str | None
+    columns: EventLogColumns
+    transaction_column: str | None
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return self.columns.in_order()
+
+    @functools.cached_property
+    def table(self) -> Table:
+        """The ten columns of its roles (one Table, so that statements built of it name one table)."""
+        return event_log_table_of(self.name, self.column_names, self.schema)
+
+    @functools.cached_property
+    def with_transaction(self) -> Table:
+        """Its columns and the transaction column, where it has one."""
+        extra = () if self.transaction_column is None else (self.transaction_column,)
+        return event_log_table_of(self.name, self.column_names + extra, self.schema)
+
+
+def event_log_source(config: Config, engine: Engine) -> EventLogSource:
+    """The configured event log as the database holds it; refused where its text columns do not
+    compare byte for byte (`require_exact_comparison`)."""
+    schema = table_schema(config, engine)
+    require_exact_comparison(engine, config, schema)
+    return EventLogSource(config.database.sqlalchemy_url(), config.event_log.table, schema, config.event_log.columns,
+                          logged_transaction_column(engine, config, schema))
 
 
 def event_log_table(config: Config, schema: str | None) -> Table:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, Connection, Engine, Table, and_, delete, false
+from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, false
 
 from publisher.config import Config
-from publisher.database import table_schema
 from publisher.model.events import Status
 from publisher.pipeline.checkout import CheckOutState, checked_out_predicate
-from publisher.pipeline.event_log import event_log_table_of, logged_transaction_column
+from publisher.pipeline.event_log import EventLogSource, event_log_source
 
 PROCESSED = (Status.SUCCESS.value, Status.WARNING.value)
 
@@ -28,47 +27,52 @@ class Purged:
     """Subscribers that have not checked out yet, so that nothing could go."""
 
 
-def retention_table(config: Config, engine: Engine, schema: str | None) -> tuple[Table, str | None]:
-    """The event log with its transaction_id column where it has one, and that column's name."""
-    transaction = logged_transaction_column(engine, config, schema)
-    extra = () if transaction is None else (transaction,)
-    columns = (*config.event_log.columns.in_order(), *extra)
-    return event_log_table_of(config.event_log.table, columns, schema), transaction
+@dataclass(frozen=True)
+class Readers:
+    """Who may still need the event log's rows: the status mode (when it publishes the log) and
+    the configured subscribers."""
+
+    status_mode: bool
+    subscribers: tuple[str, ...]
+
+    @classmethod
+    def of(cls, config: Config) -> Readers:
+        return cls(config.publisher.status_mode, tuple(sorted(config.subscribers)))
 
 
 def purgeable(
-    conn: Connection, config: Config, table: Table, transaction_name: str | None, schema: str | None
+    conn: Connection, log: EventLogSource, readers: Readers
 ) -> tuple[ColumnElement[bool], tuple[str, ...]]:
     """The rows that may go, and the subscribers that hold every row back. With neither the
     status mode nor a subscriber, no reader vouches for any row: none goes."""
-    names = config.event_log.columns
+    table = log.with_transaction
+    names = log.columns
     conditions: list[ColumnElement[bool]] = []
-    if config.publisher.status_mode:
+    if readers.status_mode:
         conditions.append(table.c[names.status].in_(PROCESSED))
     waiting: list[str] = []
-    for name in sorted(config.subscribers):
-        since = CheckOutState(conn.engine, config.event_log.table, schema, name).checked_out(conn)
+    for name in readers.subscribers:
+        since = CheckOutState(conn.engine, log.name, log.schema, name).checked_out(conn)
         if since is None:
             waiting.append(name)
             continue
-        transaction = None if transaction_name is None else table.c[transaction_name]
+        transaction = None if log.transaction_column is None else table.c[log.transaction_column]
         conditions.append(checked_out_predicate(since, table.c[names.record_id], transaction, conn.dialect.name))
     if waiting or not conditions:
         return false(), tuple(waiting)
     return and_(*conditions), ()
 
 
-def delete_purgeable(conn: Connection, config: Config, schema: str | None) -> Purged:
+def delete_purgeable(conn: Connection, log: EventLogSource, readers: Readers) -> Purged:
     """Delete, within the connection's transaction, the rows that may go."""
-    table, transaction = retention_table(config, conn.engine, schema)
-    condition, waiting = purgeable(conn, config, table, transaction, schema)
+    condition, waiting = purgeable(conn, log, readers)
     if waiting:
         return Purged(0, waiting)
-    return Purged(int(conn.execute(delete(table).where(condition)).rowcount), ())
+    return Purged(int(conn.execute(delete(log.with_transaction).where(condition)).rowcount), ())
 
 
 def purge(engine: Engine, config: Config) -> Purged:
     """`publisher purge`: delete the rows no reader needs any more, in one transaction."""
-    schema = table_schema(config, engine)
+    log = event_log_source(config, engine)
     with engine.begin() as conn:
-        return delete_purgeable(conn, config, schema)
+        return delete_purgeable(conn, log, Readers.of(config))

@@ -38,6 +38,9 @@ class Acknowledgement(Protocol):
     def keep(self) -> None:
         """Keep what identifies the cycle's rows until they are acknowledged."""
 
+    def refresh_statistics(self) -> None:
+        """After a large acknowledgement: the event log's statistics brought up to date."""
+
     def acknowledge(self, runs: Iterable[StatusRun], published: bool) -> Mapping[Status, int]:
         """All or nothing; `published`: the cycle wrote documents."""
 
@@ -58,6 +61,10 @@ class CyclePlan:
     formats: OutputConfig | None
     """The output settings when change tables or messages are on, else None."""
     acknowledgement: Acknowledgement
+    small_cycle_events: int = 20000
+    """A window of at most this many events is published by the driver alone."""
+    read_partitions: int = 0
+    """Partitions of a Spark cycle's read; 0: the session's parallelism."""
 
     def cycle_formats(self, cycle_number: int) -> CycleFormats:
         assert self.formats is not None

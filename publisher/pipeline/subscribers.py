@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import ColumnElement, Engine, and_, exists, func, not_, select
 
-from publisher.config import Config, ConfigError
+from publisher.config import Config, ConfigError, SubscriberConfig
 from publisher.database import table_schema
 from publisher.failpoints import reached
 from publisher.model.catalog import Catalog
@@ -18,9 +18,9 @@ from publisher.model.events import Status
 from publisher.model.runs import StatusRun
 from publisher.outputs.cycle_files import CHECK_OUT_FILE, pin_window, pinned_window, unpin_window
 from publisher.pipeline.checkout import CheckOutState, CheckOutWindow, check_out_predicate, checked_out_predicate
-from publisher.pipeline.event_log import event_log_table, event_log_table_of, logged_transaction_column
+from publisher.pipeline.event_log import EventLogSource, event_log_table_of, logged_transaction_column
 from publisher.pipeline.retention import PROCESSED
-from publisher.pipeline.window import CycleWindow, kept_check_out_window, plan_window
+from publisher.pipeline.window import CycleWindow, WindowLimits, kept_check_out_window, plan_window
 from publisher.rules.subscription import SubscriptionFilter, UntrackableError, subscription_filter
 
 
@@ -79,6 +79,9 @@ class CheckOutAcknowledgement:
     def release(self) -> None:
         unpin_window(self.output, CHECK_OUT_FILE)
 
+    def refresh_statistics(self) -> None:
+        """A check-out writes no status: the event log's statistics stand."""
+
     @property
     def writes_statuses(self) -> bool:
         return False
@@ -90,7 +93,9 @@ def _check_out_pin(window: CycleWindow) -> str:
     return json.dumps({"until": window.check_out.until.record_id, "after": window.check_out.after, "hi": window.hi})
 
 
-def _kept(config: Config, engine: Engine, check_out: CheckOutWindow, output: Path) -> CycleWindow | None:
+def _kept(
+    log: EventLogSource, engine: Engine, limits: WindowLimits, check_out: CheckOutWindow, output: Path
+) -> CycleWindow | None:
     """The window this check-out wrote and did not acknowledge, again; None when there is none
     (a pin of another check-out, or of progress since made, is forgotten)."""
     pin = pinned_window(output, CHECK_OUT_FILE)
@@ -102,7 +107,7 @@ def _kept(config: Config, engine: Engine, check_out: CheckOutWindow, output: Pat
         hi = int(kept["hi"])
     except (ValueError, KeyError, TypeError):
         same = False
-    window = kept_check_out_window(config, engine, check_out, hi) if same else None
+    window = kept_check_out_window(log, engine, limits, check_out, hi) if same else None
     if window is None:
         unpin_window(output, CHECK_OUT_FILE)
     return window
@@ -118,18 +123,17 @@ def _remaining(window: CycleWindow, dialect: str) -> ColumnElement[bool]:
     return check_out_predicate(later, table.c[window.columns[0]], transaction, window.schema, dialect)
 
 
-def check_out_window(config: Config, engine: Engine, name: str) -> tuple[CheckOutState, CycleWindow | None]:
-    """The next window of the subscriber's check-out (begun now if none is under way); None,
+def check_out_window(
+    log: EventLogSource, engine: Engine, limits: WindowLimits, name: str, subscriber: SubscriberConfig
+) -> tuple[CheckOutState, CycleWindow | None]:
+    """The next window of subscriber `name`'s check-out (begun now if none is under way); None,
     with the check-out finished, when it has no more events."""
-    schema = table_schema(config, engine)
-    state = CheckOutState(engine, config.event_log.table, schema, name)
-    log = event_log_table(config, schema)
-    subscriber = config.subscribers[name]
+    state = CheckOutState(engine, log.name, log.schema, name)
     check_out: CheckOutWindow = state.begin(subscriber.subscription, subscriber.output,
-                                            log.c[config.event_log.columns.record_id])
-    window = _kept(config, engine, check_out, Path(config.output.directory))
+                                            log.table.c[log.columns.record_id])
+    window = _kept(log, engine, limits, check_out, Path(subscriber.output))
     if window is None:
-        window = plan_window(config, engine, check_out)
+        window = plan_window(log, engine, limits, check_out)
     if window is None:
         with engine.begin() as conn:
             state.advance(conn, check_out, check_out.after, finished=True)

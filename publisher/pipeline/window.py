@@ -22,18 +22,25 @@ from sqlalchemy import (
     select,
 )
 
-from publisher.config import Config
-from publisher.database import table_schema
+from publisher.config import PublisherSettings
 from publisher.dialects import dialect_of
 from publisher.errors import OutputStateError
 from publisher.model.events import Status
 from publisher.pipeline.checkout import CheckOutWindow, check_out_predicate
-from publisher.pipeline.event_log import (
-    event_log_table_of,
-    logged_transaction_column,
-    require_exact_comparison,
-    role_columns,
-)
+from publisher.pipeline.event_log import EventLogSource, role_columns
+
+
+@dataclass(frozen=True)
+class WindowLimits:
+    """How much a cycle takes, and in which order (`publisher.*` settings)."""
+
+    query_limit: int
+    future_events: bool
+    max_row_bytes: int
+
+    @classmethod
+    def of(cls, settings: PublisherSettings) -> WindowLimits:
+        return cls(settings.query_limit, settings.future_events, settings.max_row_bytes)
 
 
 @dataclass(frozen=True)
@@ -115,26 +122,35 @@ class _Order:
         return or_(self.time < pivot_time, and_(self.time == pivot_time, self.record_id <= record_id))
 
 
-def plan_window(config: Config, engine: Engine, check_out: CheckOutWindow | None = None) -> CycleWindow | None:
+def _window_of(
+    log: EventLogSource, limits: WindowLimits, lo: int, hi: int, count: int, cutoff_record_id: int | None = None,
+    check_out: CheckOutWindow | None = None,
+) -> CycleWindow:
+    return CycleWindow(
+        url=log.url, table=log.name, schema=log.schema, columns=log.column_names, lo=lo, hi=hi, count=count,
+        cutoff_record_id=cutoff_record_id, transaction_column=log.transaction_column, check_out=check_out,
+        max_row_bytes=limits.max_row_bytes,
+    )
+
+
+def plan_window(
+    log: EventLogSource, engine: Engine, limits: WindowLimits, check_out: CheckOutWindow | None = None
+) -> CycleWindow | None:
     """The rows of this cycle, or None when there is nothing new.
 
     The first `query_limit` rows in processing order; and when that cuts into a transaction or
     into one statement's events for an object, the rest of it (see `_WindowEnd`). With
     `check_out`, the subscriber's events instead of the `N` rows, in record_id order.
     """
-    schema = table_schema(config, engine)
-    columns = config.event_log.columns.in_order()
-    require_exact_comparison(engine, config, schema)
-    transaction_column = logged_transaction_column(engine, config, schema)
-    extra = () if transaction_column is None else (transaction_column,)
-    table = event_log_table_of(config.event_log.table, columns + extra, schema)
+    columns, transaction_column = log.column_names, log.transaction_column
+    table = log.with_transaction
     eligible = None
     if check_out is not None:
         transaction = None if transaction_column is None else table.c[transaction_column]
-        eligible = check_out_predicate(check_out, table.c[columns[0]], transaction, schema, engine.dialect.name)
-    future = config.publisher.future_events and check_out is None
+        eligible = check_out_predicate(check_out, table.c[columns[0]], transaction, log.schema, engine.dialect.name)
+    future = limits.future_events and check_out is None
     order = _Order(table, columns, engine.dialect.name, future, eligible)
-    limit = config.publisher.query_limit
+    limit = limits.query_limit
     taken = (
         select(order.record_id.label("rid")).where(order.eligible).order_by(*order.ascending).limit(limit).subquery()
     )
@@ -155,38 +171,20 @@ def plan_window(config: Config, engine: Engine, check_out: CheckOutWindow | None
             last = int(conn.execute(
                 select(order.record_id).where(order.eligible).order_by(*order.ascending).offset(count - 1).limit(1)
             ).scalar_one())
-    return CycleWindow(
-        url=config.database.sqlalchemy_url(),
-        table=config.event_log.table,
-        schema=schema,
-        columns=columns,
-        lo=lo,
-        hi=hi,
-        count=count,
-        cutoff_record_id=last if order.future else None,
-        transaction_column=transaction_column,
-        check_out=check_out,
-        max_row_bytes=config.publisher.max_row_bytes,
-    )
+    return _window_of(log, limits, lo, hi, count, last if order.future else None, check_out)
 
 
-def kept_check_out_window(config: Config, engine: Engine, check_out: CheckOutWindow, hi: int) -> CycleWindow | None:
+def kept_check_out_window(
+    log: EventLogSource, engine: Engine, limits: WindowLimits, check_out: CheckOutWindow, hi: int
+) -> CycleWindow | None:
     """A check-out window whose output was written and not acknowledged, again: its events up to
     `hi`, whatever `query_limit` is now, so the repeat publishes the same operations under the
     same event-ids. None when it holds no event (then it was acknowledged)."""
-    schema = table_schema(config, engine)
-    columns = config.event_log.columns.in_order()
-    transaction_column = logged_transaction_column(engine, config, schema)
-    window = CycleWindow(
-        url=config.database.sqlalchemy_url(), table=config.event_log.table, schema=schema, columns=columns,
-        lo=check_out.after + 1, hi=hi, count=0, cutoff_record_id=None, transaction_column=transaction_column,
-        check_out=check_out, max_row_bytes=config.publisher.max_row_bytes,
-    )
-    extra = () if transaction_column is None else (transaction_column,)
-    log = event_log_table_of(config.event_log.table, columns + extra, schema)
-    predicate = window_predicate(window, log, window.lo, hi, engine.dialect.name)
+    window = _window_of(log, limits, check_out.after + 1, hi, 0, check_out=check_out)
+    table = log.with_transaction
+    predicate = window_predicate(window, table, window.lo, hi, engine.dialect.name)
     with engine.connect() as conn:
-        lo, count = conn.execute(select(func.min(log.c[columns[0]]), func.count()).where(predicate)).one()
+        lo, count = conn.execute(select(func.min(table.c[log.column_names[0]]), func.count()).where(predicate)).one()
     return replace(window, lo=int(lo), count=int(count)) if count else None
 
 
@@ -343,7 +341,9 @@ def window_pin(window: CycleWindow) -> str:
     )
 
 
-def resume_window(config: Config, engine: Engine, pin: str, where: str) -> CycleWindow | None:
+def resume_window(
+    log: EventLogSource, engine: Engine, limits: WindowLimits, pin: str, where: str
+) -> CycleWindow | None:
     """The window a cycle that was not acknowledged took, while any of its rows is still `N`.
 
     Run again, that cycle reads the same rows and publishes the same operations under the same
@@ -351,7 +351,6 @@ def resume_window(config: Config, engine: Engine, pin: str, where: str) -> Cycle
     cycle, instead of joining an operation under an event-id the consumer has applied. None
     when the acknowledgement did happen (the rows are no longer `N`).
     """
-    schema = table_schema(config, engine)
     try:
         pinned = json.loads(pin)
         lo, hi = int(pinned["lo"]), int(pinned["hi"])
@@ -362,22 +361,16 @@ def resume_window(config: Config, engine: Engine, pin: str, where: str) -> Cycle
             f"{where} does not hold a cycle's window ({exc}); remove it to go on, and the rows of the "
             "cycle it kept may be published again under other event-ids"
         ) from exc
-    if (table, pinned_schema) != (config.event_log.table, schema):
+    if (table, pinned_schema) != (log.name, log.schema):
         raise OutputStateError(
             f"{where} keeps the unacknowledged rows {lo}..{hi} of event log {table!r} (schema "
-            f"{pinned_schema!r}), not of {config.event_log.table!r} as configured: publish that event log to "
+            f"{pinned_schema!r}), not of {log.name!r} as configured: publish that event log to "
             "its end first, or remove the file to give up on those rows' operations"
         )
-    columns = config.event_log.columns.in_order()
-    transaction_column = logged_transaction_column(engine, config, schema)
-    window = CycleWindow(
-        url=config.database.sqlalchemy_url(), table=table, schema=schema, columns=columns, lo=lo, hi=hi,
-        count=0, cutoff_record_id=cutoff, transaction_column=transaction_column,
-        max_row_bytes=config.publisher.max_row_bytes,
-    )
-    log = event_log_table_of(table, columns, schema)
+    window = _window_of(log, limits, lo, hi, 0, cutoff)
+    rows = log.table
     with engine.connect() as conn:
         count = conn.execute(
-            select(func.count()).select_from(log).where(window_predicate(window, log, lo, hi, engine.dialect.name))
+            select(func.count()).select_from(rows).where(window_predicate(window, rows, lo, hi, engine.dialect.name))
         ).scalar_one()
     return replace(window, count=int(count)) if count else None

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from publisher.config import Config
+from publisher.config import Config, Reader
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
 from publisher.pipeline.checkout import CheckOutState, checked_in
@@ -40,7 +40,7 @@ def check_out(spark: SparkProvider, engine: Engine, config: Config, subscriber: 
     state = CheckOutState(engine, config.event_log.table, table_schema(config, engine), subscriber)
     windows: list[CycleResult] = []
     while True:
-        result = run_cycle(spark, engine, config, subscriber)
+        result = run_cycle(spark, engine, config, Reader(subscriber))
         if not result.idle:
             windows.append(result)
         if not state.under_way():

@@ -16,7 +16,7 @@ from types import TracebackType
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from publisher.config import Config
+from publisher.config import STATUS_MODE, Config, Reader
 from publisher.dialects import dialect_of
 from publisher.errors import root_cause
 from publisher.service.lock_backends import AdvisoryLock, Backend, LeaseRow, NamedLock, this_process
@@ -60,9 +60,9 @@ class PublisherLock:
         lease_seconds: float = LEASE_SECONDS,
         renew_seconds: float = RENEW_SECONDS,
         retry_seconds: float = RETRY_SECONDS,
-        subscriber: str | None = None,
+        reader: Reader = STATUS_MODE,
     ) -> None:
-        """`subscriber`: the lock of that subscriber's check-outs instead of the status mode's."""
+        """`reader`: whose lock, the status mode's or a subscriber's check-outs'."""
         self.config = config
         self.stop = stop if stop is not None else threading.Event()
         self.lease_seconds = lease_seconds
@@ -74,11 +74,11 @@ class PublisherLock:
         self._backend: Backend
         dialect = dialect_of(make_url(config.database.sqlalchemy_url()).get_backend_name())
         if dialect.advisory_locks:
-            self._backend = AdvisoryLock(config, self.owner, subscriber)
+            self._backend = AdvisoryLock(config, self.owner, reader)
         elif dialect.named_locks:
-            self._backend = NamedLock(config, self.owner, subscriber)
+            self._backend = NamedLock(config, self.owner, reader)
         else:
-            self._backend = LeaseRow(config, self.owner, lease_seconds, subscriber)
+            self._backend = LeaseRow(config, self.owner, lease_seconds, reader)
         self._renewer: threading.Thread | None = None
         self._stop_renewing = threading.Event()
 

@@ -29,7 +29,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.pool import NullPool
 from sqlalchemy.schema import CreateTable
 
-from publisher.config import Config
+from publisher.config import Config, Reader
 from publisher.database import LOCK_WAIT_SECONDS, table_schema
 from publisher.dialects import dialect_of
 from publisher.errors import root_cause
@@ -56,10 +56,10 @@ def advisory_key(schema: str, table: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def locked_name(config: Config, subscriber: str | None) -> str:
+def locked_name(config: Config, reader: Reader) -> str:
     """What a lock is named after: the event log, or one subscriber's check-outs of it."""
     table = config.event_log.table
-    return table if subscriber is None else f"{table} for subscriber {subscriber}"
+    return table if reader.subscriber is None else f"{table} for subscriber {reader.subscriber}"
 
 
 class Backend(ABC):
@@ -87,9 +87,9 @@ class Backend(ABC):
 class AdvisoryLock(Backend):
     """pg_try_advisory_lock on a dedicated autocommit connection, tagged with host:pid for others to see."""
 
-    def __init__(self, config: Config, owner: str, subscriber: str | None) -> None:
+    def __init__(self, config: Config, owner: str, reader: Reader) -> None:
         self.config = config
-        self.locked = locked_name(config, subscriber)
+        self.locked = locked_name(config, reader)
         self.engine = create_engine(
             config.database.sqlalchemy_url(),
             poolclass=NullPool,
@@ -169,9 +169,9 @@ class NamedLock(AdvisoryLock):
     The server tells only which connection holds a named lock, so the holder writes its host:pid
     beside its connection id in `<event_log>_lock_owner`, for a waiting publisher to name it."""
 
-    def __init__(self, config: Config, owner: str, subscriber: str | None) -> None:
+    def __init__(self, config: Config, owner: str, reader: Reader) -> None:
         self.config = config
-        self.locked = locked_name(config, subscriber)
+        self.locked = locked_name(config, reader)
         self.engine = create_engine(config.database.sqlalchemy_url(), poolclass=NullPool)
         self.connection = None
         self.name = config.event_log.table
@@ -224,7 +224,7 @@ class NamedLock(AdvisoryLock):
 class LeaseRow(Backend):
     """A row per event log in `<event_log>_lock`: owner host:pid, a token per lock object, lease expiry."""
 
-    def __init__(self, config: Config, owner: str, lease_seconds: float, subscriber: str | None) -> None:
+    def __init__(self, config: Config, owner: str, lease_seconds: float, reader: Reader) -> None:
         url = make_url(config.database.sqlalchemy_url())
         connect_args = dialect_of(url.get_backend_name()).connect_args(LOCK_WAIT_SECONDS)
         self.engine: Engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
@@ -233,7 +233,7 @@ class LeaseRow(Backend):
         self.lease_seconds = lease_seconds
         self.expires_at = 0.0
         schema = table_schema(config, self.engine)
-        locked = locked_name(config, subscriber)
+        locked = locked_name(config, reader)
         self.name = f"{schema}.{locked}" if schema else locked
         self.table = Table(
             f"{config.event_log.table}_lock",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from publisher.config import Config
+from publisher.config import STATUS_MODE, Config, Reader
 from publisher.config.loading import parse_time_of_day
 from publisher.errors import TransientError, root_cause
 from publisher.model.xds import build_heartbeat
@@ -128,18 +128,18 @@ def run_forever(
 
 
 def serve(
-    spark: Callable[[], Any], engine: Engine, config: Config, stop: threading.Event, subscriber: str | None = None,
+    spark: Callable[[], Any], engine: Engine, config: Config, stop: threading.Event, reader: Reader = STATUS_MODE,
     metrics: ReaderMetrics | None = None,
 ) -> None:
-    """Publish while holding the lock (the event log's, or `subscriber`'s check-outs'); a lost lock
+    """Publish while holding `reader`'s lock (the event log's, or a subscriber's check-outs'); a lost lock
     (say, the database restarted) pauses publishing until the lock is ours again, instead of
     ending. Several of these run side by side in one process, one per reader of the log.
     `metrics`: this reader's, told of the lock and of each cycle."""
     from publisher.service.checkouts import check_out
     from publisher.service.lock import PublisherLock
 
-    reader = "the status mode" if subscriber is None else f"subscriber {subscriber}"
-    output = Path(config.output.directory if subscriber is None else config.subscriber(subscriber).output)
+    output = Path(reader.output(config))
+    subscriber = reader.subscriber
     cycle: Callable[[SparkProvider, Engine, Config], Polled] = run_cycle
     if subscriber is not None:
         def cycle(provider: SparkProvider, engine: Engine, config: Config) -> Polled:
@@ -148,14 +148,14 @@ def serve(
     while not stop.is_set():
         session = _following(stop)
         try:
-            with PublisherLock(config, session, subscriber=subscriber) as lock:
+            with PublisherLock(config, session, reader=reader) as lock:
                 if lock.held:
                     failures = 0
                     session_spark = spark()
                     log.info("publishing %s from %s for %s to %s", config.event_log.table,
                              config.database.display_url(), reader, output)
                     if config.publisher.initial_snapshot:
-                        _initial_snapshot(engine, config, output, subscriber, reader)
+                        _initial_snapshot(engine, config, output, reader)
                     if metrics is not None:
                         metrics.lock_held(True)
                     try:
@@ -174,10 +174,10 @@ def serve(
         log.warning("publishing for %s paused until its lock is ours again", reader)
 
 
-def _initial_snapshot(engine: Engine, config: Config, output: Path, subscriber: str | None, reader: str) -> None:
+def _initial_snapshot(engine: Engine, config: Config, output: Path, reader: Reader) -> None:
     from publisher.service.snapshot import ProgressLines, initial_snapshot
 
-    done = initial_snapshot(config, engine, output, subscriber, ProgressLines(log.info))
+    done = initial_snapshot(config, engine, output, reader, ProgressLines(log.info))
     if done is not None:
         rows = sum(t.rows for t in done.tables.values())
         log.info("initial snapshot for %s: logged %d rows of %d tables", reader, rows, len(done.tables))
@@ -196,9 +196,9 @@ def _following(stop: threading.Event) -> threading.Event:
 
 
 def serve_readers(
-    config: Config, engine: Engine, readers: Sequence[str | None], metrics: PublisherMetrics | None = None
+    config: Config, engine: Engine, readers: Sequence[Reader], metrics: PublisherMetrics | None = None
 ) -> list[str]:
-    """Serve every reader (None: the status mode; else a subscriber) side by side until a signal
+    """Serve every reader (the status mode, subscribers) side by side until a signal
     stops them, sharing one Spark session started when the first needs it; one failing does not
     stop the others. Returns why each reader that failed stopped."""
     from publisher.pipeline.spark import get_spark
@@ -216,16 +216,15 @@ def serve_readers(
 
     failed: list[str] = []
 
-    def serve_reader(reader: str | None) -> None:
+    def serve_reader(reader: Reader) -> None:
         try:
             serve(warm_spark, engine, config, stop, reader, None if metrics is None else metrics.reader(reader))
         except Exception as exc:  # one reader's failure must not end the others
-            name = "the status mode" if reader is None else f"subscriber {reader}"
             reason = config.database.redact(str(exc))
-            log.error("%s stopped: %s", name, reason)
-            failed.append(reason if len(readers) == 1 else f"{name} stopped: {reason}")
+            log.error("%s stopped: %s", reader, reason)
+            failed.append(reason if len(readers) == 1 else f"{reader} stopped: {reason}")
 
-    threads = [threading.Thread(target=serve_reader, args=(reader,), name=f"publisher-{reader or 'status'}",
+    threads = [threading.Thread(target=serve_reader, args=(reader,), name=f"publisher-{reader.subscriber or 'status'}",
                                 daemon=True) for reader in readers]
     for thread in threads:
         thread.start()

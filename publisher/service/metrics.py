@@ -27,7 +27,7 @@ from sqlalchemy import ColumnElement, Engine, and_, case, create_engine, func, o
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from publisher.config import Config, ConfigError, MetricsConfig
+from publisher.config import STATUS_MODE, Config, ConfigError, MetricsConfig, Reader
 from publisher.database import publisher_user, table_schema
 from publisher.dialects import dialect_of
 from publisher.model.events import Status
@@ -39,8 +39,6 @@ from publisher.service.snapshot_state import RecordedSnapshot, recorded_snapshot
 from publisher.service.stats import decoded, summed, utc_of
 
 log = logging.getLogger("publisher")
-STATUS_MODE = ""
-"""The `subscriber` label of the status mode's series."""
 ACKNOWLEDGED = (Status.SUCCESS, Status.WARNING, Status.ERROR)
 """The statuses a cycle gives the rows it read."""
 STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -125,8 +123,8 @@ class EventLogCollector(Collector):
                                 "oldest N row) or for a subscriber; 0 when none waits", labels=["subscriber"])
         if self.config.publisher.status_mode:
             new = [g for g in groups if g.status == Status.NEW.value]
-            waiting.add_metric([STATUS_MODE], sum(g.count for g in new))
-            lag.add_metric([STATUS_MODE], _age(min((g.oldest for g in new if g.oldest), default=None)))
+            waiting.add_metric([STATUS_MODE.key], sum(g.count for g in new))
+            lag.add_metric([STATUS_MODE.key], _age(min((g.oldest for g in new if g.oldest), default=None)))
         for name in sorted(self.config.subscribers):
             found = subscriber_backlog(self.config, self.engine, name)
             waiting.add_metric([name], found.waiting)
@@ -260,8 +258,9 @@ class PublisherMetrics:
         self.lock = Gauge("publisher_lock_held", "1 while this process holds the reader's lock, else 0",
                           labels, registry=self.registry)
 
-    def reader(self, subscriber: str | None) -> ReaderMetrics:
-        return ReaderMetrics(self, STATUS_MODE if subscriber is None else subscriber)
+    def reader(self, reader: Reader) -> ReaderMetrics:
+        """`reader`'s series, labelled with its key ("" for the status mode)."""
+        return ReaderMetrics(self, reader.key)
 
     @contextlib.contextmanager
     def serving(self, settings: MetricsConfig) -> Iterator[None]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from lxml import etree
 from sqlalchemy import Engine, func, select
 
-from publisher.config import Config
+from publisher.config import STATUS_MODE, Config, Reader
 
 if TYPE_CHECKING:
     from publisher.model.catalog import TableInfo
@@ -147,16 +147,16 @@ def _texts(parent: etree._Element) -> list[str]:
 
 
 def source_objects(
-    config: Config, engine: Engine, subscriber: str | None = None
+    config: Config, engine: Engine, reader: Reader = STATUS_MODE
 ) -> tuple[Objects, list[Difference]]:
     """The objects the consumer should hold, read from the published tables as query-back reads
     them (a subscriber's: the tables and columns its subscription tracks), and the values that
     cannot be published (`published` left empty for compare to fill)."""
-    _, objects, problems = _source(config, engine, subscriber)
+    _, objects, problems = _source(config, engine, reader)
     return objects, problems
 
 
-def _source(config: Config, engine: Engine, subscriber: str | None = None) -> tuple[int, Objects, list[Difference]]:
+def _source(config: Config, engine: Engine, reader: Reader) -> tuple[int, Objects, list[Difference]]:
     from publisher.capture.install import published_tables
     from publisher.database import association_schema, table_schema
     from publisher.model.catalog import reflect_catalog
@@ -167,11 +167,11 @@ def _source(config: Config, engine: Engine, subscriber: str | None = None) -> tu
     schema = table_schema(config, engine)
     catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
     tables = catalog.tables
-    if subscriber is not None:
+    if reader.subscriber is not None:
         from publisher.pipeline.subscribers import tracked
         from publisher.rules.subscription import tracked_tables
 
-        tables = tracked_tables(catalog, tracked(config, subscriber, catalog))
+        tables = tracked_tables(catalog, tracked(config, reader.subscriber, catalog))
     ctx = QueryBackContext(config.database.sqlalchemy_url(), schema, tables)
     label = association_schema(config, engine)
     objects: Objects = {}
@@ -254,27 +254,26 @@ def pending_events(config: Config, engine: Engine) -> int:
 
 
 def check(
-    config: Config, engine: Engine, documents: Path | None = None, subscriber: str | None = None
+    config: Config, engine: Engine, documents: Path | None = None, reader: Reader = STATUS_MODE
 ) -> Verification:
     """Replay the documents, read the source, compare; with the counts a report needs. For a
     subscriber: its documents, against what its subscription tracks."""
-    default = config.output.directory if subscriber is None else config.subscribers[subscriber].output
-    directory = Path(documents if documents is not None else default)
+    directory = Path(documents if documents is not None else reader.output(config))
     mirror = replay(document_paths(directory))
-    tables, source, problems = _source(config, engine, subscriber)
+    tables, source, problems = _source(config, engine, reader)
     differences = compare(mirror, source, problems)
     objects = len(source.keys() | mirror.objects.keys())
-    if subscriber is None:
+    if reader.subscriber is None:
         pending = pending_events(config, engine)
     else:
         from publisher.pipeline.subscribers import subscriber_backlog
 
-        pending = subscriber_backlog(config, engine, subscriber).waiting
+        pending = subscriber_backlog(config, engine, reader.subscriber).waiting
     return Verification(differences, objects, tables, mirror.documents, pending)
 
 
 def verify(
-    config: Config, engine: Engine, documents: Path | None = None, subscriber: str | None = None
+    config: Config, engine: Engine, documents: Path | None = None, reader: Reader = STATUS_MODE
 ) -> list[Difference]:
     """The differences between the consumer the documents make and the published tables."""
-    return check(config, engine, documents, subscriber).differences
+    return check(config, engine, documents, reader).differences

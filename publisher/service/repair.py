@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from publisher.config import Config
+from publisher.config import STATUS_MODE, Config, Reader
 from publisher.model.events import EventType
 from publisher.rules.classify import snapshot_perpetrator
 from publisher.service.mirror import ABSENT, CANNOT_PUBLISH, PRESENT, REFUSED_ADD, Difference, Verification, check
@@ -63,13 +63,12 @@ def repairs(differences: Iterable[Difference]) -> dict[tuple[str, str], EventTyp
     return wanted
 
 
-def repair(config: Config, engine: Engine, differences: Iterable[Difference], subscriber: str | None = None) -> Repair:
-    """Log, in one transaction, the events that make the consumer of the status mode (or of
-    `subscriber`) equal to the tables again."""
+def repair(config: Config, engine: Engine, differences: Iterable[Difference], reader: Reader = STATUS_MODE) -> Repair:
+    """Log, in one transaction, the events that make `reader`'s consumer equal to the tables again."""
     by_kind: dict[tuple[str, EventType], list[str]] = defaultdict(list)
     for (table, key), event_type in sorted(repairs(differences).items()):
         by_kind[(table, event_type)].append(key)
-    logger = EventLogger(config, engine, snapshot_perpetrator(subscriber))
+    logger = EventLogger(config, engine, snapshot_perpetrator(reader))
     done = Repair()
     with engine.begin() as conn:
         for (table, event_type), keys in by_kind.items():
@@ -82,9 +81,9 @@ DRAIN_CYCLES = 10_000
 """A bound on the cycles a repair runs to publish what it logged, against a loop that never ends."""
 
 
-def publish_now(config: Config, engine: Engine, subscriber: str | None = None) -> bool:
-    """Publish what the event log holds for the status mode (or `subscriber`), if no other
-    publisher holds its lock: False when one does (it publishes them itself)."""
+def publish_now(config: Config, engine: Engine, reader: Reader = STATUS_MODE) -> bool:
+    """Publish what the event log holds for `reader`, if no other publisher holds its lock:
+    False when one does (it publishes them itself)."""
     import dataclasses
 
     from publisher.pipeline.cycle import run_cycle
@@ -96,9 +95,9 @@ def publish_now(config: Config, engine: Engine, subscriber: str | None = None) -
     config = dataclasses.replace(config, publisher=settings)
     spark = lambda: get_spark(config.spark)  # noqa: E731
     try:
-        with PublisherLock(config, subscriber=subscriber):
-            if subscriber is not None:
-                check_out(spark, engine, config, subscriber)
+        with PublisherLock(config, reader=reader):
+            if reader.subscriber is not None:
+                check_out(spark, engine, config, reader.subscriber)
                 return True
             for _ in range(DRAIN_CYCLES):
                 if run_cycle(spark, engine, config).idle:
@@ -119,20 +118,20 @@ class RepairOutcome:
 
 
 def repair_consumer(
-    config: Config, engine: Engine, directory: Path, subscriber: str | None = None,
+    config: Config, engine: Engine, directory: Path, reader: Reader = STATUS_MODE,
     report: Callable[[Verification], None] = lambda found: None,
 ) -> RepairOutcome:
     """Verify; publish what waits in the event log, if this process may, and verify again, so
     that only what the log will never bring is repaired; log the repair, publish it, verify
     once more. `report` is told each verification before the repair; the last is returned."""
-    found = check(config, engine, directory, subscriber)
+    found = check(config, engine, directory, reader)
     report(found)
-    if found.differences and found.pending and publish_now(config, engine, subscriber):
-        found = check(config, engine, directory, subscriber)
+    if found.differences and found.pending and publish_now(config, engine, reader):
+        found = check(config, engine, directory, reader)
         report(found)
     if not found.differences:
         return RepairOutcome(None, False, found)
-    logged = repair(config, engine, found.differences, subscriber)
-    if not publish_now(config, engine, subscriber):
+    logged = repair(config, engine, found.differences, reader)
+    if not publish_now(config, engine, reader):
         return RepairOutcome(logged, False, found)
-    return RepairOutcome(logged, True, check(config, engine, directory, subscriber))
+    return RepairOutcome(logged, True, check(config, engine, directory, reader))

@@ -33,7 +33,7 @@ from sqlalchemy.exc import DBAPIError
 
 from publisher import failpoints
 from publisher.capture.install import published_tables
-from publisher.config import Config
+from publisher.config import STATUS_MODE, Config, Reader
 from publisher.database import table_schema
 from publisher.errors import root_cause
 from publisher.model.catalog import Catalog, TableInfo, reflect_catalog
@@ -69,17 +69,17 @@ class TableSnapshot:
 
 @dataclass
 class SnapshotResult:
-    reader: str | None
+    reader: Reader
     dry_run: bool
     tables: dict[str, TableSnapshot] = field(default_factory=dict)
     seconds: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         if self.dry_run:
-            return {"snapshot": self.reader or "status mode", "dry_run": True,
+            return {"snapshot": self.reader.subscriber or "status mode", "dry_run": True,
                     "rows": {name: t.total for name, t in self.tables.items()}}
         return {
-            "snapshot": self.reader or "status mode",
+            "snapshot": self.reader.subscriber or "status mode",
             "events": sum(t.rows for t in self.tables.values()),
             "tables": {name: {"rows": t.rows, "total": t.total, "resumed_after": t.resumed_after}
                        for name, t in self.tables.items()},
@@ -93,38 +93,39 @@ Progress = Callable[[str, int, int, float], None]
 
 def snapshot(
     config: Config, engine: Engine, tables: Sequence[str] = (), where: str | None = None,
-    subscriber: str | None = None, dry_run: bool = False, chunk_rows: int = CHUNK_ROWS,
+    reader: Reader = STATUS_MODE, dry_run: bool = False, chunk_rows: int = CHUNK_ROWS,
     progress: Progress | None = None,
 ) -> SnapshotResult:
     """Log every current row of `tables` (default: every published table; a subscriber's:
-    every table its subscription tracks) that `where` selects, for the status mode or
-    `subscriber`; with `dry_run`, only count them."""
+    every table its subscription tracks) that `where` selects, for `reader`; with `dry_run`,
+    only count them."""
     started = time.perf_counter()
-    chosen = _chosen_tables(config, engine, tables, subscriber)
+    chosen = _chosen_tables(config, engine, tables, reader)
     condition = (where or "").strip()
-    result = SnapshotResult(subscriber, dry_run)
+    result = SnapshotResult(reader, dry_run)
     counts = {name: _count(engine, config, table, condition) for name, table in chosen.items()}
     if dry_run:
         result.tables = {name: TableSnapshot(total=count) for name, count in counts.items()}
         return result
     state = snapshot_table(config.event_log.table, table_schema(config, engine))
     state.create(engine, checkfirst=True)
-    logger = EventLogger(config, engine, snapshot_perpetrator(subscriber))
-    begun = begin_parts(engine, state, subscriber or "", condition, counts)
+    logger = EventLogger(config, engine, snapshot_perpetrator(reader))
+    begun = begin_parts(engine, state, reader.key, condition, counts)
     for name, table in chosen.items():
         result.tables[name] = _snapshot_one(
-            engine, state, logger, table, condition, subscriber or "", counts[name], chunk_rows, progress,
+            engine, state, logger, table, condition, reader.key, counts[name], chunk_rows, progress,
             begun[name])
     result.seconds = time.perf_counter() - started
     return result
 
 
 def _chosen_tables(
-    config: Config, engine: Engine, names: Sequence[str], subscriber: str | None,
+    config: Config, engine: Engine, names: Sequence[str], reader: Reader,
 ) -> dict[str, TableInfo]:
     schema = table_schema(config, engine)
     catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
     available = catalog.tables
+    subscriber = reader.subscriber
     if subscriber is not None:
         from publisher.capture.subscriber_tables import require_check_outs
         from publisher.pipeline.subscribers import tracked
@@ -141,17 +142,17 @@ def _chosen_tables(
         return dict(sorted(available.items()))
     chosen = {}
     for name in names:
-        table = _named(catalog, available, name, subscriber)
+        table = _named(catalog, available, name, reader)
         chosen[table.name] = table
     return chosen
 
 
-def _named(catalog: Catalog, available: dict[str, TableInfo], name: str, subscriber: str | None) -> TableInfo:
+def _named(catalog: Catalog, available: dict[str, TableInfo], name: str, reader: Reader) -> TableInfo:
     table = catalog.lookup(name)
     if table is None:
         raise SnapshotError(f"--table {name}: {catalog.refusal(name)}")
     if table.name not in available:
-        raise SnapshotError(f"--table {name}: subscriber {subscriber}'s subscription does not track it")
+        raise SnapshotError(f"--table {name}: {reader}'s subscription does not track it")
     return available[table.name]
 
 
@@ -214,7 +215,7 @@ class ProgressLines:
         self.emit(f"snapshot {table}: {rows:,} of {total:,} rows, {rate:,.0f} rows/s{left}")
 
 
-def initial_snapshot(config: Config, engine: Engine, output: Path, subscriber: str | None = None,
+def initial_snapshot(config: Config, engine: Engine, output: Path, reader: Reader = STATUS_MODE,
                      progress: Progress | None = None) -> SnapshotResult | None:
     """`publisher.initial_snapshot`: the snapshot a reader gets before its first cycle when its
     output holds no document and no snapshot of it is recorded; one a stop interrupted is
@@ -225,12 +226,12 @@ def initial_snapshot(config: Config, engine: Engine, output: Path, subscriber: s
     state.create(engine, checkfirst=True)
     with engine.connect() as conn:
         recorded = {row.table_name: row.finished_at is not None for row in conn.execute(
-            select(state.c.table_name, state.c.finished_at).where(state.c.reader == (subscriber or "")))}
+            select(state.c.table_name, state.c.finished_at).where(state.c.reader == reader.key))}
     if not recorded and output.is_dir() and document_paths(output):
         return None
-    waiting = [name for name in _chosen_tables(config, engine, (), subscriber) if not recorded.get(name)]
+    waiting = [name for name in _chosen_tables(config, engine, (), reader) if not recorded.get(name)]
     if not waiting:
         return None
-    return snapshot(config, engine, waiting, subscriber=subscriber, progress=progress)
+    return snapshot(config, engine, waiting, reader=reader, progress=progress)
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
+from publisher.config import Reader
 from publisher.config.loading import load_config
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ def verify_readers(engine: Engine, site: Site, outcome: Outcome) -> None:
     try:
         for reader in [None, *site.subscribers]:
             try:
-                result = check(config, publisher_engine, None, reader)
+                result = check(config, publisher_engine, None, Reader(reader))
             except FileNotFoundError as exc:  # it never published: nothing to replay
                 outcome.readers[reader or "status mode"] = {"differences": 0, "objects": 0, "tables": 0,
                                                             "documents": 0, "pending": None, "error": str(exc)}
