@@ -28,7 +28,8 @@ from publisher.model.keys import KeyKind
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType, xml_problem
 from publisher.model.xds import build_operation
-from publisher.rules.classify import CLASSIFIED_NAMES, ClassifyContext, Disposition, classify_event
+from publisher.oracle.classify import classify_event
+from publisher.rules.classify import CLASSIFIED_NAMES, ClassifyContext, Disposition
 from publisher.rules.classify_batch import BatchClassifier
 from publisher.service.stats import backlog
 

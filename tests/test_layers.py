@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("outputs",),
     ("capture",),
     ("pipeline",),
+    ("oracle",),
     ("service",),
     ("bench", "soak"),
     ("cli",),
@@ -120,3 +121,12 @@ def test_rules_and_outputs_open_no_connection(part):
     for path in sorted((PACKAGE / part).rglob("*.py")):
         modules = {module for _, module in _imported(path)}
         assert "publisher.database" not in modules, path
+
+
+def test_the_oracle_runs_in_no_cycle():
+    """The rules one event or one object at a time are what the tests hold the production rules
+    equal to; only the bench's one-event-at-a-time reference runs them besides."""
+    users = {str(path.relative_to(PACKAGE.parent)) for path in sorted(PACKAGE.rglob("*.py"))
+             if _part_of(_module_name(path, PACKAGE)) != "oracle"
+             and any(_part_of(module) == "oracle" for _, module in _imported(path))}
+    assert users <= {"publisher/bench/reference.py"}

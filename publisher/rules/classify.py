@@ -1,9 +1,10 @@
 """Classification: whether each event is loopback, malformed, or to be published, and what it
 names (its type, object, column and values).
 
-`classify_event` applies the checks to one event, plain Python, so the rules are tested without
-Spark; `classify_batch.BatchClassifier` applies the same checks to Arrow batches where the event
-log is read (an executor, or the driver alone).
+The checks, each on one value; `classify_batch.BatchClassifier` applies them to Arrow batches
+where the event log is read (an executor, or the driver alone), once per distinct value.
+`oracle.classify.classify_event` composes them for one row, which the tests hold the batch
+classifier equal to.
 """
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from publisher.config import STATUS_MODE, Reader
 from publisher.model.canonical import canonical_key
 from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
-from publisher.model.events import LOGGED_VALUES, PER_FIELD, UNREADABLE, EventType
+from publisher.model.events import LOGGED_VALUES, PER_FIELD, EventType
 from publisher.model.values import BadValueError, encode_logged, shown, xml_problem
 from publisher.rules.subscription import SubscriptionFilter
 
@@ -54,9 +56,9 @@ class ClassifyContext:
     allow_loopback: bool
     subscription: SubscriptionFilter | None = None
     """A subscriber's cycle: the events its subscription tracks; None: every event."""
-    reader: str | None = None
-    """The subscriber reading (None: the status mode): a snapshot's events for another reader
-    are left out (`for_another_reader`)."""
+    reader: Reader = STATUS_MODE
+    """Who the cycle publishes for: a snapshot's events for another reader are left out
+    (`for_another_reader`)."""
 
     def untracked(self, event_type: EventType | str, table_name: object, column_name: object) -> bool:
         """Whether a subscriber's subscription leaves the event out (`event_type`: the type, or
@@ -76,14 +78,14 @@ SNAPSHOT_BY = "publisher snapshot"
 `publisher snapshot for NAME`. No database user has a name with a space in it."""
 
 
-def snapshot_perpetrator(reader: str | None) -> str:
+def snapshot_perpetrator(reader: Reader) -> str:
     """Who a snapshot's events say logged them: the reader they are for."""
-    return SNAPSHOT_BY if reader is None else f"{SNAPSHOT_BY} for {reader}"
+    return SNAPSHOT_BY if reader.subscriber is None else f"{SNAPSHOT_BY} for {reader.subscriber}"
 
 
-def for_another_reader(perpetrator: object, reader: str | None) -> bool:
-    """Whether a row is a snapshot's event for a reader other than `reader` (None: the status
-    mode): neither published nor rejected by this one, as an untracked event."""
+def for_another_reader(perpetrator: object, reader: Reader) -> bool:
+    """Whether a row is a snapshot's event for a reader other than `reader`: neither published
+    nor rejected by this one, as an untracked event."""
     return (isinstance(perpetrator, str) and perpetrator.startswith(SNAPSHOT_BY)
             and perpetrator != snapshot_perpetrator(reader))
 
@@ -94,31 +96,6 @@ def is_loopback(perpetrator: object, publisher_user: str | None) -> bool:
     if not isinstance(perpetrator, str) or publisher_user is None:
         return False
     return perpetrator.strip().casefold() == publisher_user.strip().casefold()
-
-
-def classify_event(row: dict[str, Any], ctx: ClassifyContext) -> dict[str, Any]:
-    """The classification of one event log row (keys as in the event log's fixed column roles).
-
-    Every value is untrusted: whatever a row holds, the answer is a disposition, never an
-    exception, and a publishable row carries only names and keys that XML can carry.
-    """
-    out: dict[str, Any] = dict.fromkeys(CLASSIFIED_NAMES)
-    if ctx.for_another_reader(row.get("perpetrator")) or ctx.subscription is not None and ctx.untracked(
-        rejection(event_type_of, row.get("event_type")), row.get("table_name"), row.get("column_name")
-    ):
-        out["disposition"] = Disposition.UNTRACKED
-        return out
-    if not ctx.allow_loopback and ctx.is_loopback(row.get("perpetrator")):
-        out["disposition"] = Disposition.LOOPBACK
-        return out
-    unreadable = row.get(UNREADABLE)
-    if unreadable:
-        return _error(str(unreadable))
-    try:
-        target = event_target(row, ctx)
-    except Rejected as exc:
-        return _error(str(exc))
-    return classify_values(target, row.get("old_value"), row.get("new_value"))
 
 
 class Rejected(Exception):
@@ -196,7 +173,7 @@ def classify_values(target: EventTarget, old_value: Any, new_value: Any) -> dict
             code, old_text, new_text = logged_texts(target.event_type, target.column, target.class_name, old_value,
                                                     new_value)
         except Rejected as exc:
-            return _error(str(exc))
+            return classified_error(str(exc))
     return {
         "disposition": Disposition.PUBLISH,
         "reason": None,
@@ -226,7 +203,8 @@ def logged_texts(
         return int(EventType.UPDATE_FIELD_REMOVE_ALL), None, new_text
 
 
-def _error(reason: str) -> dict[str, Any]:
+def classified_error(reason: str) -> dict[str, Any]:
+    """A row's classification as E, and why."""
     return {**dict.fromkeys(CLASSIFIED_NAMES), "disposition": Disposition.ERROR, "reason": reason}
 
 
