@@ -245,9 +245,14 @@ def _column_names(names: pa.Array | pa.ChunkedArray, escape: Callable[[str], str
     return pc.take(escaped, encoded.indices)
 
 
-def _column_value(value_opens: pa.Array, texts: pa.Array) -> pa.Array:
-    """`_value` where `texts` is not null, else null."""
-    return pc.binary_join_element_wise(value_opens, ">", _column_text(texts), "</value>", "")
+def column_values(value_types: pa.Array, texts: pa.Array, association_refs: pa.Array | None = None) -> pa.Array:
+    """`_value` per row where `texts` is not null, else null; a row whose `association_refs`
+    is not null as a reference's value, with its association-ref."""
+    opens = _column_names(value_types, lambda t: _VALUE_OPEN[ValueType(t)])
+    if association_refs is not None:
+        refs = pc.binary_join_element_wise(' association-ref="', _column_names(association_refs, _attr), '"', "")
+        opens = pc.binary_join_element_wise(opens, pc.fill_null(refs, ""), "")
+    return pc.binary_join_element_wise(opens, ">", _column_text(texts), "</value>", "")
 
 
 def column_attr_changes(
@@ -256,16 +261,24 @@ def column_attr_changes(
     """Each row's attribute change as its operation's body holds it: `add` rows as `_add_body`,
     others as `_modify_body` writes one AttrChange ("" for an empty one, or for an add with no
     value). `kinds` holds OperationKind values; `removes` and `adds` texts or null."""
+    return column_value_changes(
+        kinds, names, remove_all, column_values(value_types, removes), column_values(value_types, adds)
+    )
+
+
+def column_value_changes(
+    kinds: pa.Array, names: pa.Array, remove_all: pa.Array, removes: pa.Array, adds: pa.Array
+) -> pa.Array:
+    """`column_attr_changes` of values already serialised (`column_values`): `removes` one
+    `<value>` or null, `adds` one or several joined (`_values`: every value of a multi-valued
+    attribute) or null."""
     name = _column_names(names, _attr)
-    opens = _column_names(value_types, lambda t: _VALUE_OPEN[ValueType(t)])
-    add_value = _column_value(opens, adds)
-    remove_value = _column_value(opens, removes)
-    added = pc.binary_join_element_wise('<add-attr attr-name="', name, '">', add_value, "</add-attr>", "")
+    added = pc.binary_join_element_wise('<add-attr attr-name="', name, '">', adds, "</add-attr>", "")
     modified = pc.binary_join_element_wise(
         '<modify-attr attr-name="', name, '">',
         pc.if_else(remove_all, "<remove-all-values/>", ""),
-        pc.binary_join_element_wise("<remove-value>", remove_value, "</remove-value>", ""),
-        pc.binary_join_element_wise("<add-value>", add_value, "</add-value>", ""),
+        pc.binary_join_element_wise("<remove-value>", removes, "</remove-value>", ""),
+        pc.binary_join_element_wise("<add-value>", adds, "</add-value>", ""),
         "</modify-attr>", "",
         null_handling="replace", null_replacement="",
     )
