@@ -84,8 +84,8 @@ class TableInfo:
 
     @property
     def is_logical(self) -> bool:
-        """A class with child tables or references: resolved object by object (`rules.columnar`
-        leaves it to `pipeline.objects`)."""
+        """A class with child tables or references: its objects' rules read their current rows or
+        the objects they name (`rules.columnar_logical`)."""
         return bool(self.multi_valued or self.references)
 
     @functools.cached_property

@@ -4,10 +4,9 @@ operations.
 The stream holds each object's events together (Spark sorts a shuffled partition by object;
 the small-cycle path sorts a list). Objects are taken in slices of about `SLICE_EVENTS`
 events: one bulk query-back per slice, then each object is decided and turned into
-operations. Memory is bounded by the slice, not by the partition. A cycle resolves objects
-this way where the column rules (`rules.columnar`) leave them to it: with the change formats
-on, whose changes are described per operation, and for objects whose current row holds a
-value that cannot be published.
+operations. Memory is bounded by the slice, not by the partition. A cycle resolves every
+object by the column rules (`pipeline.resolve`, `rules.columnar`); these per-object rules are
+what the tests hold them equal to.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Resolve, which both paths run on each part of a cycle's events sorted by object: objects with
-query-back events read their current rows in slices, and all go through the columnar rules but
-logical classes, which go through the per-object rules; every event comes out as an operation
-or a status note, as Arrow batches of RESOLVED_SCHEMA."""
+query-back events or of logical classes read their current rows (and the objects their
+references name) in slices, and all go through the column rules; every event comes out as an
+operation or a status note, as Arrow batches of RESOLVED_SCHEMA."""
 from __future__ import annotations
 
 import time
@@ -10,23 +10,22 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from publisher.model.arrow import arrow_schema_of, rows_batch
+from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import Status
-from publisher.pipeline.objects import SLICE_EVENTS, ObjectsContext, StatusNote, publish_objects
+from publisher.pipeline.objects import SLICE_EVENTS, ObjectsContext
 from publisher.pipeline.queryback import CurrentRows
 from publisher.pipeline.timing import StepTimer
 from publisher.rules.columnar import (
     CHANGE_FIELDS,
     OPERATION_FIELDS,
-    object_starts,
     query_back_operations,
     simple_operations,
     split_by_query_back,
     wanted_objects,
 )
-from publisher.rules.operations import PublishedOperation
+from publisher.rules.columnar_logical import ReferencedObjects, referenced_keys
+from publisher.rules.columnar_precedence import object_starts
 from publisher.rules.precedence import VANISHED_REASON
 
 RESOLVED_SCHEMA = (
@@ -49,46 +48,38 @@ def resolve_batches(
 ) -> Iterator[pa.RecordBatch]:
     """Publishable events sorted by object → RESOLVED_SCHEMA batches; the one resolve both paths
     run (the Spark path in each partition after a shuffle by object). Objects are resolved as
-    column operations (`rules.columnar`), those with query-back events in slices of about
-    SLICE_EVENTS events once their current rows are read; logical classes (child tables,
-    references) object by object (`objects.publish_objects`). `spent` gets the seconds of each
-    step."""
+    column operations (`rules.columnar`), those with query-back events or of logical classes
+    in slices of about SLICE_EVENTS events once what they need is read. `spent` gets the
+    seconds of each step."""
     schema = arrow_schema_of(RESOLVED_SCHEMA)
+    tables = ctx.operations.tables
     with CurrentRows(ctx.query_back) as reader:
         for chunk in _object_chunks(batches):
-            logical, chunk = _split_logical(chunk, ctx)
-            if logical.num_rows:
-                yield from _per_object(logical.to_pylist(), ctx, spent, schema, reader)
             started = time.perf_counter()
-            simple, query_back = split_by_query_back(chunk)
+            simple, read = split_by_query_back(chunk, tables)
             operations = simple_operations(simple, ctx.operations)
             spent.add("columnar", time.perf_counter() - started)
             if operations.num_rows:
                 yield from _as_resolved(operations, schema).to_batches(RESOLVED_BATCH_ROWS)
-            for part in _object_slices(query_back, SLICE_EVENTS):
-                yield from _resolve_query_back(part, reader, ctx, spent, schema)
+            for part in _object_slices(read, SLICE_EVENTS):
+                yield from _resolve_read(part, reader, ctx, spent, schema)
 
 
-def _split_logical(chunk: pa.Table, ctx: ObjectsContext) -> tuple[pa.Table, pa.Table]:
-    """(events of logical classes, the others): child tables and references are resolved
-    object by object."""
-    logical = [name for name, table in ctx.operations.tables.items() if table.is_logical]
-    if not logical or not chunk.num_rows:
-        return chunk.slice(0, 0), chunk
-    mask = pc.fill_null(pc.is_in(chunk["class_name"], pa.array(logical, pa.string())), False)
-    return chunk.filter(mask), chunk.filter(pc.invert(mask))
-
-
-def _resolve_query_back(
+def _resolve_read(
     events: pa.Table, reader: CurrentRows, ctx: ObjectsContext, spent: StepTimer, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    """Objects with query-back events: their current rows read in bulk, then decided as column
-    operations."""
+    """Objects whose rules read: their current rows read in bulk, and which of the objects
+    their references name exist, then decided as column operations."""
     started = time.perf_counter()
-    current = reader.read(wanted_objects(events))
+    tables = ctx.operations.tables
+    current = reader.read(wanted_objects(events, tables))
+    referenced = ReferencedObjects(ctx.query_back.tables, ctx.operations.schema_label)
+    named = referenced_keys(events, current, tables, referenced)
+    if named:
+        referenced = referenced.found(reader.read(named, children=False))
     read = time.perf_counter()
     spent.add("query_back", read - started)
-    resolution = query_back_operations(events, current, ctx.operations)
+    resolution = query_back_operations(events, current, ctx.operations, referenced)
     spent.add("columnar", time.perf_counter() - read)
     if resolution.operations.num_rows:
         yield from _as_resolved(resolution.operations, schema).to_batches(RESOLVED_BATCH_ROWS)
@@ -131,34 +122,6 @@ def _object_chunks(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
         pending, rows = table.slice(cut).to_batches(), table.num_rows - cut
     if pending:
         yield pa.Table.from_batches(pending)
-
-
-def _per_object(
-    events: list[dict[str, Any]], ctx: ObjectsContext, spent: StepTimer, schema: pa.Schema,
-    reader: CurrentRows,
-) -> Iterator[pa.RecordBatch]:
-    return _rows_batches(publish_objects(events, ctx, spent, reader), schema)
-
-
-def _rows_batches(items: Iterable[StatusNote | PublishedOperation], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    rows: list[tuple[Any, ...]] = []
-    for item in items:
-        if isinstance(item, StatusNote):
-            rows.append((item.record_id, item.status.value, item.reason, None, None, None, None, None, None, None))
-        else:
-            change = item.change
-            rows.append((
-                None, None, None, item.op_time, item.event_id, item.xml,
-                None if change is None else change.to_bytes(),
-                None if change is None else change.transaction_id,
-                None if change is None else change.event_time,
-                None if change is None else change.records,
-            ))
-        if len(rows) == RESOLVED_BATCH_ROWS:
-            yield rows_batch(rows, schema)
-            rows = []
-    if rows:
-        yield rows_batch(rows, schema)
 
 
 def _as_resolved(operations: pa.Table, schema: pa.Schema) -> pa.Table:
