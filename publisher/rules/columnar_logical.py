@@ -12,8 +12,10 @@ rules on generated events.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import functools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -287,15 +289,13 @@ def _change_rows(events: pa.Table, codes: np.ndarray, kinds: pa.Array, expanded:
         pc.if_else(pa.array(logged_codes == _UPDATE), _array(picked["old_text"]), pa.scalar(None, pa.string())),
         _singletons(_array(picked["new_text"])),
     ], schema=_CHANGE_ROWS)
-    read = [*_read_back(events, codes, own & (codes >= _FIELD_QB_FROM), current, tables),
-            *_expanded(events, kinds, expanded, current, tables)]
-    read_rows = pa.table([pa.array(c, f.type) for c, f in zip(zip(*read, strict=True), _CHANGE_ROWS, strict=True)]
-                         if read else [pa.array([], f.type) for f in _CHANGE_ROWS], schema=_CHANGE_ROWS)
+    read = _read_back(events, codes, own & (codes >= _FIELD_QB_FROM), current, tables)
+    for name, values in _expanded(events, kinds, expanded, current, tables).items():
+        read[name] += values
+    read_rows = pa.table({**{name: pa.array(read[name], _CHANGE_ROWS.field(name).type) for name in read},
+                          "remove": pa.nulls(len(read["event"]), pa.string())}, schema=_CHANGE_ROWS)
     rows = pa.concat_tables([logged_rows, read_rows])
     return rows.take(pc.sort_indices(rows, [("event", "ascending"), ("seq", "ascending")])).combine_chunks()
-
-
-_Row = tuple[int, int, str, str, bool, str | None, list[str]]
 
 
 def _singletons(texts: pa.Array) -> pa.Array:
@@ -304,42 +304,73 @@ def _singletons(texts: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets), texts.drop_null())
 
 
+_Columns = dict[str, list[Any]]
+"""Change rows (`_CHANGE_ROWS`, but `remove`: none) as lists per column."""
+
+
 def _read_back(events: pa.Table, codes: np.ndarray, picked: np.ndarray, current: Mapping[tuple[str, str], CurrentRow],
-               tables: Mapping[str, TableInfo]) -> Iterator[_Row]:
+               tables: Mapping[str, TableInfo]) -> _Columns:
     """The changes of published field query-backs: every value a multi-valued attribute holds, or
     the column's current value."""
     indices = np.flatnonzero(picked)
     chosen = events.take(pa.array(indices, pa.int64()))
-    for index, name, key, attribute, value_type in zip(
-            indices.tolist(), *(chosen[c].to_pylist() for c in ("class_name", "canonical_key", "attr_name",
-                                                                 "value_type")), strict=True):
+    names, keys, attributes = (chosen[c].to_pylist() for c in ("class_name", "canonical_key", "attr_name"))
+    adds = []
+    for name, key, attribute in zip(names, keys, attributes, strict=True):
         row = current[(name, key)]
         multi = attribute in tables[name].multi_valued_names
-        texts = list(row.multi.get(attribute, ())) if multi else _listed(row.values.get(attribute))
-        yield index, 0, attribute, value_type, bool(codes[index] == _REMOVING_ALL[1]), None, texts
+        adds.append(list(row.multi.get(attribute, ())) if multi else _listed(row.values.get(attribute)))
+    return {"event": indices.tolist(), "seq": [0] * len(indices), "name": attributes,
+            "value_type": chosen["value_type"].to_pylist(),
+            "remove_all": (codes[indices] == _REMOVING_ALL[1]).tolist(), "adds": adds}
 
 
 def _expanded(events: pa.Table, kinds: pa.Array, expanded: tuple[np.ndarray, np.ndarray],
-              current: Mapping[tuple[str, str], CurrentRow], tables: Mapping[str, TableInfo]) -> Iterator[_Row]:
+              current: Mapping[tuple[str, str], CurrentRow], tables: Mapping[str, TableInfo]) -> _Columns:
     """A winning row query-back's changes: every value column and multi-valued attribute set to its
     current values; an insert's: the multi-valued attributes it carries (those it can publish)."""
     row_wins, carriers = expanded
     indices = np.flatnonzero(row_wins | carriers)
     chosen = events.take(pa.array(indices, pa.int64()))
+    out: _Columns = {"event": [], "seq": [], "name": [], "value_type": [], "remove_all": [], "adds": []}
     for index, name, key, kind in zip(indices.tolist(), chosen["class_name"].to_pylist(),
                                       chosen["canonical_key"].to_pylist(), kinds.take(pa.array(indices)).to_pylist(),
                                       strict=True):
-        table, row = tables[name], current[(name, key)]
-        changed: list[tuple[str, str, list[str]]] = []
-        if row_wins[index]:
-            changed = [(c.name, c.value_type.value, _listed(row.values.get(c.name))) for c in table.value_columns]
-            multi = table.multi_valued
-        else:
-            multi = tuple(m for m in table.multi_valued if m.attribute.name not in row.problems)
-        changed += [(m.attribute.name, m.attribute.value_type.value, list(row.multi.get(m.attribute.name, ())))
-                    for m in multi]
-        for seq, (attribute, value_type, texts) in enumerate(changed, 0 if row_wins[index] else 1):
-            yield index, seq, attribute, value_type, kind == _MODIFY, None, texts
+        row, layout = current[(name, key)], _layout(tables[name])
+        names, types, adds = _row_values(row, layout) if row_wins[index] else _carried(row, layout)
+        first = 0 if row_wins[index] else 1
+        out["event"] += [index] * len(names)
+        out["seq"] += range(first, first + len(names))
+        out["name"] += names
+        out["value_type"] += types
+        out["remove_all"] += [kind == _MODIFY] * len(names)
+        out["adds"] += adds
+    return out
+
+
+_Layout = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(table: TableInfo) -> _Layout:
+    """(names, value types) of the table's value columns, then of its multi-valued attributes."""
+    multi = [m.attribute for m in table.multi_valued]
+    return (tuple(c.name for c in table.value_columns), tuple(c.value_type.value for c in table.value_columns),
+            tuple(a.name for a in multi), tuple(a.value_type.value for a in multi))
+
+
+def _row_values(row: CurrentRow, layout: _Layout) -> tuple[Sequence[str], Sequence[str], list[list[str]]]:
+    """Every value column and multi-valued attribute of a row, with its current values."""
+    columns, column_types, multi, multi_types = layout
+    adds = [_listed(row.values.get(name)) for name in columns] + [list(row.multi.get(name, ())) for name in multi]
+    return columns + multi, column_types + multi_types, adds
+
+
+def _carried(row: CurrentRow, layout: _Layout) -> tuple[Sequence[str], Sequence[str], list[list[str]]]:
+    """The multi-valued attributes an insert carries: those whose values can all be published."""
+    _, _, multi, multi_types = layout
+    kept = [i for i, name in enumerate(multi) if name not in row.problems]
+    return [multi[i] for i in kept], [multi_types[i] for i in kept], [list(row.multi.get(multi[i], ())) for i in kept]
 
 
 def _listed(text: str | None) -> list[str]:
