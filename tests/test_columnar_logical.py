@@ -74,8 +74,8 @@ SCHEMA = arrow_schema_of(", ".join(f"{name} {FIELDS[name]}" for name in PUBLISHA
 TYPES = (1, 1, 2, 2, 2, 3, 4, 4, 5, 6, 7, 8, 8)
 
 
-def _texts(attribute: str) -> st.SearchStrategy[str | None]:
-    return st.none() | st.sampled_from(TEXTS.get(attribute, OTHER_TEXTS))
+def _texts(attribute: str | None) -> st.SearchStrategy[str | None]:
+    return st.none() | st.sampled_from(TEXTS.get(attribute or "", OTHER_TEXTS))
 
 
 @st.composite
@@ -98,8 +98,8 @@ def events(draw: st.DrawFn, classes: Sequence[str] = ("usr", "g&rp", "doc")) -> 
             "record_id": record_id, "position_time": draw(TIMES), "class_name": name, "canonical_key": key,
             "event_type_code": code, "attr_name": attr,
             "value_type": None if column is None else column.value_type.value,
-            "old_text": draw(_texts(attr)) if logs and code == 2 else None,  # type: ignore[arg-type]
-            "new_text": draw(_texts(attr)) if logs else None,  # type: ignore[arg-type]
+            "old_text": draw(_texts(attr)) if logs and code == 2 else None,
+            "new_text": draw(_texts(attr)) if logs else None,
             "event_time": draw(TIMES), "transaction_id": draw(st.none() | st.sampled_from(["7", "8"])),
         })
     return out

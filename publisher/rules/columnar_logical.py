@@ -97,7 +97,7 @@ class ChildEvents:
 def _taken_by_delete(codes: np.ndarray, objects: np.ndarray, multi: np.ndarray) -> np.ndarray:
     """`precedence._taken_by_delete` over all objects: an event of a multi-valued attribute (not
     a delete) is taken when, of its object's other events, the last delete or insert before it
-    is a delete (the object is gone), or the next one after it is a delete (it goes with it)."""
+    is a delete (the object is gone), or the next one after it is (it goes with the delete)."""
     n = len(codes)
     index = np.arange(n)
     child = multi & (codes != _DELETE)
