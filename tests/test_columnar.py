@@ -17,21 +17,16 @@ from publisher.model.arrow import arrow_schema_of
 from publisher.model.canonical import canonical_key_of
 from publisher.model.catalog import ColumnInfo, TableInfo
 from publisher.model.values import ValueType
+from publisher.oracle.objects import StatusNote, publish_objects, publish_read
+from publisher.oracle.operations import PublishedOperation
 from publisher.pipeline import resolve
-from publisher.pipeline.objects import (
-    CHANGE_FIELDS,
-    PUBLISHABLE_FIELDS,
-    ObjectsContext,
-    StatusNote,
-    publish_objects,
-    publish_read,
-)
+from publisher.pipeline.objects import CHANGE_FIELDS, PUBLISHABLE_FIELDS, ObjectsContext
 from publisher.pipeline.queryback import QueryBackContext
 from publisher.pipeline.timing import StepTimer
 from publisher.rules.changes import Change
 from publisher.rules.classify_batch import CLASSIFIED_SCHEMA
 from publisher.rules.columnar import query_back_operations, simple_operations, split_by_query_back
-from publisher.rules.operations import OperationContext, PublishedOperation
+from publisher.rules.operations import OperationContext
 from publisher.rules.precedence import VANISHED_REASON, CurrentRow
 
 UTC = dt.UTC

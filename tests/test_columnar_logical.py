@@ -22,12 +22,14 @@ from publisher.model.canonical import canonical_key_of
 from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo
 from publisher.model.keys import KeyKind
 from publisher.model.values import ValueType
+from publisher.oracle.objects import StatusNote, publish_objects
+from publisher.oracle.operations import PublishedOperation
 from publisher.pipeline import resolve
-from publisher.pipeline.objects import CHANGE_FIELDS, PUBLISHABLE_FIELDS, ObjectsContext, StatusNote, publish_objects
+from publisher.pipeline.objects import CHANGE_FIELDS, PUBLISHABLE_FIELDS, ObjectsContext
 from publisher.pipeline.queryback import QueryBackContext
 from publisher.pipeline.timing import StepTimer
 from publisher.rules.classify_batch import CLASSIFIED_SCHEMA
-from publisher.rules.operations import OperationContext, PublishedOperation
+from publisher.rules.operations import OperationContext
 from publisher.rules.precedence import CurrentRow
 
 UTC = dt.UTC

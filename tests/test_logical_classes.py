@@ -18,7 +18,8 @@ from publisher.config import ClassConfig, ConfigError, Reader
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value
 from publisher.model.values import ValueType
 from publisher.model.xds import DANGLING_REFERENCE, build_operation
-from publisher.rules.precedence import CurrentRow, decide
+from publisher.oracle.precedence import decide
+from publisher.rules.precedence import CurrentRow
 from publisher.service.mirror import verify
 
 CLASSES = {

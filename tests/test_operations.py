@@ -6,7 +6,8 @@ from lxml import etree
 from publisher.model.catalog import ColumnInfo, TableInfo
 from publisher.model.operation import OperationKind
 from publisher.model.values import ValueType
-from publisher.rules.operations import OperationContext, build_operation_xml, operation_kind
+from publisher.oracle.operations import build_operation_xml, operation_kind
+from publisher.rules.operations import OperationContext
 
 USR = TableInfo(
     "usr",

@@ -17,7 +17,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from test_logical_classes import CLASSES, _ddl
 
-from publisher.rules.precedence import CurrentRow, decide
+from publisher.oracle.precedence import decide
+from publisher.rules.precedence import CurrentRow
 from publisher.service.mirror import verify
 from publisher.service.snapshot import SnapshotError, snapshot
 

@@ -25,11 +25,11 @@ from publisher.model.operation import Operation, association
 from publisher.model.values import BadValueError, encode_current
 from publisher.model.xds import build_document, build_operation
 from publisher.oracle.classify import classify_event
+from publisher.oracle.operations import attr_changes, operation_kind
 from publisher.outputs.cycle_files import document_name
 from publisher.outputs.durable import write_atomically
 from publisher.pipeline.event_log import event_log_table
 from publisher.rules.classify import ClassifyContext, Disposition
-from publisher.rules.operations import attr_changes, operation_kind
 
 RESTORE_CHUNK = 1000
 

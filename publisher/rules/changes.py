@@ -1,7 +1,7 @@
 """For the change-capture formats: each published operation as one change record.
 
 The XDS operation and its change record come from the same merged group of one object's
-events (see `operations.object_operations`), so every format publishes the same operations in
+events (see `columnar._run_changes`), so every format publishes the same operations in
 the same order. A change says which columns it carries, their values before and after, and
 which of them changed; the change-table and message writers only lay it out.
 

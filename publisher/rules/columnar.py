@@ -1,10 +1,10 @@
 """Stages 3 and 5 as column operations over a batch of objects, instead of Python per object.
 
 Objects none of whose events needs query-back (field inserts, updates, deletes: most of a
-backlog) keep all their events: `precedence.decide` beats events only with a query-back
+backlog) keep all their events: `oracle.precedence.decide` beats events only with a query-back
 event's effect. The objects with query-back events, and those of logical classes (child
 tables, references), are decided once their current rows are read, by the same rules as
-`precedence.decide` written as group operations (`columnar_precedence`). Either way an
+`oracle.precedence.decide` written as group operations (`columnar_precedence`). Either way an
 object's operations are then runs of consecutive same-kind published events, found by
 comparing neighbours, with bodies joined per run; the values of a logical class and of a row
 query-back are laid out by `columnar_logical.value_changes`. A query-back event whose value
@@ -112,7 +112,7 @@ def query_back_operations(
     events: pa.Table, current: Mapping[tuple[str, str], CurrentRow], ctx: OperationContext,
     referenced: ReferencedObjects | None = None,
 ) -> QueryBackResolution:
-    """`precedence.decide` and the operations of objects with query-back events or of logical
+    """`oracle.precedence.decide` and the operations of objects with query-back events or of logical
     classes, given their current rows (absent: the object is gone) and, for references, which
     referenced objects exist (`columnar_logical.referenced_keys` says which to read)."""
     events = in_processing_order(events)
@@ -154,7 +154,7 @@ def _texts_with(
 
 
 def _kinds(codes: np.ndarray, ctx: OperationContext) -> pa.Array:
-    """`operations.operation_kind` of each effective event type."""
+    """`oracle.operations.operation_kind` of each effective event type."""
     adds = (codes == EventType.INSERT_FIELD) | (
         (codes == EventType.INSERT_ROW_QUERY_BACK) & (ctx.insert_row_operation == InsertRowOperation.ADD)
     )
@@ -164,7 +164,7 @@ def _kinds(codes: np.ndarray, ctx: OperationContext) -> pa.Array:
 def _logged_changes(
     events: pa.Table, codes: np.ndarray, kinds: pa.Array, field_values: pa.Array | None = None
 ) -> pa.Array:
-    """Each event's attribute change as `operations.attr_changes` makes it, for all but row
+    """Each event's attribute change as `oracle.operations.attr_changes` makes it, for all but row
     query-backs: logged values, and a field query-back's current value (`field_values`)."""
     codes_array = pa.array(codes)
     is_update = pc.equal(codes_array, int(EventType.UPDATE_FIELD))
@@ -204,7 +204,7 @@ def _merged(
     """Published events in processing order, with their effective types (`codes`) → one
     operation per run of an object's consecutive same-kind events, its body their changes
     joined; a modify with an empty body is dropped unless a unit of it `announces` the object
-    (`operations._announces`). With the formats on, each operation's change too. Raises
+    (`oracle.operations._announces`). With the formats on, each operation's change too. Raises
     ValueError naming the operation and the text when some text is one XML cannot carry:
     `texts` names the attribute texts of events [start, end), which are the logged ones unless
     given."""

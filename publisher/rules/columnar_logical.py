@@ -1,10 +1,10 @@
 """The column rules (`rules.columnar`) of logical classes: what a class's multi-valued
 attributes and references change, over all objects at once.
 
-In precedence (`precedence.decide`), a child row's events are the parent's events of its
+In precedence (`oracle.precedence.decide`), a child row's events are the parent's events of its
 multi-valued attribute: a delete of the parent takes them along, an object that is gone has
 none, a removal of a value the attribute still holds says nothing, and the parent's insert
-carries every current value. In operations (`operations.attr_changes`), a multi-valued
+carries every current value. In operations (`oracle.operations.attr_changes`), a multi-valued
 attribute publishes all its values in one change, and a reference's value is the association of
 the object its text keys, with association-ref when that object exists (`ReferencedObjects`,
 read by the caller for each slice). Properties in the tests hold both equal to the per-object
@@ -66,16 +66,16 @@ def _multi_valued(events: pa.Table, tables: Mapping[str, TableInfo]) -> np.ndarr
 
 @dataclass(frozen=True)
 class ChildEvents:
-    """How multi-valued attributes weigh in `precedence.decide`, per event of objects in
+    """How multi-valued attributes weigh in `oracle.precedence.decide`, per event of objects in
     processing order."""
 
     multi: np.ndarray
     """Of a multi-valued attribute of its class."""
     taken: np.ndarray
-    """Made redundant by a delete of the object (`precedence._taken_by_delete`)."""
+    """Made redundant by a delete of the object (`oracle.precedence._taken_by_delete`)."""
     silenced: np.ndarray
     """Redundant before anything else is weighed: taken, of an object that is gone, or the
-    removal of a value its attribute still holds (`precedence._still_held`)."""
+    removal of a value its attribute still holds (`oracle.precedence._still_held`)."""
     troubled: np.ndarray
     """Of a multi-valued attribute with a value that cannot be published."""
     carrying: np.ndarray
@@ -95,7 +95,7 @@ class ChildEvents:
 
 
 def _taken_by_delete(codes: np.ndarray, objects: np.ndarray, multi: np.ndarray) -> np.ndarray:
-    """`precedence._taken_by_delete` over all objects: an event of a multi-valued attribute (not
+    """`oracle.precedence._taken_by_delete` over all objects: an event of a multi-valued attribute (not
     a delete) is taken when, of its object's other events, the last delete or insert before it
     is a delete (the object is gone), or the next one after it is (it goes with the delete)."""
     n = len(codes)
@@ -248,7 +248,7 @@ class ValueChanges:
 def value_changes(events: pa.Table, codes: np.ndarray, kinds: pa.Array, expanded: tuple[np.ndarray, np.ndarray],
                   current: Mapping[tuple[str, str], CurrentRow], tables: Mapping[str, TableInfo],
                   referenced: ReferencedObjects) -> ValueChanges:
-    """`operations.attr_changes` of published events (effective types `codes`, operation
+    """`oracle.operations.attr_changes` of published events (effective types `codes`, operation
     `kinds`) whose values are more than one logged or read text: a logical class's, and the
     winning row query-backs; `expanded` holds those winners and the inserts that carry their
     object's multi-valued attributes."""

@@ -1,4 +1,4 @@
-"""Precedence (`precedence.decide`) as column operations over a batch of objects sorted by
+"""Precedence (`oracle.precedence.decide`) as column operations over a batch of objects sorted by
 object, in processing order: the same rules written as group operations over (object) and
 (object, attribute). The first row query-back after the last delete wins and beats the
 object's other events, the first field query-back of an attribute beats that attribute's logged
@@ -56,7 +56,7 @@ def in_processing_order(events: pa.Table) -> pa.Table:
 
 @dataclass(frozen=True)
 class Decided:
-    """`precedence.decide` per event of objects in processing order."""
+    """`oracle.precedence.decide` per event of objects in processing order."""
 
     published: np.ndarray
     effective: np.ndarray
@@ -71,7 +71,7 @@ class Decided:
 
 
 def decide(events: pa.Table, current: Mapping[tuple[str, str], CurrentRow], ctx: OperationContext) -> Decided:
-    """`precedence.decide` over all objects at once, given their current rows (absent: the
+    """`oracle.precedence.decide` over all objects at once, given their current rows (absent: the
     object is gone). An object whose row has a value that cannot be published has no winning
     row query-back."""
     rows = _current_of(events, current)
