@@ -1,17 +1,21 @@
 """The rules that run both in Python (the driver path) and in Spark SQL (the Spark path) give
 the same answers on generated operations: the publication order, each change's place in its
-transaction, and the time part of a change sequence."""
+transaction, and the time part of a change sequence; and processing order (`rules.order`) sorts
+alike in Python and in Arrow."""
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from publisher.pipeline.distributed import placed_changes, time_prefix_of
 from publisher.pipeline.driver import publication_order
 from publisher.rules.changes import Change, TransactionPlace, time_prefix, transaction_places
+from publisher.rules.order import arrow_sort_keys, position
 
 UTC = dt.UTC
 TIMES = st.none() | st.sampled_from([
@@ -58,3 +62,14 @@ def test_spark_places_and_orders_changes_as_the_driver_does(spark, ops: list[dic
 
 
 SCHEMA_NAMES = tuple(part.split()[0] for part in SCHEMA.split(", "))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(TIMES, max_size=30).flatmap(lambda times: st.permutations(list(enumerate(times)))))
+def test_processing_order_sorts_alike_in_python_and_arrow(events: list[tuple[int, Any]]):
+    """Shared and missing times, ids in any order: one order, whichever spells it."""
+    rows = [{"position_time": time, "record_id": record_id} for record_id, time in events]
+    table = pa.Table.from_pylist(rows, schema=pa.schema([("position_time", pa.timestamp("us", tz="UTC")),
+                                                         ("record_id", pa.int64())]))
+    by_arrow = table.take(pc.sort_indices(table, sort_keys=arrow_sort_keys()))["record_id"].to_pylist()
+    assert by_arrow == [row["record_id"] for row in sorted(rows, key=position)]

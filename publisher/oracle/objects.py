@@ -18,7 +18,8 @@ from publisher.pipeline.objects import SLICE_EVENTS, ObjectsContext
 from publisher.pipeline.queryback import CurrentRows
 from publisher.pipeline.timing import StepTimer
 from publisher.rules.operations import References
-from publisher.rules.precedence import CurrentRow, position
+from publisher.rules.order import position
+from publisher.rules.precedence import CurrentRow
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from publisher.model.operation import OperationKind
 from publisher.model.xds import DANGLING_REFERENCE, build_document, operation_kinds
 from publisher.outputs.cycle_files import document_name
 from publisher.outputs.durable import fsync_directory, sync_file_system
+from publisher.rules.order import spark_order
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -117,7 +118,7 @@ def write_documents_distributed(
             yield pa.RecordBatch.from_pylist(pieces, schema=staged_schema)
 
     staged = (
-        operations.orderBy("op_time", "event_id")
+        operations.orderBy(*spark_order(F, "op_time", "event_id"))
         .select(F.spark_partition_id().alias("part"), "xml")
         .mapInArrow(write_partition, STAGED_SCHEMA)
         .collect()

@@ -29,6 +29,7 @@ from publisher.pipeline.timing import StepTimer
 from publisher.rules.changes import NO_TIME, Change, TransactionPlace, stamp
 from publisher.rules.classify import Disposition
 from publisher.rules.classify_batch import CLASSIFIED_SCHEMA, BatchClassifier
+from publisher.rules.order import spark_order
 
 PART_WRITTEN_SCHEMA = "part int, format string, name string, count long"
 """What a partition's formats wrote (`formats.PartWritten`), a row per count."""
@@ -154,7 +155,7 @@ def time_prefix_of(column: str) -> Column:
 def placed_changes(operations: DataFrame, partitions: int) -> DataFrame:
     """Each change with its place in its transaction (`changes.transaction_places` in Spark
     SQL), in publication order (the driver path's `_publication_order`) cut into ranges."""
-    order = [F.col("op_time").asc_nulls_first(), F.col("event_id")]
+    order = spark_order(F, "op_time", "event_id")
     transaction = F.coalesce(F.col("transaction_id"), F.concat(F.lit("#"), F.col("event_id").cast("string")))
     earlier = Window.partitionBy("transaction").orderBy(*order)
     whole = Window.partitionBy("transaction")

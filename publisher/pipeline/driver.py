@@ -24,7 +24,7 @@ from publisher.pipeline.timing import StepTimer
 from publisher.rules.changes import NO_TIME, Change, stamp, time_prefix, transaction_places
 from publisher.rules.classify import Disposition
 from publisher.rules.classify_batch import BatchClassifier
-from publisher.rules.precedence import position
+from publisher.rules.order import position
 
 
 @dataclass(frozen=True)

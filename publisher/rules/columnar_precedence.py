@@ -18,6 +18,7 @@ from publisher.config import InsertRowOperation
 from publisher.model.events import FIELD_QUERY_BACK, INSERTING, LOGGED_VALUES, ROW_QUERY_BACK, EventType
 from publisher.rules.columnar_logical import ChildEvents
 from publisher.rules.operations import OperationContext
+from publisher.rules.order import arrow_sort_keys
 from publisher.rules.precedence import CurrentRow, row_problem, unreadable_reason
 
 QUERY_BACK_FROM = int(EventType.INSERT_ROW_QUERY_BACK)
@@ -45,12 +46,11 @@ def object_ids(events: pa.Table) -> np.ndarray:
 
 
 def in_processing_order(events: pa.Table) -> pa.Table:
-    """Sorted by object, and within an object as `precedence.position` orders its events."""
+    """Sorted by object, and within an object in processing order (`rules.order`)."""
     return events.take(pc.sort_indices(events, sort_keys=[
         ("class_name", "ascending", "at_end"),
         ("canonical_key", "ascending", "at_end"),
-        ("position_time", "ascending", "at_start"),
-        ("record_id", "ascending", "at_end"),
+        *arrow_sort_keys(),
     ]))
 
 

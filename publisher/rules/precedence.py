@@ -1,5 +1,5 @@
 """What precedence (SPEC §3) and its oracle share: an object's current row as query-back reads
-it, processing order, and the reasons of the events that publish nothing.
+it, and the reasons of the events that publish nothing (processing order is `rules.order`).
 
 The rules themselves run as column operations over a batch of objects (`rules.columnar`,
 `columnar_precedence`, and for logical classes `columnar_logical`); `oracle.precedence` states
@@ -7,10 +7,8 @@ them one object at a time, and the property tests hold the two equal.
 """
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 VANISHED_REASON = "object no longer exists; query-back published nothing"
 
@@ -24,16 +22,6 @@ class CurrentRow:
     problems: Mapping[str, str] = field(default_factory=dict)
     multi: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Every value of each multi-valued attribute (its child table's rows), in text order."""
-
-
-_EPOCH = dt.datetime(1, 1, 1, tzinfo=dt.UTC)
-
-
-def position(event: Mapping[str, Any]) -> tuple[int, dt.datetime, int]:
-    """Processing order: record_id, or (event_time, record_id) with future-event processing,
-    where `position_time` is set; an event without a readable time comes first, as in Spark."""
-    time = event["position_time"]
-    return (0, _EPOCH, event["record_id"]) if time is None else (1, time, event["record_id"])
 
 
 def row_problem(problems: Mapping[str, str]) -> str:
