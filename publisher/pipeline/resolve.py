@@ -24,8 +24,9 @@ from publisher.rules.columnar import (
     split_by_query_back,
     wanted_objects,
 )
-from publisher.rules.columnar_logical import ReferencedObjects, referenced_keys
+from publisher.rules.columnar_logical import referenced_keys
 from publisher.rules.columnar_precedence import object_starts
+from publisher.rules.operations import References
 from publisher.rules.precedence import VANISHED_REASON
 
 RESOLVED_SCHEMA = (
@@ -73,7 +74,7 @@ def _resolve_read(
     started = time.perf_counter()
     tables = ctx.operations.tables
     current = reader.read(wanted_objects(events, tables))
-    referenced = ReferencedObjects(ctx.query_back.tables, ctx.operations.schema_label)
+    referenced = References(ctx.query_back.tables, ctx.operations.schema_label)
     named = referenced_keys(events, current, tables, referenced)
     if named:
         referenced = referenced.found(reader.read(named, children=False))

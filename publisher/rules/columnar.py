@@ -27,7 +27,7 @@ from publisher.model.events import EventType
 from publisher.model.operation import OperationKind
 from publisher.model.xds import column_attr_changes, column_operations, column_refused, refusal
 from publisher.rules.changes import Change, change_of
-from publisher.rules.columnar_logical import ReferencedObjects, ValueChanges, logical_events, value_changes
+from publisher.rules.columnar_logical import ValueChanges, logical_events, value_changes
 from publisher.rules.columnar_precedence import (
     QUERY_BACK_FROM,
     decide,
@@ -35,7 +35,7 @@ from publisher.rules.columnar_precedence import (
     object_ids,
     object_starts,
 )
-from publisher.rules.operations import OperationContext
+from publisher.rules.operations import OperationContext, References
 from publisher.rules.precedence import CurrentRow
 
 _LOGGED_ADDS = frozenset(
@@ -110,7 +110,7 @@ class QueryBackResolution:
 
 def query_back_operations(
     events: pa.Table, current: Mapping[tuple[str, str], CurrentRow], ctx: OperationContext,
-    referenced: ReferencedObjects | None = None,
+    referenced: References | None = None,
 ) -> QueryBackResolution:
     """`oracle.precedence.decide` and the operations of objects with query-back events or of logical
     classes, given their current rows (absent: the object is gone) and, for references, which
@@ -129,7 +129,7 @@ def query_back_operations(
         made = value_changes(
             kept.filter(pa.array(several)), codes[several], kinds.filter(pa.array(several)),
             (winners[several], decided.carriers[published][several]), current, ctx.tables,
-            referenced or ReferencedObjects(ctx.tables, ctx.schema_label),
+            referenced or References(ctx.tables, ctx.schema_label),
         )
         changes = pc.replace_with_mask(changes, pa.array(several), made.fragments)
         texts = functools.partial(_texts_with, several, made, kept, codes)

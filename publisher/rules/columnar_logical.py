@@ -6,27 +6,27 @@ multi-valued attribute: a delete of the parent takes them along, an object that 
 none, a removal of a value the attribute still holds says nothing, and the parent's insert
 carries every current value. In operations (`oracle.operations.attr_changes`), a multi-valued
 attribute publishes all its values in one change, and a reference's value is the association of
-the object its text keys, with association-ref when that object exists (`ReferencedObjects`,
+the object its text keys, with association-ref when that object exists (`operations.References`,
 read by the caller for each slice). Properties in the tests hold both equal to the per-object
 rules on generated events.
 """
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from publisher.model.canonical import canonical_key_of
 from publisher.model.catalog import TableInfo
 from publisher.model.events import INSERTING, EventType
 from publisher.model.operation import OperationKind, association
 from publisher.model.values import ValueType
 from publisher.model.xds import column_value_changes, column_values
+from publisher.rules.operations import References
 from publisher.rules.precedence import CurrentRow
 
 _DELETE = int(EventType.DELETE_ROW)
@@ -140,32 +140,8 @@ def _troubled(events: pa.Table, objects: np.ndarray, rows: list[CurrentRow | Non
     return troubled
 
 
-@dataclass(frozen=True)
-class ReferencedObjects:
-    """How a reference's value is published: as the association of the object its text keys (of
-    `classes`, the classes references name), with association-ref when that object is among
-    `existing` (class name, canonical key), read for the slice (`referenced_keys`)."""
-
-    classes: Mapping[str, TableInfo]
-    schema_label: str
-    existing: frozenset[tuple[str, str]] = frozenset()
-
-    def target(self, class_name: str, text: str) -> tuple[str, str] | None:
-        """(class name, canonical key) a reference's text names, or None if it names no key."""
-        table = self.classes.get(class_name)
-        if table is None:
-            return None
-        try:
-            return table.name, canonical_key_of([text], table.key_columns)
-        except ValueError:
-            return None
-
-    def found(self, existing: Iterable[tuple[str, str]]) -> ReferencedObjects:
-        return replace(self, existing=frozenset(existing))
-
-
 def referenced_keys(events: pa.Table, current: Mapping[tuple[str, str], CurrentRow],
-                    tables: Mapping[str, TableInfo], referenced: ReferencedObjects) -> dict[str, list[str]]:
+                    tables: Mapping[str, TableInfo], referenced: References) -> dict[str, list[str]]:
     """The objects the references of a slice's events may name (class name → canonical keys), to
     read which exist: those keyed by the texts its reference attributes' events log and by its
     objects' current values of those attributes."""
@@ -205,7 +181,7 @@ def _targets(classes: pa.Array | pa.ChunkedArray, names: pa.Array | pa.ChunkedAr
     return _array(targets)
 
 
-def _published(targets: pa.Array, texts: pa.Array, referenced: ReferencedObjects) -> tuple[pa.Array, pa.Array]:
+def _published(targets: pa.Array, texts: pa.Array, referenced: References) -> tuple[pa.Array, pa.Array]:
     """Each text as published, and its association-ref or null: a reference's as the association
     of the object it keys, with association-ref when that object exists (`operations.References`);
     another text as it is."""
@@ -247,7 +223,7 @@ class ValueChanges:
 
 def value_changes(events: pa.Table, codes: np.ndarray, kinds: pa.Array, expanded: tuple[np.ndarray, np.ndarray],
                   current: Mapping[tuple[str, str], CurrentRow], tables: Mapping[str, TableInfo],
-                  referenced: ReferencedObjects) -> ValueChanges:
+                  referenced: References) -> ValueChanges:
     """`oracle.operations.attr_changes` of published events (effective types `codes`, operation
     `kinds`) whose values are more than one logged or read text: a logical class's, and the
     winning row query-backs; `expanded` holds those winners and the inserts that carry their

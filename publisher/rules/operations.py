@@ -6,8 +6,8 @@ builds them one object at a time, and the property tests hold the two equal.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from publisher.config import InsertRowOperation
 from publisher.model.canonical import canonical_key_of
@@ -45,6 +45,10 @@ class References:
             return table.name, canonical_key_of([text], table.key_columns)
         except ValueError:
             return None
+
+    def found(self, existing: Iterable[tuple[str, str]]) -> References:
+        """The same, knowing which referenced objects exist."""
+        return replace(self, existing=frozenset(existing))
 
     def value(self, class_name: str, text: str) -> Value:
         target = self.target(class_name, text)
