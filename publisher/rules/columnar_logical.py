@@ -12,7 +12,6 @@ rules on generated events.
 """
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -266,11 +265,9 @@ def _change_rows(events: pa.Table, codes: np.ndarray, kinds: pa.Array, expanded:
         _singletons(_array(picked["new_text"])),
     ], schema=_CHANGE_ROWS)
     read = _read_back(events, codes, own & (codes >= _FIELD_QB_FROM), current, tables)
-    for name, values in _expanded(events, kinds, expanded, current, tables).items():
-        read[name] += values
     read_rows = pa.table({**{name: pa.array(read[name], _CHANGE_ROWS.field(name).type) for name in read},
                           "remove": pa.nulls(len(read["event"]), pa.string())}, schema=_CHANGE_ROWS)
-    rows = pa.concat_tables([logged_rows, read_rows])
+    rows = pa.concat_tables([logged_rows, read_rows, _expanded(events, kinds, expanded, current, tables)])
     return rows.take(pc.sort_indices(rows, [("event", "ascending"), ("seq", "ascending")])).combine_chunks()
 
 
@@ -302,51 +299,63 @@ def _read_back(events: pa.Table, codes: np.ndarray, picked: np.ndarray, current:
 
 
 def _expanded(events: pa.Table, kinds: pa.Array, expanded: tuple[np.ndarray, np.ndarray],
-              current: Mapping[tuple[str, str], CurrentRow], tables: Mapping[str, TableInfo]) -> _Columns:
+              current: Mapping[tuple[str, str], CurrentRow], tables: Mapping[str, TableInfo]) -> pa.Table:
     """A winning row query-back's changes: every value column and multi-valued attribute set to its
-    current values; an insert's: the multi-valued attributes it carries (those it can publish)."""
+    current values; an insert's: the multi-valued attributes it carries (those it can publish).
+    Laid out a class at a time: its winners' value columns, then the multi-valued attributes."""
     row_wins, carriers = expanded
     indices = np.flatnonzero(row_wins | carriers)
     chosen = events.take(pa.array(indices, pa.int64()))
-    out: _Columns = {"event": [], "seq": [], "name": [], "value_type": [], "remove_all": [], "adds": []}
-    for index, name, key, kind in zip(indices.tolist(), chosen["class_name"].to_pylist(),
-                                      chosen["canonical_key"].to_pylist(), kinds.take(pa.array(indices)).to_pylist(),
-                                      strict=True):
-        row, layout = current[(name, key)], _layout(tables[name])
-        names, types, adds = _row_values(row, layout) if row_wins[index] else _carried(row, layout)
-        first = 0 if row_wins[index] else 1
-        out["event"] += [index] * len(names)
-        out["seq"] += range(first, first + len(names))
-        out["name"] += names
-        out["value_type"] += types
-        out["remove_all"] += [kind == _MODIFY] * len(names)
-        out["adds"] += adds
-    return out
+    wins = row_wins[indices]
+    modify = np.asarray(pc.equal(kinds.take(pa.array(indices, pa.int64())), _MODIFY).fill_null(False), bool)
+    classes = np.asarray(chosen["class_name"].to_numpy(zero_copy_only=False), dtype=object)
+    rows = [current[obj] for obj in zip(classes.tolist(), chosen["canonical_key"].to_pylist(), strict=True)]
+    parts = []
+    for name in dict.fromkeys(classes.tolist()):
+        of_class = classes == name
+        table = tables[name]
+        parts.append(_column_changes(indices, modify, rows, np.flatnonzero(of_class & wins), table))
+        if table.multi_valued:
+            parts.append(_multi_changes(indices, modify, rows, np.flatnonzero(of_class), wins, table))
+    return pa.concat_tables(parts) if parts else _CHANGE_ROWS.empty_table()
 
 
-_Layout = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+def _column_changes(indices: np.ndarray, modify: np.ndarray, rows: Sequence[CurrentRow], winners: np.ndarray,
+                    table: TableInfo) -> pa.Table:
+    """The value columns of one class's winning row query-backs (`winners`, places in `rows`),
+    each set to its current value: `seq` 0, 1, … in the table's order."""
+    columns = table.value_columns
+    count = len(columns)
+    texts = [rows[at].values.get(c.name) for at in winners.tolist() for c in columns]
+    return pa.table({
+        "event": pa.array(np.repeat(indices[winners], count), pa.int64()),
+        "seq": pa.array(np.tile(np.arange(count, dtype=np.int32), len(winners))),
+        "name": pa.array([c.name for c in columns] * len(winners), pa.string()),
+        "value_type": pa.array([c.value_type.value for c in columns] * len(winners), pa.string()),
+        "remove_all": pa.array(np.repeat(modify[winners], count)),
+        "remove": pa.nulls(len(texts), pa.string()),
+        "adds": _singletons(pa.array(texts, pa.string())),
+    }, schema=_CHANGE_ROWS)
 
 
-@functools.lru_cache(maxsize=256)
-def _layout(table: TableInfo) -> _Layout:
-    """(names, value types) of the table's value columns, then of its multi-valued attributes."""
-    multi = [m.attribute for m in table.multi_valued]
-    return (tuple(c.name for c in table.value_columns), tuple(c.value_type.value for c in table.value_columns),
-            tuple(a.name for a in multi), tuple(a.value_type.value for a in multi))
-
-
-def _row_values(row: CurrentRow, layout: _Layout) -> tuple[Sequence[str], Sequence[str], list[list[str]]]:
-    """Every value column and multi-valued attribute of a row, with its current values."""
-    columns, column_types, multi, multi_types = layout
-    adds = [_listed(row.values.get(name)) for name in columns] + [list(row.multi.get(name, ())) for name in multi]
-    return columns + multi, column_types + multi_types, adds
-
-
-def _carried(row: CurrentRow, layout: _Layout) -> tuple[Sequence[str], Sequence[str], list[list[str]]]:
-    """The multi-valued attributes an insert carries: those whose values can all be published."""
-    _, _, multi, multi_types = layout
-    kept = [i for i, name in enumerate(multi) if name not in row.problems]
-    return [multi[i] for i in kept], [multi_types[i] for i in kept], [list(row.multi.get(multi[i], ())) for i in kept]
+def _multi_changes(indices: np.ndarray, modify: np.ndarray, rows: Sequence[CurrentRow], chosen: np.ndarray,
+                   wins: np.ndarray, table: TableInfo) -> pa.Table:
+    """The multi-valued attributes of one class's chosen events with every value they hold: all of
+    them after a winner's value columns, those an insert can publish after its own change."""
+    out: dict[str, list[Any]] = {"event": [], "seq": [], "name": [], "value_type": [], "remove_all": [], "adds": []}
+    first_of_winner = len(table.value_columns)
+    for at in chosen.tolist():
+        row, win = rows[at], bool(wins[at])
+        carried = [m.attribute for m in table.multi_valued if win or m.attribute.name not in row.problems]
+        first = first_of_winner if win else 1
+        out["event"] += [int(indices[at])] * len(carried)
+        out["seq"] += range(first, first + len(carried))
+        out["name"] += [a.name for a in carried]
+        out["value_type"] += [a.value_type.value for a in carried]
+        out["remove_all"] += [bool(modify[at])] * len(carried)
+        out["adds"] += [list(row.multi.get(a.name, ())) for a in carried]
+    return pa.table({**{name: pa.array(values, _CHANGE_ROWS.field(name).type) for name, values in out.items()},
+                     "remove": pa.nulls(len(out["event"]), pa.string())}, schema=_CHANGE_ROWS)
 
 
 def _listed(text: str | None) -> list[str]:
