@@ -157,6 +157,43 @@ def test_a_transaction_larger_than_query_limit_still_progresses(spark, cycle_pat
     assert sum(adds(h).values()) == 11
 
 
+def test_a_transaction_that_commits_after_the_window_is_planned_waits_whole_for_the_next(
+    spark, postgresql_database, tmp_path,
+):
+    """A transaction running when the window is planned, whose record_ids lie inside it and past
+    it, commits before the rows are read: none of its rows is read then, so no cycle publishes
+    part of it (a field-style insert cut so gives the consumer two <add>s of one object). The
+    window kept for a repeat keeps the snapshot it was planned in."""
+    h = Harness(spark, postgresql_database, tmp_path, user=OTHER_USER, path="driver")
+    h.create_usr()
+    h.create_event_log()
+    h.install("usr")
+    usr = h.table("usr")
+    engine = create_engine(postgresql_database.url)
+    try:
+        with engine.connect() as late, engine.connect() as other:
+            other.execute(text(f"INSERT INTO {usr} (idu, fname, lname, age) VALUES (2, 'b', 'b', 2)"))
+            late.execute(text(f"INSERT INTO {usr} (idu, fname, lname, age) VALUES (1, 'a', 'a', 1)"))
+            other.execute(text(f"INSERT INTO {usr} (idu, fname, lname, age) VALUES (3, 'c', 'c', 3)"))
+            other.commit()
+            window = h.window()
+            assert window is not None and window.planned_in is not None
+            h.output.mkdir(parents=True, exist_ok=True)
+            (h.output / WINDOW_FILE).write_text(window_pin(window), encoding="utf-8")
+            late.execute(text(f"UPDATE {usr} SET fname = 'al' WHERE idu = 1"))
+            late.commit()
+    finally:
+        engine.dispose()
+    late_ids = [rid for rid, status in h.statuses().items() if rid > 3 and rid not in range(7, 10)]
+    assert window.lo == 1 and window.hi == 9 and late_ids == [4, 5, 6, 10]
+
+    assert h.poll().events == 6
+    assert [rid for rid, status in h.statuses().items() if status == "N"] == late_ids
+    assert h.poll().events == 4
+    assert adds(h) == {h.association(f"idu={n}"): 1 for n in (1, 2, 3)}
+    assert [str(d) for d in verify(h.config, h.engine)] == []
+
+
 WRITERS = 6
 INSERTS_PER_WRITER = {"driver": 40, "spark": 6}
 """Per writer thread; fewer on the Spark path, where each cycle costs seconds."""

@@ -126,7 +126,7 @@ def _ids(transactions: tuple[int, ...]) -> ColumnElement[Any]:
     return literal_column(f"'{{{','.join(map(str, transactions))}}}'::bigint[]")
 
 
-def _visible(transaction: ColumnElement[Any], snapshot: Snapshot) -> ColumnElement[bool]:
+def visible_in(transaction: ColumnElement[Any], snapshot: Snapshot) -> ColumnElement[bool]:
     """A transaction id visible in the snapshot: begun before its `next` and not running then."""
     return and_(transaction < snapshot.next, transaction != func.all(_ids(snapshot.active)))
 
@@ -153,7 +153,7 @@ def check_out_predicate(
         return and_(record_id > window.after, by_record, not_(checked_in))
     new = or_(transaction_of(transaction) >= since.oldest, record_id > since.record_id)
     tx = cast(transaction, BigInteger)
-    committed_between = and_(_visible(tx, until), not_(_visible(tx, since)))
+    committed_between = and_(visible_in(tx, until), not_(visible_in(tx, since)))
     if window.checked_in:
         committed_between = and_(committed_between, tx != func.all(_ids(window.checked_in)))
     return and_(
@@ -169,7 +169,7 @@ def checked_out_predicate(
     by_record = record_id <= since.record_id
     if not dialect_of(dialect).transaction_snapshots or transaction is None:
         return by_record
-    return case((is_transaction(transaction), _visible(cast(transaction, BigInteger), since)), else_=by_record)
+    return case((is_transaction(transaction), visible_in(cast(transaction, BigInteger), since)), else_=by_record)
 
 
 @dataclass(frozen=True)

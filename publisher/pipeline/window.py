@@ -11,22 +11,28 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Connection,
     Engine,
     Table,
+    Text,
     and_,
+    case,
+    cast,
     func,
     null,
     or_,
     select,
+    true,
 )
 
+from publisher.capture.subscriber_tables import is_transaction
 from publisher.config import PublisherSettings
 from publisher.dialects import dialect_of
 from publisher.errors import OutputStateError
 from publisher.model.events import Status
-from publisher.pipeline.checkout import CheckOutWindow, check_out_predicate
+from publisher.pipeline.checkout import CheckOutWindow, Snapshot, check_out_predicate, visible_in
 from publisher.pipeline.event_log import EventLogSource, role_columns
 
 
@@ -66,6 +72,10 @@ class CycleWindow:
     """A row whose text is longer is rejected unread (`row_bytes`)."""
     excluded: tuple[int, ...] = ()
     """Rows isolated as poison (`poison`): left out of this window's reading."""
+    planned_in: str | None = None
+    """PostgreSQL: the transaction snapshot the window was planned in (`xmin:xmax:active,…`).
+    The rows of transactions it does not see are left to a later cycle, even when one commits
+    before the rows are read: its record_ids may lie on both sides of `hi`."""
 
     @property
     def future(self) -> bool:
@@ -154,9 +164,10 @@ def plan_window(
     taken = (
         select(order.record_id.label("rid")).where(order.eligible).order_by(*order.ascending).limit(limit).subquery()
     )
+    planned_in = _planned_in(engine, transaction_column, check_out)
     with engine.connect() as conn:
-        lo, hi, count = conn.execute(
-            select(func.min(taken.c.rid), func.max(taken.c.rid), func.count())
+        lo, hi, count, snapshot = conn.execute(
+            select(func.min(taken.c.rid), func.max(taken.c.rid), func.count(), planned_in)
         ).one()
         if not count:
             return None
@@ -171,7 +182,16 @@ def plan_window(
             last = int(conn.execute(
                 select(order.record_id).where(order.eligible).order_by(*order.ascending).offset(count - 1).limit(1)
             ).scalar_one())
-    return _window_of(log, limits, lo, hi, count, last if order.future else None, check_out)
+    window = _window_of(log, limits, lo, hi, count, last if order.future else None, check_out)
+    return replace(window, planned_in=snapshot)
+
+
+def _planned_in(engine: Engine, transaction_column: str | None, check_out: CheckOutWindow | None) -> Any:
+    """The snapshot the window's first rows are found in, as text, selected beside them: on
+    PostgreSQL, whose events carry their transaction. A check-out has snapshots of its own."""
+    if check_out is not None or transaction_column is None or not dialect_of(engine).transaction_snapshots:
+        return null()
+    return cast(func.txid_current_snapshot(), Text)
 
 
 def kept_check_out_window(
@@ -324,6 +344,10 @@ def window_predicate(window: CycleWindow, table: Table, lo: int, hi: int, dialec
     else:
         eligible = c["status"] == Status.NEW.value
     predicate = and_(eligible, c["record_id"] >= lo, c["record_id"] <= hi)
+    if window.planned_in is not None and window.transaction_column is not None:
+        transaction = table.c[window.transaction_column]
+        planned = visible_in(cast(transaction, BigInteger), Snapshot(0, window.planned_in))
+        predicate = and_(predicate, case((is_transaction(transaction), planned), else_=true()))
     if window.excluded:
         predicate = and_(predicate, c["record_id"].not_in(window.excluded))
     if window.cutoff_record_id is not None:
@@ -337,7 +361,7 @@ def window_pin(window: CycleWindow) -> str:
     carry a password)."""
     return json.dumps(
         {"table": window.table, "schema": window.schema, "lo": window.lo, "hi": window.hi,
-         "cutoff_record_id": window.cutoff_record_id}
+         "cutoff_record_id": window.cutoff_record_id, "planned_in": window.planned_in}
     )
 
 
@@ -356,7 +380,10 @@ def resume_window(
         lo, hi = int(pinned["lo"]), int(pinned["hi"])
         cutoff = None if pinned["cutoff_record_id"] is None else int(pinned["cutoff_record_id"])
         table, pinned_schema = pinned["table"], pinned["schema"]
-    except (ValueError, KeyError, TypeError) as exc:
+        planned_in = pinned.get("planned_in")
+        if planned_in is not None:
+            Snapshot(0, str(planned_in))
+    except (ValueError, KeyError, TypeError, OutputStateError) as exc:
         raise OutputStateError(
             f"{where} does not hold a cycle's window ({exc}); remove it to go on, and the rows of the "
             "cycle it kept may be published again under other event-ids"
@@ -367,8 +394,8 @@ def resume_window(
             f"{pinned_schema!r}), not of {log.name!r} as configured: publish that event log to "
             "its end first, or remove the file to give up on those rows' operations"
         )
-    window = _window_of(log, limits, lo, hi, 0, cutoff)
-    rows = log.table
+    window = replace(_window_of(log, limits, lo, hi, 0, cutoff), planned_in=planned_in)
+    rows = log.with_transaction
     with engine.connect() as conn:
         count = conn.execute(
             select(func.count()).select_from(rows).where(window_predicate(window, rows, lo, hi, engine.dialect.name))
