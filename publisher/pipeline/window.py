@@ -134,12 +134,12 @@ class _Order:
 
 def _window_of(
     log: EventLogSource, limits: WindowLimits, lo: int, hi: int, count: int, cutoff_record_id: int | None = None,
-    check_out: CheckOutWindow | None = None,
+    check_out: CheckOutWindow | None = None, planned_in: str | None = None,
 ) -> CycleWindow:
     return CycleWindow(
         url=log.url, table=log.name, schema=log.schema, columns=log.column_names, lo=lo, hi=hi, count=count,
         cutoff_record_id=cutoff_record_id, transaction_column=log.transaction_column, check_out=check_out,
-        max_row_bytes=limits.max_row_bytes,
+        max_row_bytes=limits.max_row_bytes, planned_in=planned_in,
     )
 
 
@@ -182,8 +182,7 @@ def plan_window(
             last = int(conn.execute(
                 select(order.record_id).where(order.eligible).order_by(*order.ascending).offset(count - 1).limit(1)
             ).scalar_one())
-    window = _window_of(log, limits, lo, hi, count, last if order.future else None, check_out)
-    return replace(window, planned_in=snapshot)
+    return _window_of(log, limits, lo, hi, count, last if order.future else None, check_out, snapshot)
 
 
 def _planned_in(engine: Engine, transaction_column: str | None, check_out: CheckOutWindow | None) -> Any:
@@ -380,9 +379,7 @@ def resume_window(
         lo, hi = int(pinned["lo"]), int(pinned["hi"])
         cutoff = None if pinned["cutoff_record_id"] is None else int(pinned["cutoff_record_id"])
         table, pinned_schema = pinned["table"], pinned["schema"]
-        planned_in = pinned.get("planned_in")
-        if planned_in is not None:
-            Snapshot(0, str(planned_in))
+        planned_in = None if pinned.get("planned_in") is None else Snapshot(0, str(pinned["planned_in"])).transactions
     except (ValueError, KeyError, TypeError, OutputStateError) as exc:
         raise OutputStateError(
             f"{where} does not hold a cycle's window ({exc}); remove it to go on, and the rows of the "
@@ -394,7 +391,7 @@ def resume_window(
             f"{pinned_schema!r}), not of {log.name!r} as configured: publish that event log to "
             "its end first, or remove the file to give up on those rows' operations"
         )
-    window = replace(_window_of(log, limits, lo, hi, 0, cutoff), planned_in=planned_in)
+    window = _window_of(log, limits, lo, hi, 0, cutoff, planned_in=planned_in)
     rows = log.with_transaction
     with engine.connect() as conn:
         count = conn.execute(
