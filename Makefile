@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 
-.PHONY: demo test soak install
+.PHONY: demo test soak install native
 
 install: $(VENV)/.installed
 
@@ -18,7 +18,17 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(VENV)/bin/publisher demo
 
-test: install
+# PostgreSQL's native capture (`publisher install --native`): built against the server's headers
+# and installed where the server loads libraries from, so it runs on the database server's host.
+# Where the headers are missing and Debian's packages can be installed, it installs them first.
+PG_CONFIG ?= pg_config
+PG_MAJOR = $(shell $(PG_CONFIG) --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+
+native:
+	@test -f "$$($(PG_CONFIG) --includedir-server)/postgres.h" || apt-get install -y -q postgresql-server-dev-$(PG_MAJOR)
+	$(MAKE) -C native/postgresql PG_CONFIG=$(PG_CONFIG) install
+
+test: install native
 	$(VENV)/bin/pytest
 
 SOAK_MINUTES ?= 10

@@ -33,14 +33,17 @@ from typing import Any, Literal
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
-from publisher.capture.install import install_capture
+from publisher.capture.install import CaptureError, install_capture
+from publisher.capture.native import check_native
+from publisher.capture.postgresql import PostgreSQL
 from publisher.config import Config, DatabaseConfig
 from publisher.database import connect
 
 Database = Literal["postgresql", "mariadb"]
-Configuration = Literal["none", "field", "row"]
+Configuration = Literal["none", "field", "row", "native-field", "native-row"]
 CONFIGURATIONS: tuple[Configuration, ...] = ("none", "field", "row")
-STYLES: tuple[Configuration, ...] = ("field", "row")
+NATIVE: tuple[Configuration, ...] = ("native-field", "native-row")
+"""PostgreSQL's native capture, measured where the server has its library."""
 DEFAULT_URLS: dict[Database, str] = {
     "postgresql": "postgresql://postgres@127.0.0.1:5432/test",
     "mariadb": "mysql://root@127.0.0.1:3306/test",
@@ -95,6 +98,11 @@ class CaptureReport:
     options: CaptureOptions
     runs: tuple[Run, ...]
 
+    @property
+    def configurations(self) -> tuple[Configuration, ...]:
+        """What was measured, in the order of the first round."""
+        return tuple(dict.fromkeys(c for c in (*CONFIGURATIONS, *NATIVE) if self.runs_of(c)))
+
     def runs_of(self, configuration: Configuration) -> list[Run]:
         return [r for r in self.runs if r.configuration == configuration]
 
@@ -119,8 +127,8 @@ class CaptureReport:
             "rounds": self.options.rounds,
             "clients": CLIENTS,
             "rows": ROWS,
-            "configurations": {c: self._configuration(c) for c in CONFIGURATIONS},
-            "slowdown": {s: self.slowdown(s) for s in STYLES},
+            "configurations": {c: self._configuration(c) for c in self.configurations},
+            "slowdown": {c: self.slowdown(c) for c in self.configurations if c != "none"},
         }
 
     def _configuration(self, configuration: Configuration) -> dict[str, Any]:
@@ -139,7 +147,7 @@ def format_capture_report(report: CaptureReport) -> str:
         f"{ROWS} rows; each transaction: 2 UPDATEs, 1 INSERT, 1 DELETE",
         f"{'configuration':<14}{'median tps':>12}{'slowdown':>10}{'events/tx':>11}   tps per round",
     ]
-    for configuration in CONFIGURATIONS:
+    for configuration in report.configurations:
         slowdown = 1.0 if configuration == "none" else report.slowdown(configuration)
         rounds = " ".join(f"{r.tps:.1f}" for r in report.runs_of(configuration))
         lines.append(
@@ -147,6 +155,8 @@ def format_capture_report(report: CaptureReport) -> str:
             f"{report.events_per_transaction(configuration):>11.2f}   {rounds}"
         )
     lines.append("slowdown: median tps without triggers / median tps with the style's triggers")
+    if options.database == "postgresql" and not report.runs_of("native-field"):
+        lines.append("native capture not measured: its library is not installed on the server (`make native`)")
     return "\n".join(lines)
 
 
@@ -154,8 +164,9 @@ def run_capture_bench(options: CaptureOptions) -> CaptureReport:
     target = _target(options)
     runs = []
     with target.schema():
+        configurations = target.configurations()
         for round_number in range(1, options.rounds + 1):
-            for configuration in rotated(CONFIGURATIONS, round_number - 1):
+            for configuration in rotated(configurations, round_number - 1):
                 runs.append(target.measure(configuration, round_number, options.seconds))
     return CaptureReport(options, tuple(runs))
 
@@ -204,6 +215,9 @@ class Target(abc.ABC):
             for statement in statements:
                 conn.execute(text(statement))
 
+    def configurations(self) -> tuple[Configuration, ...]:
+        return CONFIGURATIONS
+
     def measure(self, configuration: Configuration, round_number: int, seconds: int) -> Run:
         self.prepare(configuration)
         transactions, elapsed = self.drive(seconds)
@@ -214,7 +228,10 @@ class Target(abc.ABC):
         table = self.qualified(TABLE)
         self.execute(f"DROP TABLE IF EXISTS {table}", self.table_ddl.format(table=table))
         self.seed()
-        if configuration != "none":
+        if configuration in NATIVE:
+            install_capture(self.config, self.engine, [TABLE], style=configuration.removeprefix("native-"),
+                            native=True)
+        elif configuration != "none":
             install_capture(self.config, self.engine, [TABLE], style=configuration)
         self.execute(f"TRUNCATE TABLE {self.qualified(EVENT_LOG)}")
         self.settle()
@@ -254,6 +271,14 @@ END;
 class PostgreSQLTarget(Target):
     table_ddl = ("CREATE TABLE {table} (id integer PRIMARY KEY, name text NOT NULL, balance integer NOT NULL, "
                  "updated_at timestamp NOT NULL)")
+
+    def configurations(self) -> tuple[Configuration, ...]:
+        """The native capture's too, where the server can run it."""
+        try:
+            check_native(PostgreSQL(self.config, self.engine))
+        except CaptureError:
+            return CONFIGURATIONS
+        return CONFIGURATIONS + NATIVE
 
     def seed(self) -> None:
         self.execute(

@@ -52,6 +52,7 @@ from sqlalchemy import Engine
 from publisher.capture.dialect import Dialect
 from publisher.capture.follow import follow_ddl, follow_record, may_follow
 from publisher.capture.mariadb import MariaDB, mariadb_trigger_name
+from publisher.capture.native import check_native, native_ddl, native_tables, native_trigger_sql
 from publisher.capture.postgresql import (
     KEY_VALUE_FUNCTION,
     PostgreSQL,
@@ -146,20 +147,27 @@ def subscription_ddl(config: Config, engine: Engine) -> list[str]:
     return statements + _dialect(config, engine).subscription_indexes()
 
 
-def trigger_sql(config: Config, engine: Engine, table: str, style: Style) -> list[str]:
+def trigger_sql(config: Config, engine: Engine, table: str, style: Style, native: bool = False) -> list[str]:
     """Statements that (re)install the capture triggers of one table, replacing any earlier ones:
     for a logical class's parent, those of its child tables too; for a child table, its own as
-    a child of its class; and the record of what they were installed for (`shape`)."""
+    a child of its class; and the record of what they were installed for (`shape`). `native`:
+    PostgreSQL's C capture (`native`) on every table but a class's child tables."""
     _check_style(style, table)
     dialect = _dialect(config, engine)
     statements = []
     tables = captured(config, engine, dialect.schema, table)
+    on_native = set()
     for reflected in tables:
         dialect.check(reflected)
-        statements += dialect.trigger_sql(reflected, style)
+        if native and isinstance(dialect, PostgreSQL) and reflected.multi_valued is None:
+            statements += native_trigger_sql(dialect, reflected, style)
+            on_native.add(reflected.name)
+        else:
+            statements += dialect.trigger_sql(reflected, style)
     follow = None
     if isinstance(dialect, PostgreSQL) and may_follow(dialect):
-        follow = {t.name: follow_record(dialect, t, style) for t in tables}
+        # The native capture names no column: a migration leaves it working, with nothing to follow.
+        follow = {t.name: follow_record(dialect, t, style) for t in tables if t.name not in on_native}
     return statements + record_sql(config, engine, table, tables, style, follow)
 
 
@@ -184,8 +192,18 @@ def capture_ddl(config: Config, engine: Engine) -> list[str]:
 
 
 def reinstall_capture(config: Config, engine: Engine, table: str, style: Style) -> None:
-    """Install one table's capture again, for its shape now."""
-    _execute(config, engine, trigger_sql(config, engine, table, style))
+    """Install one table's capture again, for its shape now, native where it was."""
+    native = table.lower() in installed_native(config, engine)
+    _execute(config, engine, trigger_sql(config, engine, table, style, native))
+
+
+def installed_native(config: Config, engine: Engine) -> set[str]:
+    """The tables (in lower case) whose capture is PostgreSQL's native one."""
+    dialect = _dialect(config, engine)
+    if not isinstance(dialect, PostgreSQL):
+        return set()
+    with engine.connect() as conn:
+        return native_tables(conn, dialect.schema)
 
 
 def capture_problems(config: Config, engine: Engine) -> list[str]:
@@ -222,23 +240,33 @@ def install_capture(
     tables: Sequence[str],
     style: Style | None = "field",
     dry_run: bool = False,
+    native: bool | None = False,
 ) -> list[str]:
     """Create the event log and every named table's triggers in one transaction.
 
     Every table is reflected before anything runs, so one bad name installs nothing. With
-    ``dry_run`` nothing runs; either way the statements are returned, for printing.
+    ``dry_run`` nothing runs; either way the statements are returned, for printing. ``native``
+    (PostgreSQL): the C capture, or None for what each table has now (PL/pgSQL for a new one).
     """
     if style is not None:
         _check_style(style)
     recorded = recorded_styles(config, engine)
     statements = event_log_ddl(config, engine) + capture_ddl(config, engine)
+    was_native = installed_native(config, engine) if native is None else set()
+    if native:
+        dialect = _dialect(config, engine)
+        if not isinstance(dialect, PostgreSQL):
+            raise CaptureError(f"the native capture is PostgreSQL's; {engine.dialect.name} has the SQL capture only")
+        check_native(dialect)
+        statements += native_ddl(dialect)
     if config.subscriptions or config.subscribers:
         statements += subscription_ddl(config, engine)
     named = {t.lower() for t in tables}
     for table in tables:
         child = child_of(config.classes, table)
         if child is None or child.class_name.lower() not in named:  # else installed with its class
-            statements += trigger_sql(config, engine, table, style or recorded.get(table.lower(), "field"))
+            on_native = bool(native) or table.lower() in was_native
+            statements += trigger_sql(config, engine, table, style or recorded.get(table.lower(), "field"), on_native)
     if not dry_run:
         _execute(config, engine, statements)
     return statements

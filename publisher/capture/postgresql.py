@@ -39,6 +39,11 @@ def postgresql_truncate_trigger_name(table: str) -> str:
     return _postgresql_name(table, "_publisher_trunc")
 
 
+def postgresql_function_names(table: str) -> tuple[str, str]:
+    """The PL/pgSQL capture's functions of the table: of its rows, and of its UPDATE statements."""
+    return f"{table}_publisher_log", _postgresql_name(table, "_publisher_log_upd")
+
+
 def postgresql_identifier(name: str) -> str:
     return name.encode("utf-8")[:POSTGRESQL_NAME_BYTES].decode("utf-8", errors="ignore")
 
@@ -173,8 +178,7 @@ class PostgreSQL(Dialect):
         row_trigger = postgresql_trigger_name(table.name)
         update_trigger = self.quote(postgresql_update_trigger_name(table.name))
         truncate_trigger = self.quote(postgresql_truncate_trigger_name(table.name))
-        row_function = self.qualify(f"{table.name}_publisher_log")
-        update_function = self.qualify(_postgresql_name(table.name, "_publisher_log_upd"))
+        row_function, update_function = map(self.qualify, postgresql_function_names(table.name))
         settings = self.settings_sql(table)
         inserted = self.insert_events(table, style)
         on_row = self.render(

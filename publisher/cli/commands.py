@@ -40,14 +40,16 @@ def install_command(config: Config, args: argparse.Namespace) -> int:
     engine = connect(config)
     if args.check:
         return _check_capture(config, engine)
-    statements = install_capture(config, engine, args.table, args.style, args.dry_run)
+    statements = install_capture(config, engine, args.table, args.style, args.dry_run, args.native)
     if args.dry_run:
         print(dialect_of(engine).client_script(statements), end="")
     else:
         names = ", ".join(args.table) or "no tables"
         children = [f"{child} (values of {table}.{attribute})" for table, attribute, child in
                     installed_children(config.classes, args.table)]
-        print(f"installed the event log {config.event_log.table} and the {args.style or 'capture'} triggers of {names}"
+        native = "native " if args.native else ""
+        print(f"installed the event log {config.event_log.table} and the {native}{args.style or 'capture'} triggers "
+              f"of {names}"
               + (f"; child tables: {', '.join(children)}" if children else ""), file=sys.stderr)
     return 0
 

@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="field: one event per changed column (types 1, 2, 4); row: query-back events (5, 6, 4). "
         "Default: the style the table was installed with, else field",
     )
+    install.add_argument(
+        "--native", action=argparse.BooleanOptionalAction, default=None,
+        help="PostgreSQL: capture through the C function of native/postgresql (about a third of the PL/pgSQL "
+        "capture's cost to the application's writes; migrations never break it). Needs the library on the "
+        "database server (`make native` there) and a superuser. Default: what the table has, else PL/pgSQL",
+    )
     install.add_argument("--dry-run", action="store_true", help="print the SQL instead of running it")
     install.add_argument(
         "--check", action="store_true",

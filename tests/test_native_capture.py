@@ -1,0 +1,222 @@
+"""PostgreSQL's native capture (C, `native/postgresql`) against the PL/pgSQL capture, which is its
+oracle: the same statements through each, from the application's own connection, must log the
+same events; and what only the native capture does: follow a migration with nothing installed
+again, and refuse with the reason where the server cannot run it."""
+from __future__ import annotations
+
+import pytest
+from harness import Harness, drain
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from publisher.capture.install import CaptureError, capture_problems, install_capture, installed_native
+from publisher.config import Config, DatabaseConfig
+from publisher.service.mirror import verify
+
+PUBLISHER_USER = "publisher_app"
+
+TABLE = ("CREATE TABLE {t} (k1 integer, k2 text, v_text text, v_num numeric(10, 2), v_bin bytea, "
+         "v_at timestamptz, v_on boolean, v_arr int[], v_float float8, v_day date, v_ts timestamp, "
+         "v_span interval, v_char char(3), v_doc jsonb, v_id uuid, PRIMARY KEY (k1, k2))")
+STATEMENTS = (
+    "INSERT INTO {t} VALUES (1, 'a', 'x', 1.5, '\\x00ff', '2024-01-01 10:00+02', true, '{{1,2}}', 0.1, "
+    "'2024-02-29', '2024-01-01 10:00:00.25', '1 day 02:03:04', 'ab', '{{\"b\": 1, \"a\": [true]}}', "
+    "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11')",
+    "INSERT INTO {t} (k1, k2) VALUES (2, 'b c')",
+    "INSERT INTO {t} (k1, k2, v_text, v_num, v_bin, v_at, v_on, v_arr, v_float) VALUES "
+    "(3, '', 'é', -2, '', '1999-12-31 23:59:59.5-08', false, '{{}}', -1e300), "
+    "(4, '=+\"\\,<>;''', '', 0, '\\x01', NULL, NULL, NULL, 'NaN')",
+    "UPDATE {t} SET v_num = 1.50 WHERE k1 = 1",
+    "UPDATE {t} SET v_text = 'y', v_bin = NULL, v_arr = '{{2,1}}', v_float = 1.0 / 3 WHERE k1 = 1",
+    "UPDATE {t} SET v_text = v_text",
+    "UPDATE {t} SET v_char = 'ab ' WHERE k1 = 1",
+    "UPDATE {t} SET k1 = k1 + 10, v_on = NOT v_on WHERE k1 IN (2, 3)",
+    "UPDATE {t} SET k1 = 15 - k1 WHERE k1 IN (12, 13)",
+    "UPDATE {t} SET k2 = upper(k2), v_text = 'z' WHERE k1 <> 4",
+    "DELETE FROM {t} WHERE k1 = 1",
+    "INSERT INTO {t} (k1, k2, v_text) VALUES (1, 'A', 'again')",
+    "TRUNCATE {t}",
+    "INSERT INTO {t} (k1, k2, v_text, v_span) VALUES (7, 'g', 'q', '-3 years')",
+    "DELETE FROM {t}",
+)
+SESSIONS = {
+    "the server's settings": (),
+    "settings that write other texts": ("SET LOCAL datestyle = 'SQL, DMY'", "SET LOCAL timezone = 'America/Sao_Paulo'",
+                                        "SET LOCAL extra_float_digits = 3", "SET LOCAL intervalstyle = 'sql_standard'"),
+}
+
+
+def harness(spark, database, tmp_path) -> Harness:
+    return Harness(spark, database, tmp_path, user=PUBLISHER_USER, tables=())
+
+
+def application(h: Harness, session: tuple[str, ...], *statements: str) -> None:
+    """The application's statements, in one transaction of its own connection and settings."""
+    with h.engine.begin() as conn:
+        for statement in (*session, *statements):
+            conn.execute(text(statement))
+
+
+def logged(h: Harness, table: str, session: tuple[str, ...], statements: tuple[str, ...]) -> list[tuple]:
+    """The events the statements log, each statement in a transaction of its own; the log emptied."""
+    log = h.table("event_log")
+    for statement in statements:
+        application(h, session, statement.format(t=table))
+    rows = h.db.rows(f"SELECT event_type, table_name, table_key, column_name, old_value, new_value, perpetrator, "
+                     f"status, transaction_id IS NOT NULL, event_time IS NOT NULL FROM {log} ORDER BY record_id")
+    h.db.execute(f"DELETE FROM {log}")
+    return rows
+
+
+@pytest.mark.parametrize("session", SESSIONS, ids=list(SESSIONS))
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_native_capture_logs_what_the_plpgsql_capture_logs(style, session, spark, postgresql_database, tmp_path):
+    h = harness(spark, postgresql_database, tmp_path)
+    table = h.table("t")
+    h.db.execute(TABLE.format(t=table))
+    install_capture(h.config, h.engine, ["t"], style)
+    expected = logged(h, table, SESSIONS[session], STATEMENTS)
+    install_capture(h.config, h.engine, ["t"], style, native=True)
+    assert installed_native(h.config, h.engine) == {"t"}
+    assert logged(h, table, SESSIONS[session], STATEMENTS) == expected
+    assert {row[0] for row in expected} == ({1, 2, 4} if style == "field" else {4, 5, 6})
+
+
+_KEY_TYPES = {"integer": "k::text", "bigint": "(k * 1000000000000)::text", "text": "'k ' || k",
+              "varchar(8)": "'=' || k", "numeric(6, 1)": "(k / 3.0)::numeric(6, 1)::text",
+              "date": "(date '2024-01-01' + k)::text", "timestamptz": "(timestamptz '2024-01-01 00:00+05' + k * interval "
+              "'1 hour')::text", "uuid": "md5(k::text)::uuid::text", "bytea": "'\\x' || lpad(to_hex(k), 4, '0')",
+              "boolean": "(k % 2 = 0)::text"}
+
+
+@st.composite
+def schemas_and_writes(draw):
+    """A table with a key of one or two columns of assorted types, and a run of writes to it:
+    inserts with NULLs, updates of values and of keys, deletes; `k` numbers the rows."""
+    key = draw(st.lists(st.sampled_from(sorted(_KEY_TYPES)), min_size=1, max_size=2, unique=True))
+    values = draw(st.lists(st.sampled_from(["text", "integer", "float8", "timestamp", "bytea", "numeric"]),
+                           max_size=3))
+    writes = draw(st.lists(st.tuples(st.sampled_from(["insert", "update", "rekey", "delete"]),
+                                     st.integers(1, 6), st.booleans()), min_size=1, max_size=12))
+    return key, values, writes
+
+
+def _statements(key: list[str], values: list[str], writes) -> tuple[str, ...]:
+    columns = [f"k{i}" for i in range(len(key))] + [f"v{i}" for i in range(len(values))]
+    value_of = {"text": "'v' || {k}", "integer": "{k} * 7", "float8": "{k} / 7.0", "timestamp":
+                "timestamp '2024-01-01' + {k} * interval '1 minute'", "bytea": "decode(md5({k}::text), 'hex')",
+                "numeric": "{k} * 1.10"}
+    statements = []
+    for verb, k, nulls in writes:
+        keys = [f"({_KEY_TYPES[t].replace('k', str(k))})::{t}" for t in key]
+        vals = ["NULL" if nulls else f"({value_of[t].format(k=k)})::{t}" for t in values]
+        match = " AND ".join(f"k{i} = {v}" for i, v in enumerate(keys))
+        if verb == "insert":
+            statements.append(f"INSERT INTO {{t}} ({', '.join(columns)}) VALUES ({', '.join(keys + vals)}) "
+                              f"ON CONFLICT DO NOTHING")
+        elif verb == "update" and values:
+            statements.append(f"UPDATE {{t}} SET {', '.join(f'v{i} = {v}' for i, v in enumerate(vals))} WHERE {match}")
+        elif verb == "rekey":
+            other = [f"({_KEY_TYPES[t].replace('k', str(k + 10))})::{t}" for t in key]
+            sets = ", ".join(f"k{i} = {v}" for i, v in enumerate(other))
+            statements.append(f"UPDATE {{t}} SET {sets} WHERE {match} AND NOT EXISTS (SELECT FROM {{t}} WHERE "
+                              f"{' AND '.join(f'k{i} = {v}' for i, v in enumerate(other))})")
+        else:
+            statements.append(f"DELETE FROM {{t}} WHERE {match}")
+    return (*statements, "DELETE FROM {t}")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=schemas_and_writes(), style=st.sampled_from(["field", "row"]))
+def test_native_capture_equals_the_plpgsql_capture_on_generated_tables(case, style, postgresql_database):
+    """Keys of one or two columns of assorted types (each spelled as its table_key spells it),
+    values with NULLs, key changes and deletes: both captures log the same events."""
+    key, values, writes = case
+    db = postgresql_database
+    config = Config(database=DatabaseConfig(url=db.url, schema=db.schema))
+    table, log = f"{db.schema}.t", f"{db.schema}.event_log"
+    with db.engine.begin() as conn:
+        conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
+        columns = [f"k{i} {t} NOT NULL" for i, t in enumerate(key)] + [f"v{i} {t}" for i, t in enumerate(values)]
+        keys = ", ".join(f"k{i}" for i in range(len(key)))
+        conn.execute(text(f"CREATE TABLE {table} ({', '.join(columns)}, PRIMARY KEY ({keys}))"))
+    statements = _statements(key, values, writes)
+
+    def run() -> list[tuple]:
+        for statement in statements:  # each in a transaction of its own, as an application's
+            with db.engine.begin() as conn:
+                conn.execute(text(statement.format(t=table)))
+        with db.engine.begin() as conn:
+            rows = conn.execute(text(f"SELECT event_type, table_key, column_name, old_value, new_value "
+                                     f"FROM {log} ORDER BY record_id")).all()
+            conn.execute(text(f"DELETE FROM {log}"))
+        return [tuple(r) for r in rows]
+
+    install_capture(config, db.engine, ["t"], style)
+    expected = run()
+    install_capture(config, db.engine, ["t"], style, native=True)
+    assert run() == expected
+
+
+def test_native_capture_follows_a_migration_with_nothing_installed_again(spark, postgresql_database, tmp_path):
+    h = harness(spark, postgresql_database, tmp_path)
+    usr = h.table("usr")
+    h.db.execute(f"CREATE TABLE {usr} (idu INTEGER PRIMARY KEY, fname VARCHAR(64), lname VARCHAR(64), born DATE)")
+    install_capture(h.config, h.engine, ["usr"], "field", native=True)
+    application(h, (), f"INSERT INTO {usr} VALUES (1, 'Ann', 'Lee', '1990-01-01'), (2, 'Bo', 'Ng', NULL)")
+    drain(h)
+    application(
+        h, (),
+        f"ALTER TABLE {usr} DROP COLUMN lname",
+        f"ALTER TABLE {usr} RENAME COLUMN fname TO given",
+        f"ALTER TABLE {usr} ADD COLUMN email text",
+        f"UPDATE {usr} SET given = 'Anne', email = 'ann@example.com' WHERE idu = 1",
+        f"INSERT INTO {usr} (idu, given, email) VALUES (3, 'Cy', 'cy@example.com')",
+        f"DELETE FROM {usr} WHERE idu = 2",
+    )
+    fields = h.db.rows(f"SELECT event_type, table_key, column_name, new_value FROM {h.table('event_log')} "
+                       f"WHERE status = 'N' ORDER BY record_id")
+    assert fields == [(2, "idu=1", "given", "Anne"), (2, "idu=1", "email", "ann@example.com"),
+                      (1, "idu=3", "given", "Cy"), (1, "idu=3", "email", "cy@example.com"), (4, "idu=2", None, None)]
+    drain(h)
+    assert capture_problems(h.config, h.engine) == []  # the cycle recorded the new shape
+    assert installed_native(h.config, h.engine) == {"usr"}  # and kept the native capture
+    assert "E" not in set(h.statuses().values()), h.rejects()
+    # The consumer keeps the values of the columns dropped and renamed (the publisher says nothing
+    # more of them); on the table's columns it equals the table.
+    assert {d.attribute for d in verify(h.config, h.engine)} == {"lname", "fname"}
+
+
+def test_native_capture_is_switched_off_with_its_row_trigger(spark, postgresql_database, tmp_path):
+    h = harness(spark, postgresql_database, tmp_path)
+    usr = h.table("usr")
+    h.db.execute(f"CREATE TABLE {usr} (idu INTEGER PRIMARY KEY, fname text)")
+    install_capture(h.config, h.engine, ["usr"], "row", native=True)
+    application(h, (), f"INSERT INTO {usr} VALUES (1, 'a')", f"ALTER TABLE {usr} DISABLE TRIGGER usr_publisher",
+                f"UPDATE {usr} SET fname = 'b'", f"TRUNCATE {usr}", f"ALTER TABLE {usr} ENABLE TRIGGER usr_publisher",
+                f"INSERT INTO {usr} VALUES (2, 'c')")
+    assert h.db.rows(f"SELECT event_type, table_key FROM {h.table('event_log')} ORDER BY record_id") == [
+        (5, "idu=1"), (5, "idu=2")]
+
+
+def test_native_capture_keeps_the_application_going_when_the_event_log_is_renamed_back(spark, postgresql_database,
+                                                                                      tmp_path):
+    """The function finds the event log by name at each call, never by a remembered id: an event
+    log dropped and created again (a restore) is written, not an old one."""
+    h = harness(spark, postgresql_database, tmp_path)
+    usr, log = h.table("usr"), h.table("event_log")
+    h.db.execute(f"CREATE TABLE {usr} (idu INTEGER PRIMARY KEY, fname text)")
+    install_capture(h.config, h.engine, ["usr"], "row", native=True)
+    application(h, (), f"INSERT INTO {usr} VALUES (1, 'a')")
+    h.db.execute(f"ALTER TABLE {log} RENAME TO event_log_old")
+    install_capture(h.config, h.engine, [], "row")  # the event log again, empty
+    application(h, (), f"INSERT INTO {usr} VALUES (2, 'b')")
+    assert h.db.rows(f"SELECT table_key FROM {log}") == [("idu=2",)]
+
+
+def test_install_native_refuses_where_the_database_cannot_run_it(spark, sqlite_database, tmp_path):
+    h = harness(spark, sqlite_database, tmp_path)
+    h.db.execute("CREATE TABLE usr (idu INTEGER PRIMARY KEY, fname text)")
+    with pytest.raises(CaptureError, match="the native capture is PostgreSQL's; sqlite has the SQL capture only"):
+        install_capture(h.config, h.engine, ["usr"], "field", native=True)
