@@ -83,6 +83,28 @@ def test_native_capture_logs_what_the_plpgsql_capture_logs(style, session, spark
     assert {row[0] for row in expected} == ({1, 2, 4} if style == "field" else {4, 5, 6})
 
 
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_native_capture_reads_statements_whose_rows_spill_to_disk(style, spark, postgresql_database, tmp_path):
+    """Past work_mem a statement's transition tables are files, read back into memory the reader
+    must keep until its next row: thousands of rows updated, renumbered and truncated."""
+    h = harness(spark, postgresql_database, tmp_path)
+    table = h.table("t")
+    h.db.execute(f"CREATE TABLE {table} (k integer PRIMARY KEY, name text, amount integer)")
+    small = ("SET LOCAL work_mem = '64kB'",)
+    statements = (
+        "INSERT INTO {t} SELECT g, repeat('n', g % 50), g FROM generate_series(1, 5000) AS g",
+        "UPDATE {t} SET amount = amount + 1, name = CASE WHEN k % 3 = 0 THEN NULL ELSE name END",
+        "UPDATE {t} SET k = 10001 - k WHERE k <= 2000",
+        "UPDATE {t} SET k = k + 3000 WHERE k BETWEEN 4001 AND 5000",
+        "TRUNCATE {t}",
+    )
+    install_capture(h.config, h.engine, ["t"], style)
+    expected = logged(h, table, small, statements)
+    install_capture(h.config, h.engine, ["t"], style, native=True)
+    assert logged(h, table, small, statements) == expected
+    assert len(expected) > 20_000
+
+
 _KEY_TYPES = {"integer": "k::text", "bigint": "(k * 1000000000000)::text", "text": "'k ' || k",
               "varchar(8)": "'=' || k", "numeric(6, 1)": "(k / 3.0)::numeric(6, 1)::text",
               "date": "(date '2024-01-01' + k)::text", "timestamptz": "(timestamptz '2024-01-01 00:00+05' + k * interval "

@@ -79,11 +79,13 @@ typedef struct Event
 	char	   *new_text;
 } Event;
 
+/* The statement's events, kept in `context`; what builds them works in a context reset per row. */
 typedef struct Events
 {
 	Event	   *items;
 	int			count;
 	int			size;
+	MemoryContext context;
 } Events;
 
 /* How a type's value becomes the text the event log keeps: what `value::text` gives. */
@@ -266,21 +268,25 @@ add_event(Events *events, int kind, char *key, int position, int event_type, con
 		  char *old_text, char *new_text)
 {
 	Event	   *event;
+	MemoryContext was = MemoryContextSwitchTo(events->context);
 
 	if (events->count == events->size)
 	{
 		events->size = events->size ? events->size * 2 : 16;
-		events->items = events->items ? repalloc(events->items, sizeof(Event) * events->size)
+		events->items = events->items ? repalloc_huge(events->items, sizeof(Event) * events->size)
 			: palloc(sizeof(Event) * events->size);
 	}
 	event = &events->items[events->count++];
 	event->kind = kind;
-	event->key = key;
+	/* a row's events share its key */
+	event->key = events->count > 1 && strcmp(events->items[events->count - 2].key, key) == 0
+		? events->items[events->count - 2].key : pstrdup(key);
 	event->position = position;
 	event->event_type = event_type;
 	event->column = column;
-	event->old_text = old_text;
-	event->new_text = new_text;
+	event->old_text = old_text ? pstrdup(old_text) : NULL;
+	event->new_text = new_text ? pstrdup(new_text) : NULL;
+	MemoryContextSwitchTo(was);
 }
 
 /* A row come (insert_events): each non-NULL value in field style, else one row event. */
@@ -379,73 +385,124 @@ typedef struct KeyedRow
 	HeapTuple	row;
 } KeyedRow;
 
+typedef struct KeyedRows
+{
+	KeyedRow   *items;
+	int			count;
+	int			size;
+} KeyedRows;
+
+static void
+add_keyed(KeyedRows *rows, const char *key, HeapTuple row, MemoryContext context)
+{
+	MemoryContext was = MemoryContextSwitchTo(context);
+
+	if (rows->count == rows->size)
+	{
+		rows->size = rows->size ? rows->size * 2 : 16;
+		rows->items = rows->items ? repalloc_huge(rows->items, sizeof(KeyedRow) * rows->size)
+			: palloc(sizeof(KeyedRow) * rows->size);
+	}
+	rows->items[rows->count].key = pstrdup(key);
+	rows->items[rows->count++].row = heap_copytuple(row);
+	MemoryContextSwitchTo(was);
+}
+
 static int
 keyed_order(const void *a, const void *b)
 {
 	return strcmp(((const KeyedRow *) a)->key, ((const KeyedRow *) b)->key);
 }
 
-/* A statement's transition table, each row with its table_key, sorted by key byte for byte. */
-static KeyedRow *
-keyed_rows(Tuplestorestate *rows, TupleDesc desc, Form_pg_index key, int *count)
+/*
+ * The next row of a transition table, read as a scan of it reads (its own read pointer). A
+ * tuplestore on disk reads the row into memory the slot frees at its next row: that memory is
+ * taken from `slot_context`, which lives as long as the slot; the row handed back, from the
+ * current one.
+ */
+static HeapTuple
+next_row(Tuplestorestate *rows, int reader, TupleTableSlot *slot, MemoryContext slot_context)
 {
-	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
-	int			size = 16;
-	KeyedRow   *keyed = palloc(sizeof(KeyedRow) * size);
-	int			reader = tuplestore_alloc_read_pointer(rows, EXEC_FLAG_REWIND);
+	bool		should_free;
+	MemoryContext was = MemoryContextSwitchTo(slot_context);
+	bool		found;
 
-	*count = 0;
-	tuplestore_select_read_pointer(rows, reader);	/* as a scan of a transition table reads it */
-	tuplestore_rescan(rows);
-	while (tuplestore_gettupleslot(rows, true, false, slot))
-	{
-		HeapTuple	row = ExecCopySlotHeapTuple(slot);
-		char	   *text = table_key(row, desc, key);
-
-		if (text == NULL)
-			continue;
-		if (*count == size)
-			keyed = repalloc(keyed, sizeof(KeyedRow) * (size *= 2));
-		keyed[*count].key = text;
-		keyed[(*count)++].row = row;
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	qsort(keyed, *count, sizeof(KeyedRow), keyed_order);
-	return keyed;
+	tuplestore_select_read_pointer(rows, reader);
+	found = tuplestore_gettupleslot(rows, true, false, slot);
+	MemoryContextSwitchTo(was);
+	return found ? ExecFetchSlotHeapTuple(slot, false, &should_free) : NULL;
 }
 
-/* An UPDATE statement's events (log_update.sql): old and new rows paired by table_key. */
+/*
+ * An UPDATE statement's events (log_update.sql): old and new rows paired by table_key. The
+ * transition tables hold each updated row's old and new versions at the same place, so a row
+ * whose key the statement kept is logged as it is read, with nothing kept of it but its events;
+ * only rows whose key changed (a renumbering, a swap) are kept, sorted and paired by key.
+ */
 static void
 update_events(Events *events, TriggerData *trigger, TupleDesc desc, Form_pg_index key, bool field)
 {
-	int			n_old,
-				n_new,
-				i = 0,
+	TupleTableSlot *old_slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+	TupleTableSlot *new_slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+	int			old_reader = tuplestore_alloc_read_pointer(trigger->tg_oldtable, EXEC_FLAG_REWIND);
+	int			new_reader = tuplestore_alloc_read_pointer(trigger->tg_newtable, EXEC_FLAG_REWIND);
+	MemoryContext per_row = AllocSetContextCreate(CurrentMemoryContext, "publisher capture row",
+												  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext was = MemoryContextSwitchTo(per_row);
+	KeyedRows	old = {0},
+				new = {0};
+	int			i = 0,
 				j = 0;
-	KeyedRow   *old = keyed_rows(trigger->tg_oldtable, desc, key, &n_old);
-	KeyedRow   *new = keyed_rows(trigger->tg_newtable, desc, key, &n_new);
 
-	while (i < n_old || j < n_new)
+	tuplestore_select_read_pointer(trigger->tg_oldtable, old_reader);
+	tuplestore_rescan(trigger->tg_oldtable);
+	tuplestore_select_read_pointer(trigger->tg_newtable, new_reader);
+	tuplestore_rescan(trigger->tg_newtable);
+	for (;;)
 	{
-		int			by_key = i == n_old ? 1 : j == n_new ? -1 : strcmp(old[i].key, new[j].key);
+		HeapTuple	old_row = next_row(trigger->tg_oldtable, old_reader, old_slot, was);
+		HeapTuple	new_row = next_row(trigger->tg_newtable, new_reader, new_slot, was);
+		char	   *old_key = old_row ? table_key(old_row, desc, key) : NULL;
+		char	   *new_key = new_row ? table_key(new_row, desc, key) : NULL;
+
+		if (old_row == NULL && new_row == NULL)
+			break;
+		if (old_key != NULL && new_key != NULL && strcmp(old_key, new_key) == 0)
+			kept_events(events, new_key, old_row, new_row, desc, key, field);
+		else
+		{
+			if (old_key != NULL)
+				add_keyed(&old, old_key, old_row, events->context);
+			if (new_key != NULL)
+				add_keyed(&new, new_key, new_row, events->context);
+		}
+		MemoryContextReset(per_row);
+	}
+	qsort(old.items, old.count, sizeof(KeyedRow), keyed_order);
+	qsort(new.items, new.count, sizeof(KeyedRow), keyed_order);
+	while (i < old.count || j < new.count)
+	{
+		int			by_key = i == old.count ? 1 : j == new.count ? -1 : strcmp(old.items[i].key, new.items[j].key);
 
 		if (by_key < 0)
-		{
-			add_event(events, 1, old[i].key, 1, 4, NULL, NULL, NULL);
-			i++;
-		}
+			add_event(events, 1, old.items[i++].key, 1, 4, NULL, NULL, NULL);
 		else if (by_key > 0)
 		{
-			come_events(events, 3, new[j].key, new[j].row, desc, key, field);
+			come_events(events, 3, new.items[j].key, new.items[j].row, desc, key, field);
 			j++;
 		}
 		else
 		{
-			kept_events(events, new[j].key, old[i].row, new[j].row, desc, key, field);
+			kept_events(events, new.items[j].key, old.items[i].row, new.items[j].row, desc, key, field);
 			i++;
 			j++;
 		}
+		MemoryContextReset(per_row);
 	}
+	MemoryContextSwitchTo(was);
+	MemoryContextDelete(per_row);
+	ExecDropSingleTupleTableSlot(old_slot);
+	ExecDropSingleTupleTableSlot(new_slot);
 }
 
 /* Every row of the table as deleted, before a TRUNCATE takes them (log_truncate). */
@@ -455,6 +512,9 @@ truncate_events(Events *events, Relation table, Form_pg_index key)
 	TupleDesc	desc = RelationGetDescr(table);
 	TableScanDesc scan = table_beginscan(table, GetActiveSnapshot(), 0, NULL);
 	TupleTableSlot *slot = table_slot_create(table, NULL);
+	MemoryContext per_row = AllocSetContextCreate(CurrentMemoryContext, "publisher capture row",
+												  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext was = MemoryContextSwitchTo(per_row);
 
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
@@ -464,9 +524,10 @@ truncate_events(Events *events, Relation table, Form_pg_index key)
 
 		if (text != NULL)
 			add_event(events, 1, text, 1, 4, NULL, NULL, NULL);
-		if (should_free)
-			heap_freetuple(row);
+		MemoryContextReset(per_row);
 	}
+	MemoryContextSwitchTo(was);
+	MemoryContextDelete(per_row);
 	ExecDropSingleTupleTableSlot(slot);
 	table_endscan(scan);
 }
@@ -523,6 +584,8 @@ write_events(Events *events, char **arguments)
 											 Int32GetDatum(-1));
 	Datum		table_name = CStringGetTextDatum(arguments[ARG_TABLE_NAME]);
 	char		transaction[32];
+	MemoryContext per_event,
+				was;
 
 	InitResultRelInfo(result, log, 1, NULL, 0);
 	ExecOpenIndices(result, false);
@@ -543,6 +606,8 @@ write_events(Events *events, char **arguments)
 	}
 	snprintf(transaction, sizeof transaction, UINT64_FORMAT,
 			 U64FromFullTransactionId(GetTopFullTransactionId()));
+	per_event = AllocSetContextCreate(CurrentMemoryContext, "publisher capture event", ALLOCSET_SMALL_SIZES);
+	was = MemoryContextSwitchTo(per_event);
 	for (int e = 0; e < events->count; e++)
 	{
 		Event	   *event = &events->items[e];
@@ -574,8 +639,11 @@ write_events(Events *events, char **arguments)
 		ExecStoreVirtualTuple(slot);
 		table_tuple_insert(log, slot, GetCurrentCommandId(true), 0, NULL);
 		ExecInsertIndexTuples(result, slot, estate, false, false, NULL, NIL);
+		ExecClearTuple(slot);
 		ResetExprContext(context);
+		MemoryContextReset(per_event);
 	}
+	MemoryContextSwitchTo(was);
 	ExecCloseIndices(result);
 	ExecResetTupleTable(estate->es_tupleTable, false);
 	FreeExecutorState(estate);
@@ -590,7 +658,7 @@ publisher_capture(PG_FUNCTION_ARGS)
 	Relation	table;
 	TupleDesc	desc;
 	Relation	key_index;
-	Events		events = {0};
+	Events		events = {.context = CurrentMemoryContext};
 	bool		field;
 	int			nest_level = -1;
 
