@@ -107,8 +107,9 @@ def test_native_capture_reads_statements_whose_rows_spill_to_disk(style, spark, 
 
 _KEY_TYPES = {"integer": "k::text", "bigint": "(k * 1000000000000)::text", "text": "'k ' || k",
               "varchar(8)": "'=' || k", "numeric(6, 1)": "(k / 3.0)::numeric(6, 1)::text",
-              "date": "(date '2024-01-01' + k)::text", "timestamptz": "(timestamptz '2024-01-01 00:00+05' + k * interval "
-              "'1 hour')::text", "uuid": "md5(k::text)::uuid::text", "bytea": "'\\x' || lpad(to_hex(k), 4, '0')",
+              "date": "(date '2024-01-01' + k)::text",
+              "timestamptz": "(timestamptz '2024-01-01 00:00+05' + k * interval '1 hour')::text",
+              "uuid": "md5(k::text)::uuid::text", "bytea": "'\\x' || lpad(to_hex(k), 4, '0')",
               "boolean": "(k % 2 = 0)::text"}
 
 

@@ -36,6 +36,7 @@ from sqlalchemy.engine import make_url
 from publisher.capture.install import CaptureError, install_capture
 from publisher.capture.native import check_native
 from publisher.capture.postgresql import PostgreSQL
+from publisher.capture.tables import Style
 from publisher.config import Config, DatabaseConfig
 from publisher.database import connect
 
@@ -44,6 +45,9 @@ Configuration = Literal["none", "field", "row", "native-field", "native-row"]
 CONFIGURATIONS: tuple[Configuration, ...] = ("none", "field", "row")
 NATIVE: tuple[Configuration, ...] = ("native-field", "native-row")
 """PostgreSQL's native capture, measured where the server has its library."""
+CAPTURES: dict[Configuration, tuple[Style, bool]] = {
+    "field": ("field", False), "row": ("row", False), "native-field": ("field", True), "native-row": ("row", True)}
+"""Each configuration's capture: its style, and whether native."""
 DEFAULT_URLS: dict[Database, str] = {
     "postgresql": "postgresql://postgres@127.0.0.1:5432/test",
     "mariadb": "mysql://root@127.0.0.1:3306/test",
@@ -228,11 +232,9 @@ class Target(abc.ABC):
         table = self.qualified(TABLE)
         self.execute(f"DROP TABLE IF EXISTS {table}", self.table_ddl.format(table=table))
         self.seed()
-        if configuration in NATIVE:
-            install_capture(self.config, self.engine, [TABLE], style=configuration.removeprefix("native-"),
-                            native=True)
-        elif configuration != "none":
-            install_capture(self.config, self.engine, [TABLE], style=configuration)
+        if configuration != "none":
+            style, native = CAPTURES[configuration]
+            install_capture(self.config, self.engine, [TABLE], style=style, native=native)
         self.execute(f"TRUNCATE TABLE {self.qualified(EVENT_LOG)}")
         self.settle()
 

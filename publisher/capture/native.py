@@ -103,4 +103,5 @@ def native_tables(conn: Connection, schema: str | None) -> set[str]:
         "JOIN pg_catalog.pg_language l ON l.oid = p.prolang "
         "WHERE NOT t.tgisinternal AND l.lanname = 'c' AND p.proname = :function "
         "AND n.nspname = COALESCE(:schema, current_schema())"), {"function": NATIVE_FUNCTION, "schema": schema})
-    return {table.lower() for table, trigger in rows if trigger == postgresql_identifier(postgresql_trigger_name(table))}
+    return {table.lower() for table, trigger in rows
+            if trigger == postgresql_identifier(postgresql_trigger_name(table))}
