@@ -243,3 +243,80 @@ def test_install_native_refuses_where_the_database_cannot_run_it(spark, sqlite_d
     h.db.execute("CREATE TABLE usr (idu INTEGER PRIMARY KEY, fname text)")
     with pytest.raises(CaptureError, match="the native capture is PostgreSQL's; sqlite has the SQL capture only"):
         install_capture(h.config, h.engine, ["usr"], "field", native=True)
+
+
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_native_capture_of_a_key_only_table_and_values_of_megabytes(style, spark, postgresql_database, tmp_path):
+    h = harness(spark, postgresql_database, tmp_path)
+    grant, doc = h.table("grant_"), h.table("doc")
+    h.db.execute(f"CREATE TABLE {grant} (who text, role text, PRIMARY KEY (who, role))",
+                 f"CREATE TABLE {doc} (id bigint PRIMARY KEY, body text, blob bytea)")
+    statements = (
+        f"INSERT INTO {grant} VALUES ('ann', 'admin'), ('bo', 'a,b')",
+        f"UPDATE {grant} SET role = 'user' WHERE who = 'ann'",
+        f"DELETE FROM {grant} WHERE who = 'bo'",
+        f"INSERT INTO {grant} VALUES ('bo', 'a,b')",
+        f"INSERT INTO {doc} VALUES (1, repeat('x', 3000000), decode(repeat('00ff', 1500000), 'hex'))",
+        f"UPDATE {doc} SET body = body || 'y', blob = NULL",
+        f"DELETE FROM {doc}",
+        f"DELETE FROM {grant}",
+    )
+    install_capture(h.config, h.engine, ["grant_", "doc"], style)
+    expected = logged(h, "", (), statements)
+    install_capture(h.config, h.engine, ["grant_", "doc"], style, native=True)
+    assert logged(h, "", (), statements) == expected
+    assert max(len(row[5] or "") for row in expected) == (4_000_000 if style == "field" else 0)
+
+
+def test_native_capture_writes_renamed_event_log_columns_and_its_indexes(spark, postgresql_database, tmp_path):
+    """The event log's columns are found by their configured names at each call; the index that
+    finds a check-out's events (an expression index) gets its entries; the cycle publishes it all."""
+    from publisher.capture.install import subscription_ddl
+    from publisher.config import EventLogColumns
+
+    renamed = EventLogColumns(status="state", table_key="objkey", event_type="kind", new_value="val",
+                              transaction_id="txn")
+    h = Harness(spark, postgresql_database, tmp_path, user=PUBLISHER_USER, tables=(), columns=renamed)
+    usr, log = h.table("usr"), h.table("event_log")
+    h.db.execute(f"CREATE TABLE {usr} (idu integer PRIMARY KEY, fname text, born date)")
+    install_capture(h.config, h.engine, ["usr"], "field", native=True)
+    h.db.execute(*subscription_ddl(h.config, h.engine))
+    application(h, ("SET LOCAL datestyle = 'German'",), f"INSERT INTO {usr} VALUES (1, 'Ann', '1990-02-01')",
+                f"INSERT INTO {usr} VALUES (2, NULL, NULL)", f"UPDATE {usr} SET born = born + 1")
+    application(h, (), f"DELETE FROM {usr} WHERE idu = 2")
+    assert h.db.rows(f"SELECT kind, objkey, column_name, val FROM {log} ORDER BY record_id") == [
+        (1, "idu=1", "fname", "Ann"), (1, "idu=1", "born", "1990-02-01"), (1, "idu=2", "fname", None),
+        (2, "idu=1", "born", "1990-02-02"), (4, "idu=2", None, None)]
+    (transactions,) = h.db.rows(f"SELECT count(DISTINCT txn) FROM {log}")
+    assert transactions == (2,)
+    index = h.db.rows("SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = "
+                      f"'{log}'::regclass AND indexprs IS NOT NULL")
+    assert len(index) == 1
+    with h.engine.begin() as conn:  # the expression index finds every row it should
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        found = conn.execute(text(f"SELECT count(*) FROM {log} WHERE txn IS NOT NULL")).scalar_one()
+    assert found == 5
+    drain(h)
+    assert "N" not in set(h.statuses().values())
+    assert verify(h.config, h.engine) == []
+
+
+def test_a_logical_class_keeps_plpgsql_capture_on_its_child_tables(spark, postgresql_database, tmp_path):
+    from publisher.config import ClassConfig
+
+    h = harness(spark, postgresql_database, tmp_path)
+    h.config = Config(database=h.config.database, event_log=h.config.event_log, publisher=h.config.publisher,
+                      output=h.config.output, spark=h.config.spark,
+                      classes={"usr": ClassConfig(multi_valued={"phone": "usr_phone.phone"})})
+    usr, phone = h.table("usr"), h.table("usr_phone")
+    h.db.execute(f"CREATE TABLE {usr} (idu integer PRIMARY KEY, fname text)",
+                 f"CREATE TABLE {phone} (idu integer NOT NULL REFERENCES {usr} ON DELETE CASCADE, "
+                 f"phone text NOT NULL, PRIMARY KEY (idu, phone))")
+    install_capture(h.config, h.engine, ["usr"], "field", native=True)
+    assert installed_native(h.config, h.engine) == {"usr"}
+    application(h, (), f"INSERT INTO {usr} VALUES (1, 'Ann')", f"INSERT INTO {phone} VALUES (1, '555')",
+                f"DELETE FROM {usr}")
+    assert h.db.rows(f"SELECT event_type, table_name, table_key, column_name, old_value, new_value "
+                     f"FROM {h.table('event_log')} ORDER BY record_id") == [
+        (1, "usr", "idu=1", "fname", None, "Ann"), (2, "usr", "idu=1", "phone", None, "555"),
+        (4, "usr", "idu=1", None, None, None), (2, "usr", "idu=1", "phone", "555", None)]
