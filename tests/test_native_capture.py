@@ -202,9 +202,14 @@ def test_native_capture_follows_a_migration_with_nothing_installed_again(spark, 
                        f"WHERE status = 'N' ORDER BY record_id")
     assert fields == [(2, "idu=1", "given", "Anne"), (2, "idu=1", "email", "ann@example.com"),
                       (1, "idu=3", "given", "Cy"), (1, "idu=3", "email", "cy@example.com"), (4, "idu=2", None, None)]
+    assert capture_problems(h.config, h.engine) == []  # nothing for a deployment pipeline to install
+    triggers = f"SELECT oid FROM pg_trigger WHERE tgrelid = '{usr}'::regclass ORDER BY oid"
+    before = h.db.rows(triggers)
     drain(h)
-    assert capture_problems(h.config, h.engine) == []  # the cycle recorded the new shape
-    assert installed_native(h.config, h.engine) == {"usr"}  # and kept the native capture
+    assert h.db.rows(triggers) == before  # the cycle recorded the new shape and left the triggers alone
+    recorded = h.db.rows(f"SELECT columns FROM {h.table('event_log_capture')}")
+    assert recorded == [("idu (key), given, born, email",)]
+    assert installed_native(h.config, h.engine) == {"usr"}
     assert "E" not in set(h.statuses().values()), h.rejects()
     # The consumer keeps the values of the columns dropped and renamed (the publisher says nothing
     # more of them); on the table's columns it equals the table.
@@ -320,3 +325,21 @@ def test_a_logical_class_keeps_plpgsql_capture_on_its_child_tables(spark, postgr
                      f"FROM {h.table('event_log')} ORDER BY record_id") == [
         (1, "usr", "idu=1", "fname", None, "Ann"), (2, "usr", "idu=1", "phone", None, "555"),
         (4, "usr", "idu=1", None, None, None), (2, "usr", "idu=1", "phone", "555", None)]
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["plpgsql", "native"])
+@pytest.mark.parametrize("switch_off", ["ALTER TABLE {t} DISABLE TRIGGER usr_publisher",
+                                        "DROP TRIGGER usr_publisher ON {t}"], ids=["disabled", "dropped"])
+def test_a_migration_leaves_a_switched_off_capture_off(native, switch_off, spark, postgresql_database, tmp_path):
+    """The cycle that follows a migration makes the table's triggers anew (PL/pgSQL) or records
+    its shape (native): either way a capture switched off stays off."""
+    h = harness(spark, postgresql_database, tmp_path)
+    usr, log = h.table("usr"), h.table("event_log")
+    h.db.execute(f"CREATE TABLE {usr} (idu integer PRIMARY KEY, fname text, lname text)")
+    install_capture(h.config, h.engine, ["usr"], "field", native=native)
+    application(h, (), switch_off.format(t=usr), f"ALTER TABLE {usr} DROP COLUMN lname",
+                f"ALTER TABLE {usr} ADD COLUMN email text")
+    drain(h)
+    application(h, (), f"INSERT INTO {usr} VALUES (1, 'Ann', 'ann@example.com')", f"UPDATE {usr} SET fname = 'Bo'")
+    assert h.db.rows(f"SELECT count(*) FROM {log}") == [(0,)]
+    assert capture_problems(h.config, h.engine) == []

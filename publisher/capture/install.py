@@ -68,7 +68,7 @@ from publisher.capture.shape import (
     stale_captures,
 )
 from publisher.capture.sqlite import SQLITE_TRIGGER_SUFFIXES, SQLite, sqlite_trigger_name
-from publisher.capture.tables import STYLES, CaptureError, Style, captured
+from publisher.capture.tables import STYLES, CaptureError, Style, Table, captured
 from publisher.config import Config
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
@@ -192,9 +192,28 @@ def capture_ddl(config: Config, engine: Engine) -> list[str]:
 
 
 def reinstall_capture(config: Config, engine: Engine, table: str, style: Style) -> None:
-    """Install one table's capture again, for its shape now, native where it was."""
+    """Install one table's capture again, for its shape now: native where it was, and switched
+    off where it was (PostgreSQL: its row trigger disabled or dropped)."""
     native = table.lower() in installed_native(config, engine)
-    _execute(config, engine, trigger_sql(config, engine, table, style, native))
+    statements = trigger_sql(config, engine, table, style, native)
+    dialect = _dialect(config, engine)
+    if isinstance(dialect, PostgreSQL):
+        with engine.connect() as conn:
+            statements += dialect.kept_switches(conn, captured(config, engine, dialect.schema, table))
+    _execute(config, engine, statements)
+
+
+def _on_native_alone(config: Config, engine: Engine, found: StaleCapture, native: set[str]) -> list[Table] | None:
+    """The tables of a capture that is native throughout (no class's child tables, which keep
+    PL/pgSQL), whose shape changed: the native capture reads the new shape already, and only the
+    record of it is behind. None for any other capture."""
+    if found.published_as.lower() not in native:
+        return None
+    try:
+        tables = captured(config, engine, table_schema(config, engine), found.published_as)
+    except CaptureError:
+        return None
+    return tables if all(t.multi_valued is None for t in tables) else None
 
 
 def installed_native(config: Config, engine: Engine) -> set[str]:
@@ -210,7 +229,8 @@ def capture_problems(config: Config, engine: Engine) -> list[str]:
     """What `install --check` reports: every table whose capture no longer matches it, and every
     triggered table with no record of what its capture was installed for."""
     stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True))
-    problems = [found.describe() for found in stale]
+    native = installed_native(config, engine)
+    problems = [found.describe() for found in stale if _on_native_alone(config, engine, found, native) is None]
     recorded = recorded_tables(config, engine)
     triggered = triggered_tables(config, engine)
     for table in triggered:
@@ -224,7 +244,13 @@ def follow_shapes(config: Config, engine: Engine) -> list[StaleCapture]:
     """Reinstall the capture of every table a migration changed, logging one warning each; a
     table that cannot be captured any more is logged and left as it is."""
     stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True))
+    native = installed_native(config, engine)
     for found in stale:
+        on_native = _on_native_alone(config, engine, found, native)
+        if on_native is not None:
+            _execute(config, engine, record_sql(config, engine, found.published_as, on_native, found.style))
+            log.info("%s: the native capture follows it; its new shape recorded", found.describe())
+            continue
         try:
             reinstall_capture(config, engine, found.published_as, found.style)
         except CaptureError as exc:

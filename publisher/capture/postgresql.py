@@ -85,6 +85,30 @@ class PostgreSQL(Dialect):
                                              postgresql_update_trigger_name(t), postgresql_truncate_trigger_name(t)})
         return carrying(rows, lambda t: {postgresql_identifier(postgresql_trigger_name(t))})
 
+    def kept_switches(self, conn: Connection, tables: Sequence[Table]) -> list[str]:
+        """Statements that leave each table's capture switched as it is now, after its triggers
+        are made anew: its row trigger disabled again, or dropped again where the table keeps its
+        other triggers (a table that lost them all was rebuilt, and gets its capture back)."""
+        rows = conn.execute(
+            text(
+                "SELECT c.relname, t.tgname, t.tgenabled FROM pg_catalog.pg_trigger t "
+                "JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
+                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE NOT t.tgisinternal AND n.nspname = COALESCE(:schema, current_schema())"
+            ),
+            {"schema": self.schema},
+        ).all()
+        statements = []
+        for table in tables:
+            enabled = {trigger: state for name, trigger, state in rows if name == table.name}
+            row = postgresql_identifier(postgresql_trigger_name(table.name))
+            others = {postgresql_update_trigger_name(table.name), postgresql_truncate_trigger_name(table.name)}
+            if enabled.get(row) == "D":
+                statements.append(f"ALTER TABLE {self.qualify(table.name)} DISABLE TRIGGER {self.quote(row)}")
+            elif row not in enabled and others & enabled.keys():
+                statements.append(f"DROP TRIGGER {self.quote(row)} ON {self.qualify(table.name)}")
+        return statements
+
     def subscription_indexes(self) -> list[str]:
         """The index that finds a check-out's events by their transaction."""
         log = self.config.event_log.table
