@@ -343,3 +343,17 @@ def test_a_migration_leaves_a_switched_off_capture_off(native, switch_off, spark
     application(h, (), f"INSERT INTO {usr} VALUES (1, 'Ann', 'ann@example.com')", f"UPDATE {usr} SET fname = 'Bo'")
     assert h.db.rows(f"SELECT count(*) FROM {log}") == [(0,)]
     assert capture_problems(h.config, h.engine) == []
+
+
+def test_native_capture_fails_the_statement_naming_an_event_log_column_it_cannot_find(spark, postgresql_database,
+                                                                                     tmp_path):
+    """An event log altered behind the capture's back: the statement fails saying what is wrong,
+    rather than a row being logged without its table_key."""
+    h = harness(spark, postgresql_database, tmp_path)
+    usr, log = h.table("usr"), h.table("event_log")
+    h.db.execute(f"CREATE TABLE {usr} (idu integer PRIMARY KEY, fname text)")
+    install_capture(h.config, h.engine, ["usr"], "row", native=True)
+    h.db.execute(f"ALTER TABLE {log} RENAME COLUMN table_key TO object_key")
+    with pytest.raises(Exception, match='the event log "[^"]+"."event_log" has no column "table_key"'):
+        application(h, (), f"INSERT INTO {usr} VALUES (1, 'a')")
+    assert h.db.rows(f"SELECT count(*) FROM {usr}") == [(0,)]

@@ -25,6 +25,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -587,10 +588,22 @@ write_events(Events *events, char **arguments)
 	MemoryContext per_event,
 				was;
 
+	if (log->rd_rel->relkind != RELKIND_RELATION)
+		ereport(ERROR, (errmsg("publisher_capture: the event log %s is not a plain table", arguments[ARG_EVENT_LOG]),
+						errhint("The native capture writes the event log's rows itself; install the PL/pgSQL "
+								"capture (publisher install --no-native) for an event log of another kind.")));
 	InitResultRelInfo(result, log, 1, NULL, 0);
 	ExecOpenIndices(result, false);
 	for (int c = 0; c < N_COLUMNS; c++)
-		column[c] = *arguments[ARG_COLUMNS + c] ? attnameAttNum(log, arguments[ARG_COLUMNS + c], false) : 0;
+	{
+		const char *name = arguments[ARG_COLUMNS + c];
+
+		column[c] = *name ? attnameAttNum(log, name, false) : 0;
+		if (*name && column[c] == InvalidAttrNumber)
+			ereport(ERROR, (errmsg("publisher_capture: the event log %s has no column \"%s\"",
+								   arguments[ARG_EVENT_LOG], name),
+							errhint("Run publisher install again for the event log's columns as configured.")));
+	}
 	for (int a = 1; a <= desc->natts; a++)
 	{
 		bool		ours = false;
