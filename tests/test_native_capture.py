@@ -120,9 +120,10 @@ def schemas_and_writes(draw):
     key = draw(st.lists(st.sampled_from(sorted(_KEY_TYPES)), min_size=1, max_size=2, unique=True))
     values = draw(st.lists(st.sampled_from(["text", "integer", "float8", "timestamp", "bytea", "numeric"]),
                            max_size=3))
-    writes = draw(st.lists(st.tuples(st.sampled_from(["insert", "update", "rekey", "delete"]),
+    writes = draw(st.lists(st.tuples(st.sampled_from(["insert", "update", "every", "rekey", "delete"]),
                                      st.integers(1, 6), st.booleans()), min_size=1, max_size=12))
-    return key, values, writes
+    session = draw(st.sampled_from(sorted(SESSIONS)))
+    return key, values, writes, SESSIONS[session]
 
 
 def _statements(key: list[str], values: list[str], writes) -> tuple[str, ...]:
@@ -140,6 +141,8 @@ def _statements(key: list[str], values: list[str], writes) -> tuple[str, ...]:
                               f"ON CONFLICT DO NOTHING")
         elif verb == "update" and values:
             statements.append(f"UPDATE {{t}} SET {', '.join(f'v{i} = {v}' for i, v in enumerate(vals))} WHERE {match}")
+        elif verb == "every" and values:  # one statement, many rows: some change, some do not
+            statements.append(f"UPDATE {{t}} SET {', '.join(f'v{i} = {v}' for i, v in enumerate(vals))}")
         elif verb == "rekey":
             other = [f"({_KEY_TYPES[t].replace('k', str(k + 10))})::{t}" for t in key]
             sets = ", ".join(f"k{i} = {v}" for i, v in enumerate(other))
@@ -147,15 +150,15 @@ def _statements(key: list[str], values: list[str], writes) -> tuple[str, ...]:
                               f"{' AND '.join(f'k{i} = {v}' for i, v in enumerate(other))})")
         else:
             statements.append(f"DELETE FROM {{t}} WHERE {match}")
-    return (*statements, "DELETE FROM {t}")
+    return (*statements, "UPDATE {t} SET k0 = k0", "DELETE FROM {t}")  # an UPDATE that changes nothing
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 @given(case=schemas_and_writes(), style=st.sampled_from(["field", "row"]))
 def test_native_capture_equals_the_plpgsql_capture_on_generated_tables(case, style, postgresql_database):
     """Keys of one or two columns of assorted types (each spelled as its table_key spells it),
     values with NULLs, key changes and deletes: both captures log the same events."""
-    key, values, writes = case
+    key, values, writes, session = case
     db = postgresql_database
     config = Config(database=DatabaseConfig(url=db.url, schema=db.schema))
     table, log = f"{db.schema}.t", f"{db.schema}.event_log"
@@ -169,6 +172,8 @@ def test_native_capture_equals_the_plpgsql_capture_on_generated_tables(case, sty
     def run() -> list[tuple]:
         for statement in statements:  # each in a transaction of its own, as an application's
             with db.engine.begin() as conn:
+                for setting in session:
+                    conn.execute(text(setting))
                 conn.execute(text(statement.format(t=table)))
         with db.engine.begin() as conn:
             rows = conn.execute(text(f"SELECT event_type, table_key, column_name, old_value, new_value "
