@@ -362,3 +362,19 @@ def test_native_capture_fails_the_statement_naming_an_event_log_column_it_cannot
     with pytest.raises(Exception, match='the event log "[^"]+"."event_log" has no column "table_key"'):
         application(h, (), f"INSERT INTO {usr} VALUES (1, 'a')")
     assert h.db.rows(f"SELECT count(*) FROM {usr}") == [(0,)]
+
+
+def test_install_check_names_native_tables_whose_library_the_server_cannot_load(spark, postgresql_database, tmp_path,
+                                                                              monkeypatch):
+    """After a server upgrade without `make native`, every write to a native table fails: a
+    deployment pipeline's `install --check` says so (here: a library name the server has not)."""
+    import publisher.capture.native as native
+
+    h = harness(spark, postgresql_database, tmp_path)
+    h.db.execute(f"CREATE TABLE {h.table('usr')} (idu integer PRIMARY KEY, fname text)")
+    install_capture(h.config, h.engine, ["usr"], "row", native=True)
+    assert capture_problems(h.config, h.engine) == []
+    monkeypatch.setattr(native, "NATIVE_LIBRARY", "publisher_capture_of_another_release")
+    (problem,) = capture_problems(h.config, h.engine)
+    assert problem.startswith("table(s) 'usr': every write fails, the server cannot run their native capture: ")
+    assert 'could not access file "publisher_capture_of_another_release"' in problem

@@ -231,6 +231,13 @@ def capture_problems(config: Config, engine: Engine) -> list[str]:
     stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True))
     native = installed_native(config, engine)
     problems = [found.describe() for found in stale if _on_native_alone(config, engine, found, native) is None]
+    dialect = _dialect(config, engine)
+    if native and isinstance(dialect, PostgreSQL) and may_follow(dialect):  # a superuser can tell
+        try:
+            check_native(dialect)
+        except CaptureError as exc:
+            problems.append(f"table(s) {', '.join(map(repr, sorted(native)))}: every write fails, the server "
+                            f"cannot run their native capture: {exc}")
     recorded = recorded_tables(config, engine)
     triggered = triggered_tables(config, engine)
     for table in triggered:
