@@ -58,3 +58,19 @@ def test_a_soak_that_compared_nothing_or_left_work_fails_without_differences():
     assert problems({**done, "kills": 0}, compared) == ["the publisher was never killed: it never got to publish"]
     assert problems({**done, "stopped_readers": ["the status mode stopped: x"]}, compared) == [
         "publisher run: the status mode stopped: x"]
+
+
+@pytest.mark.parametrize("dialect", [d for d in ("postgresql",) if d in DIALECTS])
+def test_a_short_soak_on_the_native_capture_finds_no_difference(dialect):
+    """The native capture under the same faults: the server restarted (immediate shutdown too)
+    while the C function writes the event log directly, `run` killed, then drained and verified."""
+    options = SoakOptions(databases=(dialect,), seed=4, native=True, **SHORT)  # type: ignore[arg-type]
+    outcome = soak_database(dialect, options, lambda _: None)
+
+    report = "\n".join([*outcome.problems, *outcome.samples, str(outcome.counts.get("run_log_tail", ""))])
+    assert outcome.ok, report
+    assert outcome.differences == 0
+    counts = outcome.counts
+    assert counts["writes"] > 50 and counts["events"] > 50, counts
+    assert counts["kills"] >= 1 and counts["restarts"] >= 1, counts
+    assert counts["rows_left_new"] == 0 and counts["subscriber_waiting"] == 0

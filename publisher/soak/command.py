@@ -50,6 +50,7 @@ examples:
   publisher soak --database sqlite --minutes 1
   publisher soak --minutes 10 --seed 7 --json
   publisher soak --database postgresql --no-large-values --keep soak-out
+  publisher soak --database postgresql --native --minutes 5
 """
 
 
@@ -80,6 +81,8 @@ def add_parser(commands: Any) -> None:
                      help="run some starts of `run` with every cycle as Spark jobs")
     sub.add_argument("--drain-seconds", type=float, default=300.0, metavar="T",
                      help="how long the drain may take before what is left is reported (default: 300)")
+    sub.add_argument("--native", action="store_true",
+                     help="PostgreSQL: the native capture (`make native` first) in place of the PL/pgSQL one")
     sub.add_argument("--keep", metavar="DIR", help="keep each database's configuration, documents and logs here")
     sub.add_argument("--json", action="store_true", help="print one JSON line instead of the report")
 
@@ -91,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         databases=databases, minutes=args.minutes, seed=args.seed, writers=args.writers, rate=args.rate,
         bursts=args.bursts, kills=args.kills, restarts=args.restarts, large_values=3 if args.large_values else 0,
         small_windows=args.small_windows, spark_path=args.spark_path, drain_seconds=args.drain_seconds,
-        keep=Path(args.keep) if args.keep else None,
+        keep=Path(args.keep) if args.keep else None, native=args.native,
     )
     say = (lambda _: None) if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
     outcomes = soak(options, say)

@@ -52,6 +52,8 @@ class SoakOptions:
     """Seconds from the publisher publishing to the next fault, drawn uniformly."""
     drain_seconds: float = 300.0
     keep: Path | None = None
+    native: bool = False
+    """PostgreSQL's native capture in place of the PL/pgSQL one."""
     """Keep each database's directory (configuration, documents, logs) under this one."""
 
 
@@ -114,14 +116,16 @@ def _soak(server: Server, root: Path, options: SoakOptions, outcome: Outcome, sa
     try:
         create_tables(engine, server.dialect, server.schema)
         site = Site(server.dialect, server.url, server.schema,
-                    write_config(root, server.dialect, server.url, server.schema), outcome.styles)
+                    write_config(root, server.dialect, server.url, server.schema), outcome.styles,
+                    native=options.native and server.dialect == "postgresql")
         install(site)
         rng = random.Random(options.seed * 7919 + len(server.dialect))
         publisher = Publisher(site.config, root / "run.log")
         writers = Writers(engine, site, options.seed, options.writers, options.large_values, options.rate,
                           options.bursts)
         try:
-            say(f"{server.dialect}: writing for {options.minutes:g} min ({outcome.styles})")
+            capture = "native capture, " if site.native else ""
+            say(f"{server.dialect}: writing for {options.minutes:g} min ({capture}{outcome.styles})")
             publisher.start(*_settings(options, rng))
             writers.start()
             faults = _faults(server, publisher, options, rng, say)

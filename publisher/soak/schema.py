@@ -45,6 +45,8 @@ class Site:
     schema: str | None
     config: Path
     styles: dict[str, str]
+    native: bool = False
+    """PostgreSQL: the native capture on the tables (a class's child tables keep PL/pgSQL)."""
 
     def table(self, name: str) -> str:
         return f"{self.schema}.{name}" if self.schema else name
@@ -106,6 +108,6 @@ def install(site: Site) -> None:
     engine = connect(config)
     try:
         for table in TABLES:
-            install_capture(config, engine, [table], cast(Style, site.styles[table]), False)
+            install_capture(config, engine, [table], cast(Style, site.styles[table]), False, site.native)
     finally:
         engine.dispose()
