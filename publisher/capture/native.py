@@ -2,8 +2,8 @@
 (`native/postgresql/publisher_capture.c`) instead of PL/pgSQL functions written for its columns.
 
 It logs what the PL/pgSQL capture logs (a test holds the two equal), at about a third of its cost
-to the application's writes: it writes the event log's rows itself, as COPY does, with no
-INSERT statement to start per call. It reads the table's columns and key from each row, so a
+to the application's writes: it writes the event log's rows itself (a heap insert and its index
+entries), with no INSERT statement to start per call. It reads the table's columns and key from each row, so a
 migration never breaks it and needs no event trigger. It needs the library on the database
 server (built there with `make native`) and a superuser to create a C function, which hosted
 services do not allow: so it is chosen per table (`publisher install --native`), and the
@@ -21,10 +21,7 @@ from publisher.capture.postgresql import (
     POSTGRESQL_OLD_ROWS,
     PostgreSQL,
     postgresql_function_names,
-    postgresql_identifier,
-    postgresql_trigger_name,
-    postgresql_truncate_trigger_name,
-    postgresql_update_trigger_name,
+    postgresql_trigger_names,
 )
 from publisher.capture.tables import CaptureError, Style, Table
 
@@ -62,12 +59,11 @@ def check_native(dialect: PostgreSQL) -> None:
 def native_trigger_sql(dialect: PostgreSQL, table: Table, style: Style) -> list[str]:
     """The table's three triggers on the C function, replacing the PL/pgSQL capture's."""
     name, function = dialect.qualify(table.name), dialect.qualify(NATIVE_FUNCTION)
-    row_trigger = postgresql_identifier(postgresql_trigger_name(table.name))
+    row_trigger, update, truncate = postgresql_trigger_names(table.name)
     columns = dialect.config.event_log.columns
     arguments = ", ".join(literal(a) for a in (
         _event_log(dialect), table.logged_name, style, row_trigger,
         *(getattr(columns, role) or "" for role in _LOGGED_COLUMNS)))
-    update, truncate = postgresql_update_trigger_name(table.name), postgresql_truncate_trigger_name(table.name)
     drops = [f"DROP TRIGGER IF EXISTS {dialect.quote(t)} ON {name}" for t in (row_trigger, update, truncate)]
     functions = map(dialect.qualify, postgresql_function_names(table.name))
     return [
@@ -104,9 +100,4 @@ def native_tables(conn: Connection, schema: str | None) -> set[str]:
         "JOIN pg_catalog.pg_language l ON l.oid = p.prolang "
         "WHERE NOT t.tgisinternal AND l.lanname = 'c' AND p.proname = :function "
         "AND n.nspname = COALESCE(:schema, current_schema())"), {"function": NATIVE_FUNCTION, "schema": schema})
-    return {table.lower() for table, trigger in rows if trigger in _trigger_names(table)}
-
-
-def _trigger_names(table: str) -> set[str]:
-    return {postgresql_identifier(postgresql_trigger_name(table)), postgresql_update_trigger_name(table),
-            postgresql_truncate_trigger_name(table)}
+    return {table.lower() for table, trigger in rows if trigger in postgresql_trigger_names(table)}

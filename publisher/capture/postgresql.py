@@ -39,6 +39,13 @@ def postgresql_truncate_trigger_name(table: str) -> str:
     return _postgresql_name(table, "_publisher_trunc")
 
 
+def postgresql_trigger_names(table: str) -> tuple[str, str, str]:
+    """The capture's three triggers of the table, as PostgreSQL names them: of rows (the switch),
+    of UPDATE statements, of TRUNCATE."""
+    return (postgresql_identifier(postgresql_trigger_name(table)), postgresql_update_trigger_name(table),
+            postgresql_truncate_trigger_name(table))
+
+
 def postgresql_function_names(table: str) -> tuple[str, str]:
     """The PL/pgSQL capture's functions of the table: of its rows, and of its UPDATE statements."""
     return f"{table}_publisher_log", _postgresql_name(table, "_publisher_log_upd")
@@ -81,8 +88,7 @@ class PostgreSQL(Dialect):
             {"schema": self.schema},
         )
         if any_trigger:
-            return carrying(rows, lambda t: {postgresql_identifier(postgresql_trigger_name(t)),
-                                             postgresql_update_trigger_name(t), postgresql_truncate_trigger_name(t)})
+            return carrying(rows, lambda t: set(postgresql_trigger_names(t)))
         return carrying(rows, lambda t: {postgresql_identifier(postgresql_trigger_name(t))})
 
     def kept_switches(self, conn: Connection, tables: Sequence[Table]) -> list[str]:
@@ -101,11 +107,10 @@ class PostgreSQL(Dialect):
         statements = []
         for table in tables:
             enabled = {trigger: state for name, trigger, state in rows if name == table.name}
-            row = postgresql_identifier(postgresql_trigger_name(table.name))
-            others = {postgresql_update_trigger_name(table.name), postgresql_truncate_trigger_name(table.name)}
+            row, *others = postgresql_trigger_names(table.name)
             if enabled.get(row) == "D":
                 statements.append(f"ALTER TABLE {self.qualify(table.name)} DISABLE TRIGGER {self.quote(row)}")
-            elif row not in enabled and others & enabled.keys():
+            elif row not in enabled and enabled.keys() & set(others):
                 statements.append(f"DROP TRIGGER {self.quote(row)} ON {self.qualify(table.name)}")
         return statements
 
