@@ -32,6 +32,7 @@ from publisher.capture.postgresql import (
     postgresql_update_trigger_name,
 )
 from publisher.capture.shape import CAPTURE_TABLE_SUFFIX
+from publisher.capture.shape_history import SHAPES_TABLE_SUFFIX, next_record_id_sql
 from publisher.capture.tables import Style, Table
 from publisher.dialects.postgresql import function_settings_sql
 
@@ -66,6 +67,8 @@ def follow_ddl(dialect: PostgreSQL) -> list[str]:
         dialect.render(
             "follow_event_trigger", function=name["migration"], capture=_capture_table(dialect),
             shape_function=name["shape"], follow_table=name["table"], schema_literal=literal(schema),
+            shapes=dialect.qualify(f"{dialect.config.event_log.table}{SHAPES_TABLE_SUFFIX}"),
+            next_record_id=next_record_id_sql(dialect.config, dialect.engine, dialect.qualify),
         ),
         dialect.render("drop_event_trigger", trigger=dialect.quote(event_trigger_name(schema, dialect))),
         dialect.render("create_event_trigger", trigger=dialect.quote(event_trigger_name(schema, dialect)),

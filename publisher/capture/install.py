@@ -67,6 +67,7 @@ from publisher.capture.shape import (
     recorded_tables,
     stale_captures,
 )
+from publisher.capture.shape_history import shape_record_sql, shapes_table
 from publisher.capture.sqlite import SQLITE_TRIGGER_SUFFIXES, SQLite, sqlite_trigger_name
 from publisher.capture.tables import STYLES, CaptureError, Style, Table, captured
 from publisher.config import Config
@@ -168,7 +169,11 @@ def trigger_sql(config: Config, engine: Engine, table: str, style: Style, native
     if isinstance(dialect, PostgreSQL) and may_follow(dialect):
         # The native capture names no column: a migration leaves it working, with nothing to follow.
         follow = {t.name: follow_record(dialect, t, style) for t in tables if t.name not in on_native}
-    return statements + record_sql(config, engine, table, tables, style, follow)
+    records = record_sql(config, engine, table, tables, style, follow)
+    shape = shape_record_sql(config, engine, table, dialect.qualify)
+    if isinstance(dialect, MariaDB):  # its trigger statements commit one by one (`shape_history`)
+        return shape + statements + records
+    return statements + records + shape
 
 
 def capture_ddl(config: Config, engine: Engine) -> list[str]:
@@ -176,8 +181,9 @@ def capture_ddl(config: Config, engine: Engine) -> list[str]:
     may create event triggers, the capture that follows migrations (`follow`)."""
     from sqlalchemy.schema import CreateTable
 
-    target = capture_table(config.event_log.table, table_schema(config, engine))
-    statements = [str(CreateTable(target, if_not_exists=True).compile(engine))]
+    schema = table_schema(config, engine)
+    targets = (capture_table(config.event_log.table, schema), shapes_table(config.event_log.table, schema))
+    statements = [str(CreateTable(target, if_not_exists=True).compile(engine)) for target in targets]
     dialect = _dialect(config, engine)
     if isinstance(dialect, PostgreSQL):
         if may_follow(dialect):
@@ -255,7 +261,8 @@ def follow_shapes(config: Config, engine: Engine) -> list[StaleCapture]:
     for found in stale:
         on_native = _on_native_alone(config, engine, found, native)
         if on_native is not None:
-            _execute(config, engine, record_sql(config, engine, found.published_as, on_native, found.style))
+            _execute(config, engine, record_sql(config, engine, found.published_as, on_native, found.style)
+                     + shape_record_sql(config, engine, found.published_as, _dialect(config, engine).qualify))
             log.info("%s: the native capture follows it; its new shape recorded", found.describe())
             continue
         try:

@@ -31,6 +31,13 @@ class CycleOutput:
     cycle: int
     tables: Mapping[str, TableInfo]
     schema_label: str
+    earlier: frozenset[str] = frozenset()
+    """The tables described by an earlier shape than they have now (`model.shapes`)."""
+
+    def described(self, item: StampedChange) -> tuple[StampedChange, TableInfo]:
+        """A change and its table as the cycle describes them."""
+        table = self.tables[item.change.table]
+        return (item.within(table) if item.change.table in self.earlier else item), table
 
     def staged(self, part: int, suffix: str) -> str:
         """The hidden name of one part's file until the cycle makes it visible."""

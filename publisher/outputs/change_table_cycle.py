@@ -27,7 +27,7 @@ class ChangeTablesCycle:
 
     def open_part(self, part: int) -> ChangeTableFiles:
         return ChangeTableFiles(self.cycle.tables, self.directory, self.cycle.staged(part, "parquet"),
-                                self.output.change_tables)
+                                self.output.change_tables, self.cycle.earlier)
 
     def finish(self, parts: Sequence[tuple[int, Mapping[str, int]]]) -> FormatsWritten:
         written = FormatsWritten()

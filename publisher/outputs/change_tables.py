@@ -249,9 +249,12 @@ class ChangeTableFiles:
     rows per table, not the part."""
 
     def __init__(
-        self, tables: Mapping[str, TableInfo], directory: Path, file_name: str, options: ChangeTablesConfig
+        self, tables: Mapping[str, TableInfo], directory: Path, file_name: str, options: ChangeTablesConfig,
+        earlier: frozenset[str] = frozenset(),
     ) -> None:
         self.tables = tables
+        self.earlier = earlier
+        """The tables described by an earlier shape than they have now (`model.shapes`)."""
         self.directory = directory
         self.file_name = file_name
         self.options = options
@@ -264,7 +267,8 @@ class ChangeTableFiles:
         if entry is None:
             entry = self._open_table(name)
         batch = entry[2]
-        batch += change_table_rows(item, self.tables[name], self.options)
+        table = self.tables[name]
+        batch += change_table_rows(item.within(table) if name in self.earlier else item, table, self.options)
         if len(batch) >= _BATCH_ROWS:
             self._flush(name)
 

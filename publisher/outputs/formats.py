@@ -90,9 +90,10 @@ class CycleFormats:
     """One cycle's change formats, from the driver's side."""
 
     def __init__(
-        self, directory: Path, cycle: int, tables: Mapping[str, TableInfo], schema_label: str, output: OutputConfig
+        self, directory: Path, cycle: int, tables: Mapping[str, TableInfo], schema_label: str, output: OutputConfig,
+        earlier: frozenset[str] = frozenset(),
     ) -> None:
-        out = CycleOutput(str(directory), cycle, dict(tables), schema_label)
+        out = CycleOutput(str(directory), cycle, dict(tables), schema_label, earlier)
         self.directory = directory
         self.started: StartedFormats = tuple((f.name, f.start(out, output)) for f in FORMATS if f.enabled(output))
         remove_staged(directory)

@@ -37,7 +37,7 @@ class MessagesPart:
         if self._handle is None:
             self.cycle.directory.mkdir(parents=True, exist_ok=True)
             self._handle = open(self.cycle.staged(self.part), "wb")  # noqa: SIM115 - closed by close()
-        table = self.cycle.cycle.tables[item.change.table]
+        item, table = self.cycle.cycle.described(item)
         options = self.cycle.output.messages
         message = data_message(item, table, self.cycle.cycle.schema_label, options,
                                self.cycle.schema_ids.get(table.name))

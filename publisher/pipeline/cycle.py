@@ -39,6 +39,7 @@ from publisher.pipeline.event_log import EventLogSource, event_log_source
 from publisher.pipeline.objects import ObjectsContext
 from publisher.pipeline.poison import FailureMemory, Isolation, is_row_failure, narrow, rejects_of, window_ids
 from publisher.pipeline.queryback import QueryBackContext
+from publisher.pipeline.shapes import described_tables, shape_history, within_one_shape
 from publisher.pipeline.spark import is_connect
 from publisher.pipeline.stages import Acknowledgement, CyclePath, CyclePlan
 from publisher.pipeline.subscribers import CheckOutAcknowledgement, check_out_window, subscriber_config, tracked
@@ -276,25 +277,33 @@ def _kinds(documents: list[DocumentWritten]) -> dict[str, int]:
 def _plan(config: Config, engine: Engine, reader: Reader) -> CyclePlan | None:
     """The cycle's window and everything it needs from the configuration and the database,
     resolved once; None when there is nothing to do."""
-    acknowledgement: Acknowledgement | None
     subscriber = reader.subscriber
     log = event_log_source(config, engine)
+    state = None
     if subscriber is None:
         output = Path(config.output.directory).resolve()
         window = _window(log, engine, WindowLimits.of(config.publisher), output, pinned_window(output))
-        acknowledgement = StatusAcknowledgement(engine, Acknowledging.of(config, log), output, window)
     else:
         config = subscriber_config(config, subscriber)
         output = Path(config.output.directory).resolve()
         limits = WindowLimits.of(config.publisher)
         state, window = check_out_window(log, engine, limits, subscriber, config.subscriber(subscriber))
-        acknowledgement = CheckOutAcknowledgement(engine, state, window, output) if window is not None else None
-    if window is None or acknowledgement is None:
+    if window is None:
         return None
     schema = log.schema
     catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
+    history = shape_history(config, engine, catalog.tables) if config.output.publishes_changes else None
+    if history is not None:
+        window = within_one_shape(log, engine, window, history)
+    acknowledgement: Acknowledgement = (
+        StatusAcknowledgement(engine, Acknowledging.of(config, log), output, window) if state is None
+        else CheckOutAcknowledgement(engine, state, window, output))
     subscription = None if subscriber is None else tracked(config, subscriber, catalog)
     tables = catalog.tables if subscription is None else tracked_tables(catalog, subscription)
+    described = None
+    if history is not None:
+        logged_for = dataclasses.replace(catalog, tables=described_tables(history, window))
+        described = logged_for.tables if subscription is None else tracked_tables(logged_for, subscription)
     operations = OperationContext(
         tables,
         association_schema(config, engine),
@@ -311,6 +320,7 @@ def _plan(config: Config, engine: Engine, reader: Reader) -> CyclePlan | None:
         future_events=config.publisher.future_events,
         batch_size=config.publisher.batch_size,
         formats=config.output if config.output.publishes_changes else None,
+        described=described,
         acknowledgement=acknowledgement,
         small_cycle_events=config.spark.small_cycle_events,
         read_partitions=config.spark.read_partitions,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from publisher.config import EVENT_LOG_COLUMNS, OutputConfig
+from publisher.model.catalog import TableInfo
 from publisher.model.events import Status
 from publisher.model.runs import StatusRun
 from publisher.outputs.documents import DocumentWritten
@@ -65,11 +66,16 @@ class CyclePlan:
     """A window of at most this many events is published by the driver alone."""
     read_partitions: int = 0
     """Partitions of a Spark cycle's read; 0: the session's parallelism."""
+    described: Mapping[str, TableInfo] | None = None
+    """The tables as the window's events were logged for them (`pipeline.shapes`), which the
+    formats describe; None: as they are now."""
 
     def cycle_formats(self, cycle_number: int) -> CycleFormats:
         assert self.formats is not None
         operations = self.objects.operations
-        return CycleFormats(self.output, cycle_number, operations.tables, operations.schema_label, self.formats)
+        tables = operations.tables if self.described is None else self.described
+        earlier = frozenset(name for name, table in tables.items() if table != operations.tables.get(name))
+        return CycleFormats(self.output, cycle_number, tables, operations.schema_label, self.formats, earlier)
 
 
 @dataclass

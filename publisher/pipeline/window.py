@@ -82,6 +82,10 @@ class CycleWindow:
         """Future-event processing: rows are taken in (event time, record_id) order."""
         return self.cutoff_record_id is not None
 
+    def ending_at(self, hi: int, count: int) -> CycleWindow:
+        """The window's rows up to record_id `hi`, `count` of them."""
+        return replace(self, hi=hi, count=count)
+
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 

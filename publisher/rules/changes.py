@@ -18,7 +18,7 @@ import functools
 import json
 import pickle
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from publisher.model.canonical import key_values
@@ -62,6 +62,19 @@ class Change:
     """The columns the change mask marks, in table order."""
     fetched: bool
     """True when a value was read back from the table rather than from the event log."""
+
+    def within(self, table: TableInfo) -> Change:
+        """The change as an earlier shape of its table describes it (`model.shapes`): without
+        the columns that shape did not have, whose values were read back from the table now."""
+        known = _column_bits(table)
+        if all(name in known for name in (*self.after, *(self.before or ()), *self.changed)):
+            return self
+        return replace(
+            self,
+            after={name: value for name, value in self.after.items() if name in known},
+            before=None if self.before is None else {n: v for n, v in self.before.items() if n in known},
+            changed=tuple(name for name in self.changed if name in known),
+        )
 
     def to_bytes(self) -> bytes:
         """The change as it travels between the Spark stages of one cycle (pickled: only this
@@ -242,6 +255,11 @@ class StampedChange:
     """35 characters: the time part (YYYYMMDDHHmmSShh, never decreasing) and a 19-digit change
     number, increasing across every change table and message of the publisher, across runs."""
     place: TransactionPlace
+
+    def within(self, table: TableInfo) -> StampedChange:
+        """`Change.within` the table's earlier shape, in the same place."""
+        change = self.change.within(table)
+        return self if change is self.change else replace(self, change=change)
 
     @property
     def number(self) -> int:

@@ -2,8 +2,9 @@
 -- (${shape_function}, against what install recorded) whose capture is on gets the column-blind
 -- capture of ${follow_function} in place of its own, in the migration's own transaction, so
 -- that none of the application's later statements names a column that is gone; the row is
--- marked followed, and the publisher's next cycle reinstalls the table's own capture. A failure
--- here is a warning: it must not fail the migration either.
+-- marked followed, and the publisher's next cycle reinstalls the table's own capture. Each
+-- changed table's shape record (${shapes}) marks where its events change shape. A failure here
+-- is a warning: it must not fail the migration either.
 CREATE OR REPLACE FUNCTION ${function}() RETURNS event_trigger
 LANGUAGE plpgsql
 AS $$$$
@@ -23,6 +24,25 @@ BEGIN
         PERFORM ${follow_table}(_table.relation, _table.follow_triggers, _table.follow_arguments);
         UPDATE ${capture} SET followed_at = clock_timestamp() WHERE table_name = _table.table_name;
     END LOOP;
+    -- Where the events of the published tables the command changed take their new shape, which
+    -- the publisher's next cycle records (NULL: not told here).
+    BEGIN
+        INSERT INTO ${shapes} (table_name, from_record_id, columns, recorded_at)
+        SELECT s.relname, ${next_record_id}, NULL, clock_timestamp()
+        FROM (
+            SELECT DISTINCT c.relname
+            FROM pg_catalog.pg_event_trigger_ddl_commands() AS command
+            JOIN pg_catalog.pg_class AS c ON c.oid = command.objid
+            JOIN ${capture} AS s ON s.table_name = c.relname
+            WHERE command.classid = 'pg_catalog.pg_class'::regclass
+              AND c.relnamespace = ${schema_literal}::regnamespace
+              AND lower(s.table_name) = lower(s.published_as)
+              AND ${shape_function}(c.oid) IS DISTINCT FROM s.follow_shape
+        ) AS s
+        ON CONFLICT DO NOTHING;
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING 'publisher: where the migrated tables change shape could not be recorded: %', SQLERRM;
+    END;
 EXCEPTION WHEN OTHERS THEN
     RAISE WARNING 'publisher: capture could not follow the migration: %', SQLERRM;
 END

@@ -1,0 +1,112 @@
+"""The shapes a published table had while its events were logged, so that change tables and
+messages describe a change logged before a migration by the table version it was logged in.
+
+`install`, the reinstall that follows a migration and PostgreSQL's event trigger (in the
+migration's own transaction) record where in the event log each shape begins: the record_id
+from which the capture logs for it, and the table's columns as the catalog reflects them, or
+None where the event trigger cannot tell (PL/pgSQL does not reflect as the publisher does): then
+the shape recorded next, or the table's shape now. A cycle's window never spans a change of
+shape (`ShapeHistory.first_change`), so each table has one shape per cycle (`at`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from publisher.model.catalog import ColumnInfo, TableInfo
+from publisher.model.keys import KeyKind
+from publisher.model.values import ValueType
+
+
+@dataclass(frozen=True)
+class ShapeRecord:
+    """From `from_record_id` on, the table's events were logged for these columns."""
+
+    from_record_id: int
+    columns: tuple[ColumnInfo, ...] | None
+
+
+def columns_json(table: TableInfo) -> str:
+    """The table's columns as a shape record keeps them."""
+    return json.dumps([_column_dict(c) for c in table.columns], separators=(",", ":"), sort_keys=True)
+
+
+def columns_from_json(text: str) -> tuple[ColumnInfo, ...]:
+    """The columns `columns_json` wrote; ValueError for anything else."""
+    try:
+        return tuple(_column_of(entry) for entry in json.loads(text))
+    except (TypeError, KeyError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not a recorded shape ({exc})") from None
+
+
+def _column_dict(column: ColumnInfo) -> dict[str, Any]:
+    described = dataclasses.asdict(column)
+    described["value_type"] = column.value_type.value
+    described["key_kind"] = column.key_kind.value
+    return described
+
+
+def _column_of(entry: dict[str, Any]) -> ColumnInfo:
+    entry = dict(entry)
+    entry["value_type"] = ValueType(entry["value_type"])
+    entry["key_kind"] = KeyKind(entry["key_kind"])
+    return ColumnInfo(**entry)
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int | None
+    """The first record_id of the span; None: from the first event on."""
+    columns: tuple[ColumnInfo, ...]
+
+
+class ShapeHistory:
+    """Each published table's shapes along the event log, from the shape records and the
+    tables as they are now (`now`), which the newest events are logged for."""
+
+    def __init__(self, records: Mapping[str, Sequence[ShapeRecord]], now: Mapping[str, TableInfo]) -> None:
+        self.now = dict(now)
+        self._spans = {name: _spans(records.get(name, ()), table.columns) for name, table in self.now.items()}
+
+    def first_change(self, lo: int, hi: int) -> int | None:
+        """The lowest record_id in lo+1..hi from which some table's events have another shape
+        than the events before them; None when every table keeps one shape through lo..hi."""
+        starts = [s.start for spans in self._spans.values() for s in spans[1:]
+                  if s.start is not None and lo < s.start <= hi]
+        return min(starts, default=None)
+
+    def at(self, record_id: int) -> dict[str, TableInfo]:
+        """Every table as its events at `record_id` were logged for."""
+        return {name: self._table_at(name, record_id) for name in self.now}
+
+    def _table_at(self, name: str, record_id: int) -> TableInfo:
+        table = self.now[name]
+        columns = table.columns
+        for span in self._spans[name]:
+            if span.start is None or span.start <= record_id:
+                columns = span.columns
+        return table if columns == table.columns else dataclasses.replace(table, columns=columns)
+
+
+def _spans(records: Sequence[ShapeRecord], now: tuple[ColumnInfo, ...]) -> list[_Span]:
+    """The spans of one table, a new one wherever its shape changes. Events before the first
+    record have its shape; those from the newest record on have the table's shape now; a record
+    that could not tell has the next one's."""
+    ordered = sorted(records, key=lambda r: r.from_record_id)
+    if not ordered:
+        return [_Span(None, now)]
+    resolved: list[tuple[ColumnInfo, ...]] = []
+    following = now if ordered[-1].columns is None else ordered[-1].columns
+    for record in reversed(ordered[:-1]):
+        following = record.columns if record.columns is not None else following
+        resolved.append(following)
+    resolved.reverse()
+    resolved.append(now)
+    spans: list[_Span] = []
+    for index, (record, columns) in enumerate(zip(ordered, resolved, strict=True)):
+        if not spans or spans[-1].columns != columns:
+            spans.append(_Span(None if index == 0 else record.from_record_id, columns))
+    return spans

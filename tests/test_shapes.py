@@ -1,0 +1,84 @@
+"""The shapes a table had along the event log (`model.shapes`), held to a statement of the rule
+one record_id at a time, and the recorded columns' round trip."""
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from publisher.model.catalog import ColumnInfo, TableInfo
+from publisher.model.keys import KeyKind
+from publisher.model.shapes import ShapeHistory, ShapeRecord, columns_from_json, columns_json
+from publisher.model.values import ValueType
+
+KEY = ColumnInfo("idu", ValueType.INT, True, 1, "INTEGER", key_position=1, key_kind=KeyKind.INTEGER, in_arrays=True)
+SHAPES = (
+    (KEY, ColumnInfo("fname", ValueType.STRING, False, 2, "VARCHAR(64)", length=64)),
+    (KEY, ColumnInfo("fname", ValueType.STRING, False, 2, "VARCHAR(64)", length=64),
+     ColumnInfo("email", ValueType.STRING, False, 3, "TEXT")),
+    (KEY, ColumnInfo("given", ValueType.STRING, False, 2, "VARCHAR(64)", length=64)),
+)
+HIGHEST = 30
+
+
+def shape_at(records: list[ShapeRecord], now: tuple[ColumnInfo, ...], record_id: int) -> tuple[ColumnInfo, ...]:
+    """The rule for one event: the newest record at or before it (the first, before any); the
+    newest record of all gives the table's shape now; one that could not tell, the next that did."""
+    ordered = sorted(records, key=lambda r: r.from_record_id)
+    if not ordered:
+        return now
+    index = max((i for i, r in enumerate(ordered) if r.from_record_id <= record_id), default=0)
+    if index == len(ordered) - 1:
+        return now
+    return next((r.columns for r in ordered[index:] if r.columns is not None), now)
+
+
+records_of_a_table = st.lists(
+    st.builds(ShapeRecord, st.integers(1, HIGHEST), st.one_of(st.none(), st.sampled_from(SHAPES))),
+    max_size=6, unique_by=lambda r: r.from_record_id,
+)
+
+
+@given(st.dictionaries(st.sampled_from(["usr", "grp"]), st.tuples(records_of_a_table, st.sampled_from(SHAPES)),
+                       min_size=1),
+       st.integers(0, HIGHEST), st.integers(0, HIGHEST))
+def test_each_event_has_the_shape_the_rule_gives_and_a_window_ends_where_one_changes(tables, lo, width):
+    now = {name: TableInfo(name, shape) for name, (_, shape) in tables.items()}
+    history = ShapeHistory({name: records for name, (records, _) in tables.items()}, now)
+    for record_id in range(HIGHEST + 2):
+        at = history.at(record_id)
+        for name, (records, shape) in tables.items():
+            assert at[name].columns == shape_at(records, shape, record_id)
+            assert at[name].name == name
+    hi = lo + width
+    changes = [r for r in range(lo + 1, hi + 1)
+               if any(shape_at(records, shape, r) != shape_at(records, shape, r - 1)
+                      for records, shape in tables.values())]
+    assert history.first_change(lo, hi) == (changes[0] if changes else None)
+
+
+def test_a_table_with_no_record_has_its_shape_now():
+    history = ShapeHistory({}, {"usr": TableInfo("usr", SHAPES[0])})
+    assert history.at(5)["usr"].columns == SHAPES[0]
+    assert history.first_change(0, 100) is None
+
+
+def test_a_record_that_could_not_tell_takes_the_shape_recorded_after_it():
+    """PostgreSQL's event trigger marks where a migration begins; the cycle records the shape."""
+    records = [ShapeRecord(1, SHAPES[0]), ShapeRecord(10, None), ShapeRecord(12, SHAPES[1])]
+    history = ShapeHistory({"usr": records}, {"usr": TableInfo("usr", SHAPES[1])})
+    assert [history.at(r)["usr"].columns for r in (0, 9, 10, 11, 12, 50)] == [SHAPES[0]] * 2 + [SHAPES[1]] * 4
+    assert history.first_change(0, 50) == 10
+    assert history.first_change(10, 50) is None
+
+
+columns = st.builds(
+    ColumnInfo, st.text(min_size=1), st.sampled_from([t for t in ValueType if t is not ValueType.DN]), st.booleans(),
+    st.integers(0, 99), st.text(), st.none() | st.integers(0, 10**6), st.none() | st.integers(0, 99),
+    st.none() | st.integers(-99, 99), st.integers(0, 9), st.sampled_from(list(KeyKind)), st.booleans(), st.booleans(),
+)
+
+
+@given(st.lists(columns, max_size=5))
+def test_recorded_columns_read_back_equal(table_columns):
+    table = TableInfo("t", tuple(table_columns))
+    assert columns_from_json(columns_json(table)) == table.columns
