@@ -214,6 +214,27 @@ def read_change_tables(output: Path) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+def versions_and_data(output: Path, table: str = "usr") -> list[tuple[int, list[str], list[tuple]]]:
+    """Each version of `table` the messages under `output` describe (`external_schema_id` on),
+    with its columns and the values of the data messages published under it, checking that each
+    comes after its version's metadata message and before another."""
+    described: list[tuple[int, list[str], list[tuple]]] = []
+    version_of: dict[str, int] = {}
+    for message in read_messages(output):
+        if message.get("table", message.get("lineage", {}).get("table")) != table:
+            continue
+        if "tableStructure" in message:
+            version_of[message["schemaId"]] = message["lineage"]["tableVersion"]
+            described.append((message["lineage"]["tableVersion"], list(message["tableStructure"]["tableColumns"]),
+                              []))
+        else:
+            data = message["data"]
+            assert version_of[message["headers"]["externalSchemaId"]] == described[-1][0], "data before its version"
+            assert list(data) == described[-1][1], "data not in its version's columns"
+            described[-1][2].append(tuple(data.values()))
+    return described
+
+
 def drain(h: Harness, cycles: int = 20) -> None:
     """Poll until a cycle finds nothing new."""
     for _ in range(cycles):

@@ -10,7 +10,7 @@ import uuid
 
 import pyarrow.parquet as pq
 import pytest
-from harness import Harness, assert_mirrored, drain, read_messages
+from harness import Harness, assert_mirrored, drain, versions_and_data
 from sqlalchemy import text
 
 from publisher.capture.install import capture_problems
@@ -260,24 +260,6 @@ def with_formats(h: Harness) -> Harness:
     return h
 
 
-def versions_and_data(h: Harness) -> list[tuple[int, list[str], list[tuple]]]:
-    """Each table version the messages describe, with its columns and the (key, first value)
-    of the data messages published under it."""
-    described: list[tuple[int, list[str], list[tuple]]] = []
-    version_of: dict[str, int] = {}
-    for message in read_messages(h.output):
-        if "tableStructure" in message:
-            version_of[message["schemaId"]] = message["lineage"]["tableVersion"]
-            described.append((message["lineage"]["tableVersion"], list(message["tableStructure"]["tableColumns"]),
-                              []))
-        else:
-            data = message["data"]
-            assert version_of[message["headers"]["externalSchemaId"]] == described[-1][0], "data before its version"
-            assert list(data) == described[-1][1], "data not in its version's columns"
-            described[-1][2].append(tuple(data.values()))
-    return described
-
-
 def change_table_files(h: Harness) -> list[tuple[list[str], list[tuple]]]:
     """The usr change table's files in publication order: each one's columns, and its rows as
     (operation, values…)."""
@@ -305,7 +287,7 @@ def test_postgresql_a_migration_mid_backlog_is_published_with_the_version_of_eac
                 f"INSERT INTO {usr} (idu, fname, email) VALUES (3, 'Cy', 'cy@example.com')",
                 f"UPDATE {usr} SET email = 'bo@example.com' WHERE idu = 2")
     drain(h)
-    assert versions_and_data(h) == [
+    assert versions_and_data(h.output) == [
         (1, ["idu", "fname", "lname", "born"], [(1, "Ann", "Lee", None), (2, "Bo", None, None),
                                                 (2, "Bob", None, None)]),
         (2, ["idu", "fname", "born", "email"], [(3, "Cy", None, "cy@example.com"),
@@ -340,7 +322,7 @@ def test_a_column_added_mid_backlog_is_published_with_the_version_of_each_side(s
     drain(h)
     application(h, f"UPDATE {usr} SET email = 'bo@example.com' WHERE idu = 2")
     drain(h)
-    published = versions_and_data(h)
+    published = versions_and_data(h.output)
     if style == "row":
         assert published == [
             (1, ["idu", "fname"], [(1, "Ann")]),
