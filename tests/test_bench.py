@@ -57,8 +57,15 @@ def test_bench_drains_the_backlog_and_its_report_adds_up(spark, tmp_path: Path) 
     assert len(documents) == len(operations) == reference.documents == publishing
     assert len({op.get("event-id") for op in operations}) == len(operations)
 
+    cold = report.cold
+    assert cold is not None and cold.cycle["events"] == EVENTS
+    assert cold.cycle["statuses"] == drain.statuses, "the cold poll and the drain publish the same backlog"
+    assert sum(1 for _ in (tmp_path / "cold").glob("*.xml")) == cold.cycle["documents"] == drain.documents
+    assert 0 < cold.before_cycle < cold.seconds and report.cold_ratio == cold.seconds / report.floor.seconds
+
     table = format_report(report)
     assert "publisher time / floor time" in table and "commit -> documents on disk" in table
+    assert "cold poll time / floor time" in table
 
 
 @pytest.mark.parametrize(("backlog", "status"), [(Backlog.REJECTED, "E"), (Backlog.GONE, "W")])
@@ -67,7 +74,7 @@ def test_a_rewritten_backlog_drains_with_every_row_rejected_or_gone(spark, tmp_p
     gets that status and nothing is published."""
     options = BenchOptions(
         database="sqlite", rows=ROWS, events=EVENTS, latency_cycles=1, reference_sample=SAMPLE,
-        master="local[2]", warm_up=False, workdir=tmp_path, backlog=backlog,
+        master="local[2]", warm_up=False, workdir=tmp_path, backlog=backlog, cold=False,
     )
     report = run_benchmark(options, spark)
     assert report.workload.backlog is backlog and report.workload.events == EVENTS
@@ -80,7 +87,7 @@ def test_a_rewritten_backlog_drains_with_every_row_rejected_or_gone(spark, tmp_p
 def test_subscribers_check_the_backlog_out_beside_the_status_mode(spark, tmp_path: Path) -> None:
     options = BenchOptions(
         database="sqlite", rows=ROWS, events=EVENTS, latency_cycles=1, reference_sample=SAMPLE,
-        master="local[2]", warm_up=False, workdir=tmp_path, subscribers=2, query_limit=700,
+        master="local[2]", warm_up=False, workdir=tmp_path, subscribers=2, query_limit=700, cold=False,
     )
     report = run_benchmark(options, spark)
 

@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
         database=database, url=args.url, rows=args.rows or 100_000, events=args.events, query_limit=args.query_limit,
         latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
         cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog), subscribers=args.subscribers,
+        cold=args.cold,
     )
     try:
         report = run_benchmark(options)

@@ -1,6 +1,9 @@
 """The benchmark's report as text: each figure with its unit, the ratios first."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from publisher.bench.cold import ColdPoll
 from publisher.bench.run import BenchReport
 from publisher.bench.sampling import spread
 
@@ -45,16 +48,18 @@ def format_report(report: BenchReport) -> str:
     row("backlog", w.backlog.value)
     row("by event type", "  ".join(f"{t}: {format_count(n)}" for t, n in w.by_type.items()))
     row("loopback / malformed", f"{format_count(w.loopback)} / {format_count(w.plan.malformed)}")
-    section(f"floor ({o.database} itself)")
+    section(f"floor ({o.database} itself, on a vacuumed copy of the event log)")
     row("read every new row", f"{format_seconds(f.read_seconds)} ({format_count(f.rows)} rows"
         + (f", {format_size(f.bytes_read)})" if f.bytes_read is not None else ")"))
-    row("mark them all", f"{format_seconds(f.mark_seconds)} ({format_count(f.marked)} rows, one UPDATE, rolled back)")
+    row("mark them all", f"{format_seconds(f.mark_seconds)} ({format_count(f.marked)} rows, one UPDATE, committed)")
     section(f"reference (one event at a time, measured on the first {format_count(r.events)} events)")
     row("events/s", format_count(r.events_per_second))
     row("documents / bytes", f"{format_count(r.documents)} / {format_size(r.bytes_written)}")
     if report.reference_extrapolated_seconds is not None:
         row("extrapolated",
             f"{format_seconds(report.reference_extrapolated_seconds)} for {format_count(w.events)} events")
+    if report.cold is not None:
+        _cold_section(report.cold, section, row)
     section(f"publisher (drain, {d.cycles} cycles: {d.distributed_cycles} as Spark jobs, "
             f"{d.cycles - d.distributed_cycles} in the driver alone)")
     if report.spark_seconds is not None:
@@ -94,7 +99,9 @@ def format_report(report: BenchReport) -> str:
     row("Python worker (largest)", f"{format_size(report.memory.python_worker)} "
         f"({report.memory.python_workers_seen} seen)")
     section("ratios")
-    row("publisher time / floor time", f"{report.floor_ratio:,.1f}x")
+    row("publisher time / floor time", f"{report.floor_ratio:,.1f}x (warm drain)")
+    if report.cold_ratio is not None:
+        row("cold poll time / floor time", f"{report.cold_ratio:,.1f}x (the whole process)")
     row("publisher speed / reference speed", f"{report.reference_speedup:,.1f}x")
     section(f"small-poll latency ({len(lat.to_acknowledged)} cycles of {lat.events_per_cycle} events, warm session)")
     for name, values in (("commit -> documents on disk", lat.to_documents),
@@ -109,3 +116,14 @@ def format_report(report: BenchReport) -> str:
     lines.append(("new rows left in the event log", format_count(report.left_new)))
     width = max(len(name) for name, value in lines if value) + 2
     return "\n".join(f"{name:<{width}}{value}".rstrip() if value else name for name, value in lines)
+
+
+def _cold_section(cold: ColdPoll, section: Callable[[str], None], row: Callable[[str, str], None]) -> None:
+    section("cold poll (one `publisher poll` process on the whole backlog, before the warm drain)")
+    row("events", f"{format_count(cold.cycle.get('events') or 0)}  (" + "  ".join(
+        f"{s} {format_count(n)}" for s, n in sorted((cold.cycle.get("statuses") or {}).items())) + ")")
+    row("process, start to exit", format_seconds(cold.seconds))
+    row("before the cycle", format_seconds(cold.before_cycle) + " (interpreter, imports, Spark's start)")
+    for stage, spent in cold.stage_seconds.items():
+        if "." not in stage:
+            row(f"stage {stage}", format_seconds(spent))

@@ -1,4 +1,5 @@
-"""The benchmark run: generate → floor → reference sample → drain → small-poll latency → report.
+"""The benchmark run: generate → floor → reference sample → cold poll → drain → small-poll
+latency → report.
 
 The drain is what `publisher run` does with a backlog: cycles of `query_limit` events, one warm
 SparkSession, until no `N` row is left. Memory is the peak resident size of the driver and of
@@ -20,6 +21,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine, func, select
 
+from publisher.bench.cold import ColdPoll, cold_poll, last_record_id, renew_backlog
 from publisher.bench.floor import Floor, measure_floor
 from publisher.bench.mix import MIN_EVENTS, MIN_ROWS, Backlog
 from publisher.bench.reference import ReferenceResult, run_reference
@@ -65,6 +67,8 @@ class BenchOptions:
     """The generated backlog as the triggers logged it, or rewritten so every row is E or W."""
     subscribers: int = 0
     """Subscribers that each check the whole backlog out, timed before the status mode's drain."""
+    cold: bool = True
+    """Time a `publisher poll` process started cold on the whole backlog first (`bench.cold`)."""
 
 
 def with_formats(config: Config) -> Config:
@@ -150,11 +154,18 @@ class BenchReport:
     spark_seconds: float | None = None
     """Building the SparkSession, when the benchmark built it."""
     warm_up_seconds: float = 0.0
+    cold: ColdPoll | None = None
+    """A poll process started cold on the same backlog, before the warm drain."""
 
     @property
     def floor_ratio(self) -> float:
         """How many times the floor's time the publisher needs."""
         return self.drain.seconds / self.floor.seconds if self.floor.seconds else 0.0
+
+    @property
+    def cold_ratio(self) -> float | None:
+        """How many times the floor's time a cold poll process needs, from its start to its exit."""
+        return self.cold.seconds / self.floor.seconds if self.cold is not None and self.floor.seconds else None
 
     @property
     def reference_extrapolated_seconds(self) -> float | None:
@@ -191,6 +202,8 @@ class BenchReport:
             "subscriber_floor_ratios": [round(s.seconds / self.floor.seconds, 3) if self.floor.seconds else None
                                         for s in self.subscribers],
             "floor_ratio": round(self.floor_ratio, 3),
+            "cold": None if self.cold is None else self.cold.summary(),
+            "cold_floor_ratio": _rounded(self.cold_ratio),
             "reference_speedup": round(self.reference_speedup, 3),
         }
 
@@ -248,6 +261,13 @@ def _run(
                  floor.mark_seconds)
         reference = run_reference(config, engine, options.reference_sample, workdir / "reference")
         log.info("reference: %d events one at a time in %.1f s", reference.events, reference.seconds)
+        cold = None
+        if options.cold:
+            generated = last_record_id(config, engine)
+            cold = cold_poll(config, workdir, workload.events)
+            log.info("cold poll: %d events in %.1f s, %.1f s of it before the cycle", workload.events, cold.seconds,
+                     cold.before_cycle)
+            renew_backlog(config, engine, generated)
         spark_seconds = None
         if spark is None:
             started = time.perf_counter()
@@ -268,7 +288,7 @@ def _run(
         engine.dispose()
     return BenchReport(
         options, workload, floor, reference, drained, latency, sampler.memory(), left, checked_out, spark_seconds,
-        warm_up_seconds,
+        warm_up_seconds, cold,
     )
 
 

@@ -296,6 +296,9 @@ def _add_bench(commands: Any) -> None:
                        help="mix: the events as the triggers logged them (default); rejected: each row then "
                        "rewritten to name a table that is not published, so every row is E; gone: each row "
                        "a row query-back of a key no row has, so every row is W")
+    bench.add_argument("--cold", action=argparse.BooleanOptionalAction, default=True,
+                       help="first time a `publisher poll` process started cold on the whole backlog (one "
+                       "cycle), from its start to its exit, as a scheduled poll runs; --no-cold skips it")
     bench.add_argument("--subscribers", type=_not_negative, default=0, metavar="N",
                        help="also configure N subscribers of every published table, and time each one's check-out "
                        "of the whole backlog before the status mode drains it (default: 0)")
