@@ -341,6 +341,66 @@ def test_a_column_added_mid_backlog_is_published_with_the_version_of_each_side(s
     assert [columns for columns, _ in change_table_files(h)][-1] == ["idu", "fname", "email"]
 
 
+def test_full_windows_long_after_a_migration_are_described_as_the_table_is_now(spark, database, tmp_path):
+    """A window that reads exactly query_limit rows starts where its rows start: it is no
+    window reaching back to before the migration."""
+    h = with_formats(Harness(spark, database, tmp_path, user=PUBLISHER_USER, tables=(), query_limit=4))
+    usr = h.table("usr")
+    h.db.execute(f"CREATE TABLE {usr} (idu INTEGER PRIMARY KEY, fname VARCHAR(64))")
+    h.install("usr")
+    application(h, f"INSERT INTO {usr} VALUES (1, 'Ann')")
+    application(h, f"ALTER TABLE {usr} ADD COLUMN email VARCHAR(64)")
+    drain(h)
+    for idu in range(2, 8):
+        application(h, f"INSERT INTO {usr} VALUES ({idu}, 'n{idu}', 'e{idu}')")
+    drain(h)
+    assert versions_and_data(h.output) == [
+        (1, ["idu", "fname"], [(1, "Ann")]),
+        (2, ["idu", "fname", "email"], [(idu, f"n{idu}", f"e{idu}") for idu in range(2, 8)]),
+    ]
+
+
+@pytest.mark.parametrize("database", ["postgresql", "mariadb"], indirect=True)
+def test_a_column_whose_type_a_migration_changed_is_described_by_its_type_now(spark, database, tmp_path):
+    """Every value is read by the column's type now, logged before the change or after; the
+    version that carries it says that type, so nothing is refused for it."""
+    h = with_formats(harness_for(spark, database, tmp_path))
+    usr = h.table("usr")
+    application(h, f"INSERT INTO {usr} VALUES (1, 'Ann', 'Lee', '1990-01-01')")
+    drain(h)
+    application(h, f"INSERT INTO {usr} VALUES (2, 'Bo', NULL, '1991-02-03')")
+    change = (f"ALTER TABLE {usr} ALTER COLUMN born TYPE VARCHAR(20)" if h.dialect == "postgresql"
+              else f"ALTER TABLE {usr} MODIFY born VARCHAR(20)")
+    application(h, change)
+    application(h, f"INSERT INTO {usr} VALUES (3, 'Cy', NULL, 'spring')")
+    drain(h)
+    assert [(version, [row[0::3] for row in rows]) for version, _, rows in versions_and_data(h.output)] == [
+        (1, [(1, "1990-01-01T00:00:00Z")]),
+        (2, [(2, "1991-02-03"), (3, "spring")]),
+    ]
+    assert set(h.statuses().values()) == {"S"}
+
+
+def test_postgresql_a_migration_when_the_log_is_empty_still_marks_where_the_shape_changes(
+    spark, postgresql_database, tmp_path,
+):
+    """With processed rows deleted, the log can be empty when a migration comes: its place is
+    that of the install's record, which it then takes over."""
+    h = with_formats(harness_for(spark, postgresql_database, tmp_path, delete_processed_rows=True))
+    usr = h.table("usr")
+    application(h, f"INSERT INTO {usr} VALUES (1, 'Ann', 'Lee', NULL)")
+    drain(h)
+    assert h.db.rows(f"SELECT count(*) FROM {h.table('event_log')}") == [(0,)]
+    application(h, f"ALTER TABLE {usr} ADD COLUMN email text")
+    application(h, f"INSERT INTO {usr} (idu, fname, email) VALUES (2, 'Bo', 'b@example.com')",
+                f"UPDATE {usr} SET email = 'a@example.com' WHERE idu = 1")
+    drain(h)
+    assert [(version, rows) for version, _, rows in versions_and_data(h.output)] == [
+        (1, [(1, "Ann", "Lee", None)]),
+        (2, [(2, "Bo", None, None, "b@example.com"), (1, None, None, None, "a@example.com")]),
+    ]
+
+
 def test_a_table_rebuilt_by_a_migration_gets_its_capture_back_from_the_next_cycle(spark, database, tmp_path):
     """Create a new table, copy, drop the old one, rename (how migration tools rebuild a SQLite
     table): the old triggers went with the old table; `install --check` says so, and the next

@@ -2,6 +2,8 @@
 one record_id at a time, and the recorded columns' round trip."""
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,20 +18,29 @@ SHAPES = (
     (KEY, ColumnInfo("fname", ValueType.STRING, False, 2, "VARCHAR(64)", length=64),
      ColumnInfo("email", ValueType.STRING, False, 3, "TEXT")),
     (KEY, ColumnInfo("given", ValueType.STRING, False, 2, "VARCHAR(64)", length=64)),
+    (KEY, ColumnInfo("fname", ValueType.TIME, False, 2, "DATE")),
 )
 HIGHEST = 30
 
 
 def shape_at(records: list[ShapeRecord], now: tuple[ColumnInfo, ...], record_id: int) -> tuple[ColumnInfo, ...]:
     """The rule for one event: the newest record at or before it (the first, before any); the
-    newest record of all gives the table's shape now; one that could not tell, the next that did."""
+    newest record of all gives the table's shape now; one that could not tell, the next that did;
+    a column whose value type is another now, read as it is now."""
     ordered = sorted(records, key=lambda r: r.from_record_id)
     if not ordered:
         return now
     index = max((i for i, r in enumerate(ordered) if r.from_record_id <= record_id), default=0)
     if index == len(ordered) - 1:
         return now
-    return next((r.columns for r in ordered[index:] if r.columns is not None), now)
+    shape = next((r.columns for r in ordered[index:] if r.columns is not None), now)
+    typed_now = {c.name: c for c in now}
+    return tuple(
+        dataclasses.replace(c, value_type=typed_now[c.name].value_type, sql_type=typed_now[c.name].sql_type,
+                            length=typed_now[c.name].length)
+        if c.name in typed_now and typed_now[c.name].value_type != c.value_type else c
+        for c in shape
+    )
 
 
 records_of_a_table = st.lists(

@@ -102,7 +102,7 @@ def _spans(records: Sequence[ShapeRecord], now: tuple[ColumnInfo, ...]) -> list[
     following = now if ordered[-1].columns is None else ordered[-1].columns
     for record in reversed(ordered[:-1]):
         following = record.columns if record.columns is not None else following
-        resolved.append(following)
+        resolved.append(_typed_as_now(following, now))
     resolved.reverse()
     resolved.append(now)
     spans: list[_Span] = []
@@ -110,3 +110,22 @@ def _spans(records: Sequence[ShapeRecord], now: tuple[ColumnInfo, ...]) -> list[
         if not spans or spans[-1].columns != columns:
             spans.append(_Span(None if index == 0 else record.from_record_id, columns))
     return spans
+
+
+def _typed_as_now(columns: tuple[ColumnInfo, ...], now: tuple[ColumnInfo, ...]) -> tuple[ColumnInfo, ...]:
+    """An earlier shape with the type of each column a migration changed as it is now: the
+    cycle reads every value by the column's type now, logged before the change or after, so the
+    version that describes the value must say that type."""
+    current = {c.name: c for c in now}
+    typed = []
+    for column in columns:
+        later = current.get(column.name)
+        if later is None or (column.value_type, column.key_kind) == (later.value_type, later.key_kind):
+            typed.append(column)
+            continue
+        typed.append(dataclasses.replace(
+            column, value_type=later.value_type, key_kind=later.key_kind, sql_type=later.sql_type,
+            length=later.length, precision=later.precision, scale=later.scale,
+            matched_as_text=later.matched_as_text, in_arrays=later.in_arrays,
+        ))
+    return tuple(typed)

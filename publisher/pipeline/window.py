@@ -180,7 +180,7 @@ def plan_window(
         if count == limit:
             end = _WindowEnd(conn, order, transaction_column)
             last, beyond = end.extend(count, hi)
-            if beyond:
+            if beyond.count:
                 lo, hi, count = min(lo, beyond.lo), max(hi, beyond.hi), count + beyond.count
         elif order.future:
             last = int(conn.execute(

@@ -39,7 +39,9 @@ BEGIN
               AND lower(s.table_name) = lower(s.published_as)
               AND ${shape_function}(c.oid) IS DISTINCT FROM s.follow_shape
         ) AS s
-        ON CONFLICT DO NOTHING;
+        -- No event is logged there yet (an empty log, the last migration's own place): this one
+        -- decides the shape from there on.
+        ON CONFLICT (table_name, from_record_id) DO UPDATE SET columns = NULL, recorded_at = EXCLUDED.recorded_at;
     EXCEPTION WHEN OTHERS THEN
         RAISE WARNING 'publisher: where the migrated tables change shape could not be recorded: %', SQLERRM;
     END;
