@@ -39,7 +39,8 @@ class ColdPoll:
 
     @property
     def before_cycle(self) -> float:
-        """What the process spent outside the cycle's stages: interpreter, imports, Spark's start."""
+        """What the process spent outside the cycle's stages: interpreter, imports, the checks
+        before the cycle, its exit (the wait for Spark's session is the stage `start`)."""
         return max(0.0, self.seconds - sum(s for stage, s in self.stage_seconds.items() if "." not in stage))
 
     def summary(self) -> dict[str, Any]:

@@ -123,7 +123,7 @@ def _cold_section(cold: ColdPoll, section: Callable[[str], None], row: Callable[
     row("events", f"{format_count(cold.cycle.get('events') or 0)}  (" + "  ".join(
         f"{s} {format_count(n)}" for s, n in sorted((cold.cycle.get("statuses") or {}).items())) + ")")
     row("process, start to exit", format_seconds(cold.seconds))
-    row("before the cycle", format_seconds(cold.before_cycle) + " (interpreter, imports, Spark's start)")
+    row("outside the stages", format_seconds(cold.before_cycle) + " (interpreter, imports, exit)")
     for stage, spent in cold.stage_seconds.items():
         if "." not in stage:
             row(f"stage {stage}", format_seconds(spent))

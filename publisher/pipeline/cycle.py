@@ -211,7 +211,7 @@ def _read_and_resolve(
     spark: SparkProvider, plan: CyclePlan, watch: _Stopwatch
 ) -> tuple[CyclePath[Any, Any], Any, Any]:
     """The stages whose work depends on the rows' values (`poison.ROW_STAGES`)."""
-    with failing_as("start"):
+    with watch.stage("start"):  # a cold process: waiting for Spark's session
         path = _path(spark, plan)
     with watch.stage("read_and_classify"):
         classified = path.read_and_classify()
