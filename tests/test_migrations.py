@@ -384,10 +384,15 @@ def test_a_column_whose_type_a_migration_changed_is_described_by_its_type_now(sp
 def test_postgresql_a_migration_when_the_log_is_empty_still_marks_where_the_shape_changes(
     spark, postgresql_database, tmp_path,
 ):
-    """With processed rows deleted, the log can be empty when a migration comes: its place is
-    that of the install's record, which it then takes over."""
+    """With processed rows deleted, the log can be empty when a migration comes, and its
+    highest record_id far below where the table's shape was last recorded (here: reinstalled
+    after other tables' events)."""
     h = with_formats(harness_for(spark, postgresql_database, tmp_path, delete_processed_rows=True))
-    usr = h.table("usr")
+    usr, grp = h.table("usr"), h.table("grp")
+    h.db.execute(f"CREATE TABLE {grp} (gid INTEGER PRIMARY KEY, name VARCHAR(64))")
+    h.install("grp")
+    application(h, f"INSERT INTO {grp} VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    h.install("usr")
     application(h, f"INSERT INTO {usr} VALUES (1, 'Ann', 'Lee', NULL)")
     drain(h)
     assert h.db.rows(f"SELECT count(*) FROM {h.table('event_log')}") == [(0,)]

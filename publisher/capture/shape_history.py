@@ -4,8 +4,8 @@ per migration, from the event trigger in the migration's own transaction (`follo
 
 The row's record_id divides the table's events exactly where the capture changes under a lock
 that keeps the application's writes of the table out: on PostgreSQL in the install's
-transaction after its trigger statements, or in the migration's; on SQLite one writer at a
-time. MariaDB's trigger statements commit one by one, so its row is taken before
+transaction after its trigger statements, or in the migration's, past the last value of the
+event log's sequence; on SQLite one writer at a time. MariaDB's trigger statements commit one by one, so its row is taken before
 them: a write that comes between counts with the new shape, whose columns carry all it logs.
 """
 from __future__ import annotations
@@ -40,13 +40,18 @@ def shapes_table(event_log: str, schema: str | None, metadata: MetaData | None =
 
 
 def next_record_id_sql(config: Config, engine: Engine, qualify: Any) -> str:
-    """SQL of a record_id above every event the table has logged so far and at most that of its
-    next one: the highest in the log, plus one. Run where the table's writers are held off (its
-    capture replaced, or altered), every event of the table before is committed and counted,
-    and every one after gets a higher record_id."""
+    """SQL of a record_id above every event logged so far and at most that of the next: one
+    above the event log's highest, and on PostgreSQL above the highest its sequence handed out,
+    which also counts the events a migration's own snapshot does not see and those deleted once
+    processed. Taken where the table's writers are held off (its capture replaced, or altered),
+    every event of the table after it gets a higher record_id."""
     log = qualify(config.event_log.table)
     record_id = engine.dialect.identifier_preparer.quote(config.event_log.columns.record_id)
-    return f"(SELECT COALESCE(MAX({record_id}), 0) + 1 FROM {log})"
+    highest = f"(SELECT COALESCE(MAX({record_id}), 0) FROM {log})"
+    if engine.dialect.name != "postgresql":
+        return f"({highest} + 1)"
+    sequence = f"pg_get_serial_sequence({literal(log)}, {literal(config.event_log.columns.record_id)})::regclass"
+    return f"(GREATEST(COALESCE(pg_sequence_last_value({sequence}), 0), {highest}) + 1)"
 
 
 def shape_record_sql(config: Config, engine: Engine, published_as: str, qualify: Any) -> list[str]:

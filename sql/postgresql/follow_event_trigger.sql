@@ -28,7 +28,9 @@ BEGIN
     -- the publisher's next cycle records (NULL: not told here).
     BEGIN
         INSERT INTO ${shapes} (table_name, from_record_id, columns, recorded_at)
-        SELECT s.relname, ${next_record_id}, NULL, clock_timestamp()
+        SELECT s.relname, GREATEST(${next_record_id}, (SELECT COALESCE(MAX(r.from_record_id), 0)
+                                                        FROM ${shapes} AS r WHERE r.table_name = s.relname)),
+               NULL, clock_timestamp()
         FROM (
             SELECT DISTINCT c.relname
             FROM pg_catalog.pg_event_trigger_ddl_commands() AS command
@@ -39,8 +41,8 @@ BEGIN
               AND lower(s.table_name) = lower(s.published_as)
               AND ${shape_function}(c.oid) IS DISTINCT FROM s.follow_shape
         ) AS s
-        -- No event is logged there yet (an empty log, the last migration's own place): this one
-        -- decides the shape from there on.
+        -- Never before the table's newest record, which no event follows when the log was
+        -- emptied since; at its place (or the last migration's), this one decides from there on.
         ON CONFLICT (table_name, from_record_id) DO UPDATE SET columns = NULL, recorded_at = EXCLUDED.recorded_at;
     EXCEPTION WHEN OTHERS THEN
         RAISE WARNING 'publisher: where the migrated tables change shape could not be recorded: %', SQLERRM;
