@@ -10,12 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from publisher.cli.errors import UnavailableError, UsageError
-from publisher.config import STATUS_MODE, Config, ConfigError, Reader
+from publisher.config import STATUS_MODE, Config, Reader
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
-    from publisher.pipeline.spark import EarlySpark
     from publisher.service.lock import PublisherLock
 
 
@@ -86,17 +83,15 @@ def _check_capture(config: Config, engine: Any) -> int:
 def poll_command(config: Config, reader: Reader) -> int:
     from publisher.database import connect
     from publisher.pipeline.cycle import run_cycle
-    from publisher.pipeline.spark import EarlySpark, get_spark
+    from publisher.pipeline.spark import get_spark
     from publisher.service.lock import PublisherLock
 
     engine = connect(config)
     _check_reachable(engine)
     if reader.subscriber is None:
-        spark = EarlySpark(config.spark)
-        _start_spark_early(config, engine, spark)
         _warn_unpublished(config, engine)
         with PublisherLock(config) as lock:
-            result = run_cycle(spark, engine, config)
+            result = run_cycle(lambda: get_spark(config.spark), engine, config)
         print(json.dumps(result.summary()))
         _check_not_lost(lock)
         return 0
@@ -107,23 +102,6 @@ def poll_command(config: Config, reader: Reader) -> int:
     print(json.dumps(results.summary()))
     _check_not_lost(lock)
     return 0
-
-
-def _start_spark_early(config: Config, engine: Engine, spark: EarlySpark) -> None:
-    """A backlog larger than the driver alone publishes makes the cycle one of Spark jobs: the
-    JVM starts now, while the cycle is planned. An event log that cannot be looked at now is
-    left to the cycle, which says why."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from publisher.pipeline.event_log import event_log_source
-    from publisher.pipeline.window import more_waiting_than
-
-    try:
-        waiting = more_waiting_than(event_log_source(config, engine), engine, config.spark.small_cycle_events)
-    except (SQLAlchemyError, ConfigError):
-        return
-    if waiting:
-        spark.begin()
 
 
 def purge_command(config: Config) -> int:

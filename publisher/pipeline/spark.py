@@ -61,40 +61,6 @@ def get_spark(config: SparkConfig, app_name: str = "event-log-publisher") -> Spa
     return spark
 
 
-class EarlySpark:
-    """A provider of the session that can start it in the background (`begin`) as soon as a
-    cycle is known to need it, so that the JVM's start, seconds of a cold process, overlaps the
-    cycle's planning; asked for, it waits for that start (or makes one) and raises what it met."""
-
-    def __init__(self, config: SparkConfig) -> None:
-        self.config = config
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._session: SparkSession | None = None
-        self._error: BaseException | None = None
-
-    def begin(self) -> None:
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._start, name="spark-start", daemon=True)
-                self._thread.start()
-
-    def _start(self) -> None:
-        try:
-            self._session = get_spark(self.config)
-        except BaseException as exc:  # raised again in the thread that asks for the session
-            self._error = exc
-
-    def __call__(self) -> SparkSession:
-        self.begin()
-        assert self._thread is not None
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._session is not None
-        return self._session
-
-
 def _launch_jvm(master: str, app_name: str, settings: dict[str, str]) -> None:
     """Start the driver JVM as pyspark would (the same spark-submit command and settings), but
     with its stderr through a filter that drops `JVM_CHATTER`; nothing when it runs already."""

@@ -189,14 +189,6 @@ def plan_window(
     return _window_of(log, limits, lo, hi, count, last if order.future else None, check_out, snapshot)
 
 
-def more_waiting_than(log: EventLogSource, engine: Engine, rows: int) -> bool:
-    """Whether more than `rows` rows are `N`: a look along the status index before any planning."""
-    status = role_columns(log.table, log.column_names)["status"]
-    waiting = select(status).where(status == Status.NEW.value).limit(rows + 1).subquery()
-    with engine.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(waiting)).scalar_one()) > rows
-
-
 def _planned_in(engine: Engine, transaction_column: str | None, check_out: CheckOutWindow | None) -> Any:
     """The snapshot the window's first rows are found in, as text, selected beside them: on
     PostgreSQL, whose events carry their transaction. A check-out has snapshots of its own."""
