@@ -5,8 +5,9 @@ per migration, from the event trigger in the migration's own transaction (`follo
 The row's record_id divides the table's events exactly where the capture changes under a lock
 that keeps the application's writes of the table out: on PostgreSQL in the install's
 transaction after its trigger statements, or in the migration's, past the last value of the
-event log's sequence; on SQLite one writer at a time. MariaDB's trigger statements commit one by one, so its row is taken before
-them: a write that comes between counts with the new shape, whose columns carry all it logs.
+event log's sequence; on SQLite one writer at a time. MariaDB's trigger statements commit one
+by one, so its row is taken before them: a write that comes between counts with the new shape,
+whose columns carry all it logs.
 """
 from __future__ import annotations
 
