@@ -21,6 +21,7 @@ from sqlalchemy import Table as SqlTable
 from publisher.capture.dialect import literal
 from publisher.config import Config
 from publisher.database import table_schema
+from publisher.dialects import dialect_of
 from publisher.model.catalog import PublishedTables, reflect_catalog
 from publisher.model.shapes import ShapeRecord, columns_from_json, columns_json
 
@@ -41,18 +42,12 @@ def shapes_table(event_log: str, schema: str | None, metadata: MetaData | None =
 
 
 def next_record_id_sql(config: Config, engine: Engine, qualify: Any) -> str:
-    """SQL of a record_id above every event logged so far and at most that of the next: one
-    above the event log's highest, and on PostgreSQL above the highest its sequence handed out,
-    which also counts the events a migration's own snapshot does not see and those deleted once
-    processed. Taken where the table's writers are held off (its capture replaced, or altered),
-    every event of the table after it gets a higher record_id."""
-    log = qualify(config.event_log.table)
-    record_id = engine.dialect.identifier_preparer.quote(config.event_log.columns.record_id)
-    highest = f"(SELECT COALESCE(MAX({record_id}), 0) FROM {log})"
-    if engine.dialect.name != "postgresql":
-        return f"({highest} + 1)"
-    sequence = f"pg_get_serial_sequence({literal(log)}, {literal(config.event_log.columns.record_id)})::regclass"
-    return f"(GREATEST(COALESCE(pg_sequence_last_value({sequence}), 0), {highest}) + 1)"
+    """SQL of a record_id above every event logged so far and at most that of the next
+    (`Dialect.next_record_id_sql`). Taken where the table's writers are held off (its capture
+    replaced, or altered), every event of the table after it gets a higher record_id."""
+    name = config.event_log.columns.record_id
+    return dialect_of(engine).next_record_id_sql(qualify(config.event_log.table),
+                                                 engine.dialect.identifier_preparer.quote(name), name)
 
 
 def shape_record_sql(config: Config, engine: Engine, published_as: str, qualify: Any) -> list[str]:

@@ -97,6 +97,11 @@ class Dialect:
         """The statement that refreshes a table's statistics (`table` already quoted)."""
         return f"ANALYZE {table}"
 
+    def next_record_id_sql(self, log: str, record_id: str, record_id_name: str) -> str:
+        """SQL of a record_id above every event logged so far in `log` (quoted, as its column
+        `record_id`; `record_id_name` unquoted): one above the highest there."""
+        return f"((SELECT COALESCE(MAX({record_id}), 0) FROM {log}) + 1)"
+
     def current_schema_sql(self) -> str:
         """A query for the connection's default schema."""
         return "SELECT current_schema()"

@@ -37,6 +37,13 @@ class PostgreSQL(Dialect):
         infinite: ColumnElement[Any] = literal_column("'infinity'")
         return func.coalesce(case((column != infinite, column), else_=null()), literal_column("'-infinity'"))
 
+    def next_record_id_sql(self, log: str, record_id: str, record_id_name: str) -> str:
+        """Also one above the last value the event log's sequence handed out: it counts the events
+        a repeatable-read snapshot does not see and those deleted once processed."""
+        names = ", ".join("'" + text.replace("'", "''") + "'" for text in (log, record_id_name))
+        return (f"(GREATEST(COALESCE(pg_sequence_last_value(pg_get_serial_sequence({names})::regclass), 0), "
+                f"(SELECT COALESCE(MAX({record_id}), 0) FROM {log})) + 1)")
+
     def value_text_sql(self, ref: str, binary: bool, sql_type: str) -> str:
         """Binary as base64 without line breaks, everything else its `::text`."""
         if binary:
