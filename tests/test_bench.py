@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from pathlib import Path
 
@@ -160,25 +161,28 @@ def test_capture_bench_refuses_what_it_cannot_measure(capsys, argv: list[str], w
 # --- bench --snapshot: a snapshot of a large table, logged then drained, on PostgreSQL -----------
 
 @pytest.mark.skipif("postgresql" not in DIALECTS, reason="measured on PostgreSQL only")
-def test_snapshot_bench_publishes_every_row_once_and_drops_its_schema(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "logged"])
+def test_snapshot_bench_publishes_every_row_once_and_drops_its_schema(spark, tmp_path: Path, direct: bool) -> None:
     schema = f"sb_{uuid.uuid4().hex[:10]}"
     rows, limit = 2_000, 700
     options = SnapshotOptions(url=POSTGRES_URL, rows=rows, query_limit=limit, master="local[2]", schema=schema,
-                              warm_up=False, workdir=tmp_path)
+                              warm_up=False, workdir=tmp_path, direct=direct, chunk_rows=300 if direct else None)
     report = run_snapshot_bench(options, spark)
     summary = report.summary()
 
     assert report.floor.rows == rows and report.floor.bytes_read > 0
-    assert summary["logging"]["events"] == rows
-    assert summary["drain"]["operations"] == summary["drain"]["events"] == rows
-    assert summary["drain"]["statuses"] == {"S": rows}
-    assert summary["drain"]["cycles"] >= rows // limit, "windows of query_limit events"
+    drained = 0 if direct else rows
+    assert summary["logging"]["events"] == drained and summary["logging"]["published"] == rows - drained
+    assert summary["drain"]["operations"] == summary["drain"]["events"] == drained
+    assert summary["drain"]["statuses"] == ({} if direct else {"S": rows})
+    assert summary["drain"]["cycles"] >= drained // limit, "windows of query_limit events"
     assert summary["left_new"] == 0 and summary["complete"] is True
     documents = sorted((tmp_path / "out").glob("*.xml"))
-    assert len(documents) == report.drain.documents > 0
+    assert len(documents) >= report.drain.documents > 0 or direct
     operations = [op for path in documents for op in etree.parse(str(path)).getroot().find("input")]
     assert len(operations) == rows
-    assert "every row published              yes" in format_snapshot_report(report)
+    assert len({op.findtext("association") for op in operations}) == rows
+    assert re.search(r"every row published +yes", format_snapshot_report(report))
 
     engine = create_engine(DatabaseConfig(url=POSTGRES_URL).sqlalchemy_url())
     with engine.connect() as conn:
@@ -192,6 +196,7 @@ def test_snapshot_bench_publishes_every_row_once_and_drops_its_schema(spark, tmp
     (["--snapshot", "--capture"], "choose one"),
     (["--snapshot", "--database", "sqlite"], "postgresql only"),
     (["--snapshot", "--url", "sqlite:///x.db"], "postgresql only"),
+    (["--snapshot-logged"], "it needs --snapshot"),
 ])
 def test_snapshot_bench_refuses_what_it_cannot_measure(capsys, argv: list[str], why: str) -> None:
     assert main(["bench", *argv]) == 2

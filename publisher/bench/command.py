@@ -27,6 +27,8 @@ def run(args: argparse.Namespace) -> int:
         raise BenchArgumentError("bench: --capture and --snapshot measure different things; choose one")
     if args.capture:
         return _bench_capture(args)
+    if args.snapshot_logged and not args.snapshot:
+        raise BenchArgumentError("bench: --snapshot-logged measures a snapshot's logged path; it needs --snapshot")
     if args.snapshot:
         return _bench_snapshot(args)
     if args.database == "mariadb":
@@ -76,7 +78,7 @@ def _bench_snapshot(args: argparse.Namespace) -> int:
     if args.database not in (None, "postgresql") or scheme not in ("postgresql", "postgres"):
         raise BenchArgumentError("bench --snapshot: measured on postgresql only")
     options = SnapshotOptions(url=args.url, rows=args.rows or 1_000_000, query_limit=args.query_limit,
-                              master=args.master)
+                              master=args.master, direct=not args.snapshot_logged)
     try:
         report = run_snapshot_bench(options)
     except WorkloadError as exc:

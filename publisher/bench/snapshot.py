@@ -24,7 +24,7 @@ from publisher.bench.workload import DEFAULT_POSTGRES_URL, bench_config, load_us
 from publisher.capture.install import install_capture
 from publisher.config import Config
 from publisher.database import connect
-from publisher.service.snapshot import CHUNK_ROWS, SnapshotResult, snapshot
+from publisher.service.snapshot import CHUNK_ROWS, DIRECT_CHUNK_ROWS, SnapshotResult, snapshot, snapshot_directly
 
 SCHEMA = "snapshot_bench"
 """The PostgreSQL schema the benchmark creates and drops."""
@@ -35,7 +35,10 @@ class SnapshotOptions:
     url: str | None = None
     rows: int = 1_000_000
     query_limit: int = 200_000
-    chunk_rows: int = CHUNK_ROWS
+    chunk_rows: int | None = None
+    """Default: the command's, CHUNK_ROWS logged, DIRECT_CHUNK_ROWS direct."""
+    direct: bool = True
+    """`snapshot --direct`; False measures the logged path."""
     master: str = "local[*]"
     schema: str = SCHEMA
     warm_up: bool = True
@@ -46,6 +49,10 @@ class SnapshotOptions:
     @property
     def database_url(self) -> str:
         return self.url or DEFAULT_POSTGRES_URL
+
+    @property
+    def chunk(self) -> int:
+        return self.chunk_rows or (DIRECT_CHUNK_ROWS if self.direct else CHUNK_ROWS)
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,12 @@ class SnapshotReport:
 
     @property
     def events(self) -> int:
-        return sum(t.rows for t in self.logged.tables.values())
+        return sum(t.rows - t.published for t in self.logged.tables.values())
+
+    @property
+    def published(self) -> int:
+        """Rows the direct path wrote as operations itself."""
+        return sum(t.published for t in self.logged.tables.values())
 
     @property
     def seconds(self) -> float:
@@ -92,9 +104,10 @@ class SnapshotReport:
 
     @property
     def complete(self) -> bool:
-        """Every row logged once and published as one operation, no event left new."""
+        """Every row written directly or logged, once, and published as one operation, no event left new."""
         rows = self.options.rows
-        return self.events == rows and self.drain.operations == rows and self.left_new == 0
+        return (self.events + self.published == rows and self.published + self.drain.operations == rows
+                and self.left_new == 0)
 
     def summary(self) -> dict[str, Any]:
         o = self.options
@@ -102,13 +115,14 @@ class SnapshotReport:
             "database": "postgresql",
             "rows": o.rows,
             "query_limit": o.query_limit,
-            "chunk_rows": o.chunk_rows,
+            "chunk_rows": o.chunk,
+            "path": "direct" if o.direct else "logged",
             "master": o.master,
             "load_seconds": round(self.load_seconds, 3),
             "spark_seconds": None if self.spark_seconds is None else round(self.spark_seconds, 3),
             "warm_up_seconds": round(self.warm_up_seconds, 3),
             "floor": self.floor.summary(),
-            "logging": {"events": self.events, "seconds": round(self.logged.seconds, 3)},
+            "logging": {"events": self.events, "published": self.published, "seconds": round(self.logged.seconds, 3)},
             "drain": self.drain.summary(),
             "seconds": round(self.seconds, 3),
             "floor_ratio": round(self.floor_ratio, 3),
@@ -125,13 +139,13 @@ def format_snapshot_report(report: SnapshotReport) -> str:
     rows = [
         ("floor: COPY of the table", f"{format_seconds(f.seconds)} ({format_count(f.rows)} rows, "
                                      f"{format_size(f.bytes_read)})"),
-        ("logging (snapshot command)", f"{format_seconds(report.logged.seconds)} "
-                                       f"({format_count(report.events)} events)"),
+        ("snapshot command", f"{format_seconds(report.logged.seconds)} ({format_count(report.published)} rows "
+                             f"written, {format_count(report.events)} logged)"),
         ("drain (cycles)", f"{format_seconds(d.seconds)} ({d.cycles} cycles, {d.distributed_cycles} as Spark jobs)"),
         ("total", format_seconds(report.seconds)),
         ("total / floor", f"{report.floor_ratio:,.1f}x"),
         ("rows/s end to end", format_count(report.rows_per_second)),
-        ("operations / documents", f"{format_count(d.operations)} / {format_count(d.documents)}"),
+        ("drained operations / documents", f"{format_count(d.operations)} / {format_count(d.documents)}"),
         ("statuses", "  ".join(f"{s} {format_count(n)}" for s, n in sorted(d.statuses.items()))),
         ("peak RSS driver / JVM / worker", f"{format_size(report.memory.driver)} / {format_size(report.memory.jvm)}"
                                            f" / {format_size(report.memory.python_worker)}"),
@@ -141,7 +155,8 @@ def format_snapshot_report(report: SnapshotReport) -> str:
     rows += [(f"  drain stage {stage}", format_seconds(spent)) for stage, spent in d.stage_seconds.items()
              if "." not in stage]
     width = max(len(name) for name, _ in rows) + 2
-    head = (f"snapshot cost on postgresql: usr, {format_count(o.rows)} rows, chunk_rows {format_count(o.chunk_rows)}, "
+    path = "snapshot --direct" if o.direct else "snapshot (logged)"
+    head = (f"{path} cost on postgresql: usr, {format_count(o.rows)} rows, chunk_rows {format_count(o.chunk)}, "
             f"query_limit {format_count(o.query_limit)}, master {o.master}")
     return "\n".join([head, *(f"{name:<{width}}{value}" for name, value in rows)])
 
@@ -179,7 +194,10 @@ def _run(options: SnapshotOptions, config: Config, engine: Engine, workdir: Path
                                     schema=options.schema), workdir)
     warm_up_seconds = time.perf_counter() - started
     with ProcessSampler(roots=[os.getpid()]) as sampler:
-        logged = snapshot(config, engine, chunk_rows=options.chunk_rows)
+        if options.direct:
+            logged = snapshot_directly(config, engine, chunk_rows=options.chunk)
+        else:
+            logged = snapshot(config, engine, chunk_rows=options.chunk)
         drained = drain(spark, engine, config, options.rows, "snapshot drain")
     return SnapshotReport(options, load_seconds, floor, logged, drained, sampler.memory(), count_new(config, engine),
                           spark_seconds, warm_up_seconds)

@@ -56,14 +56,21 @@ def install_command(config: Config, args: argparse.Namespace) -> int:
 
 def snapshot_command(config: Config, args: argparse.Namespace) -> int:
     from publisher.database import connect
-    from publisher.service.snapshot import CHUNK_ROWS, ProgressLines, snapshot
+    from publisher.service.snapshot import CHUNK_ROWS, ProgressLines, snapshot, snapshot_directly
 
-    result = snapshot(config, connect(config), args.table, args.where, Reader(args.subscriber), args.dry_run,
-                      args.chunk_rows or CHUNK_ROWS, ProgressLines())
+    reader = Reader(args.subscriber)
+    engine = connect(config)
+    if args.direct and not args.dry_run:
+        result = snapshot_directly(config, engine, args.table, args.where, reader, args.chunk_rows, ProgressLines())
+    else:
+        result = snapshot(config, engine, args.table, args.where, reader, args.dry_run,
+                          args.chunk_rows or CHUNK_ROWS, ProgressLines())
     print(json.dumps(result.summary()))
     if not args.dry_run:
         by = "run or poll" if args.subscriber is None else f"poll --subscriber {args.subscriber}"
-        print(f"logged {result.summary()['events']} row query-backs; {by} publishes them", file=sys.stderr)
+        summary = result.summary()
+        published = f"published {summary['published']} rows; " if result.direct else ""
+        print(f"{published}logged {summary['events']} row query-backs; {by} publishes them", file=sys.stderr)
     return 0
 
 

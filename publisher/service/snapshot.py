@@ -41,6 +41,7 @@ from publisher.model.events import EventType
 from publisher.pipeline.queryback import RowReading
 from publisher.rules.classify import snapshot_perpetrator
 from publisher.service.snapshot_chunks import EventLogger, KeyOrder, bound_after, log_chunk
+from publisher.service.snapshot_direct import MAX_CHUNK_ROWS, DirectOutput, publish_chunk, why_not_direct
 from publisher.service.snapshot_state import Begun, begin_parts, snapshot_table
 
 CHUNK_ROWS = 1_000
@@ -65,6 +66,8 @@ class TableSnapshot:
     """Rows the condition selected when the snapshot began."""
     resumed_after: str | None = None
     """The table_key after which a snapshot started again continued; None: from the first row."""
+    published: int = 0
+    """Of `rows`, those the direct path wrote as operations itself; the others were logged."""
 
 
 @dataclass
@@ -72,19 +75,26 @@ class SnapshotResult:
     reader: Reader
     dry_run: bool
     tables: dict[str, TableSnapshot] = field(default_factory=dict)
+    direct: bool = False
+    """The rows were written as operations where they could be (`snapshot_direct`)."""
     seconds: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         if self.dry_run:
             return {"snapshot": self.reader.subscriber or "status mode", "dry_run": True,
                     "rows": {name: t.total for name, t in self.tables.items()}}
-        return {
+        summary: dict[str, Any] = {
             "snapshot": self.reader.subscriber or "status mode",
-            "events": sum(t.rows for t in self.tables.values()),
+            "events": sum(t.rows - t.published for t in self.tables.values()),
             "tables": {name: {"rows": t.rows, "total": t.total, "resumed_after": t.resumed_after}
                        for name, t in self.tables.items()},
             "seconds": round(self.seconds, 3),
         }
+        if self.direct:
+            summary["published"] = sum(t.published for t in self.tables.values())
+            for name, t in self.tables.items():
+                summary["tables"][name]["published"] = t.published
+        return summary
 
 
 Progress = Callable[[str, int, int, float], None]
@@ -94,15 +104,18 @@ Progress = Callable[[str, int, int, float], None]
 def snapshot(
     config: Config, engine: Engine, tables: Sequence[str] = (), where: str | None = None,
     reader: Reader = STATUS_MODE, dry_run: bool = False, chunk_rows: int = CHUNK_ROWS,
-    progress: Progress | None = None,
+    progress: Progress | None = None, direct: DirectOutput | None = None,
 ) -> SnapshotResult:
     """Log every current row of `tables` (default: every published table; a subscriber's:
     every table its subscription tracks) that `where` selects, for `reader`; with `dry_run`,
-    only count them."""
+    only count them. With `direct` (the status mode's, its lock held), write the rows as
+    operations where they can be (`snapshot_direct`)."""
     started = time.perf_counter()
     chosen = _chosen_tables(config, engine, tables, reader)
     condition = (where or "").strip()
-    result = SnapshotResult(reader, dry_run)
+    result = SnapshotResult(reader, dry_run, direct=direct is not None)
+    if direct is not None and chunk_rows > MAX_CHUNK_ROWS:
+        raise SnapshotError(f"--chunk-rows {chunk_rows}: the direct path takes at most {MAX_CHUNK_ROWS:,} rows a chunk")
     counts = {name: _count(engine, config, table, condition) for name, table in chosen.items()}
     if dry_run:
         result.tables = {name: TableSnapshot(total=count) for name, count in counts.items()}
@@ -114,9 +127,38 @@ def snapshot(
     for name, table in chosen.items():
         result.tables[name] = _snapshot_one(
             engine, state, logger, table, condition, reader.key, counts[name], chunk_rows, progress,
-            begun[name])
+            begun[name], direct if direct is not None and why_not_direct(table) is None else None)
     result.seconds = time.perf_counter() - started
     return result
+
+
+DIRECT_CHUNK_ROWS = 10_000
+"""Rows read per transaction by `snapshot --direct`: its chunks are documents, not events a
+window must keep together, and a larger one costs less per row (a chunk's share locks are held
+while its documents are written, tens of milliseconds)."""
+
+
+def snapshot_directly(
+    config: Config, engine: Engine, tables: Sequence[str] = (), where: str | None = None,
+    reader: Reader = STATUS_MODE, chunk_rows: int | None = None, progress: Progress | None = None,
+) -> SnapshotResult:
+    """`snapshot --direct`: the status mode's snapshot with its rows written as operations where
+    they can be (`snapshot_direct`), holding the status mode's lock throughout, as a cycle does,
+    so that no cycle writes documents between a chunk's read and its commit."""
+    from publisher.service.lock import PublisherLock
+
+    if reader.subscriber is not None:
+        raise SnapshotError(f"--direct with --subscriber {reader.subscriber}: a subscriber's documents are written "
+                            "by its check-outs; snapshot it without --direct")
+    if config.output.publishes_changes:
+        raise SnapshotError("--direct: change tables or messages are on, and the direct path writes only XDS "
+                            "documents; snapshot without --direct")
+    schema = table_schema(config, engine)
+    catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
+    with PublisherLock(config) as lock:
+        direct = DirectOutput.of(config, engine, catalog.tables, lambda: lock.lost)
+        return snapshot(config, engine, tables, where, reader, chunk_rows=chunk_rows or DIRECT_CHUNK_ROWS,
+                        progress=progress, direct=direct)
 
 
 def _chosen_tables(
@@ -174,7 +216,7 @@ def _count(engine: Engine, config: Config, table: TableInfo, condition: str) -> 
 
 def _snapshot_one(
     engine: Engine, state: Table, logger: EventLogger, table: TableInfo, condition: str, reader: str,
-    total: int, chunk_rows: int, progress: Progress | None, begun: Begun,
+    total: int, chunk_rows: int, progress: Progress | None, begun: Begun, direct: DirectOutput | None,
 ) -> TableSnapshot:
     order = KeyOrder(table, state.schema, engine, condition)
     last_key, before, finished = begun
@@ -184,12 +226,16 @@ def _snapshot_one(
     after = None if last_key is None else order.values_of_key(last_key)
     began = time.perf_counter()
     while True:
-        chunk = log_chunk(engine, order, logger, state, reader, table.name, last_key, after, chunk_rows)
-        finished = len(chunk) < chunk_rows
-        if chunk:
-            last_key = chunk[-1][0]
-            after = bound_after(order, chunk[-1])
-        done.rows += len(chunk)
+        if direct is None:
+            chunk = log_chunk(engine, order, logger, state, reader, table.name, last_key, after, chunk_rows)
+        else:
+            chunk = publish_chunk(engine, order, logger, state, reader, table, last_key, after, chunk_rows, direct)
+        finished = chunk.rows < chunk_rows
+        if chunk.last is not None:
+            last_key = chunk.last[0]
+            after = bound_after(order, chunk.last)
+        done.rows += chunk.rows
+        done.published += chunk.published
         failpoints.reached("snapshot_chunk")
         if progress is not None:
             progress(table.name, before + done.rows, total, time.perf_counter() - began)

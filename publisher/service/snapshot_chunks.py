@@ -3,8 +3,9 @@ the application, and logged as events together with the snapshot's progress (`sn
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     ARRAY,
@@ -14,6 +15,7 @@ from sqlalchemy import (
     Engine,
     Insert,
     Integer,
+    Select,
     Table,
     Text,
     and_,
@@ -58,7 +60,8 @@ class EventLogger:
         log = event_log_table_of(config.event_log.table, (*names.in_order(), *extra), schema)
         self.roles = {role: log.c[getattr(names, role)] for role in
                       ("status", "event_type", "perpetrator", "table_name", "table_key")}
-        self.statement = insert(log).values({log.c[c]: literal_column(e) for c, e in extra.items()})
+        self.record_id = log.c[names.record_id]
+        self.single = self.statement = insert(log).values({log.c[c]: literal_column(e) for c, e in extra.items()})
         self.arrays = dialect_of(engine).id_arrays
         if self.arrays:
             self.statement = _insert_array(log, self.roles, extra)
@@ -77,6 +80,17 @@ class EventLogger:
             conn.execute(self.statement, [{self.roles[role].key: value for role, value in
                                            {**fixed, "table_key": key}.items()} for key in keys])
         return len(keys)
+
+
+    def mark(self, conn: Connection, table: str, key: str) -> int:
+        """One event, S already, whose record_id numbers a chunk the snapshot published itself
+        (`snapshot_direct`): the log shows the chunk, and its operations' event-ids are unique."""
+        row = {"status": Status.SUCCESS.value, "event_type": int(EventType.INSERT_ROW_QUERY_BACK),
+               "perpetrator": self.perpetrator, "table_name": table, "table_key": key}
+        values = {self.roles[role].key: value for role, value in row.items()}
+        if conn.dialect.insert_returning:
+            return int(conn.execute(self.single.returning(self.record_id), values).scalar_one())
+        return int(conn.execute(self.single, values).lastrowid)
 
 
 def _insert_array(log: Table, roles: dict[str, Column[Any]], extra: dict[str, str]) -> Insert:
@@ -113,8 +127,12 @@ class KeyOrder:
         the row inserted again, ahead of that insert's <add>."""
 
     def chunk(self, conn: Connection, after: Sequence[Any] | None, rows: int) -> list[tuple[str, tuple[Any, ...]]]:
-        """Up to `rows` (canonical key, bound key values) after `after`, in key order."""
-        query = select(*self.texts).select_from(self.reading.sql_table)
+        """Up to `rows` (canonical key, key texts) after `after`, in key order."""
+        return self.keyed(conn.execute(self.query(select(*self.texts), after, rows)))
+
+    def query(self, columns: Select[Any], after: Sequence[Any] | None, rows: int) -> Select[Any]:
+        """`columns` of up to `rows` rows after `after`, in key order, under the chunk's lock."""
+        query = columns.select_from(self.reading.sql_table)
         if self.condition:
             query = query.where(text(f"({self.condition})"))
         if after is not None:
@@ -122,8 +140,12 @@ class KeyOrder:
         query = query.order_by(*self.compared).limit(rows)
         if self.locked:
             query = query.with_for_update(read=True)
+        return query
+
+    def keyed(self, records: Iterable[Sequence[Any]]) -> list[tuple[str, tuple[Any, ...]]]:
+        """(canonical key, key texts) of records of the key columns."""
         out = []
-        for record in conn.execute(query):
+        for record in records:
             texts = [str(value) for value in record]
             try:
                 key = canonical_key_of(texts, self.reading.spelling)
@@ -160,23 +182,45 @@ LOCK_RETRIES = 100
 """Tries of one chunk whose share lock waited too long for a writer, before the snapshot fails."""
 
 
+@dataclass(frozen=True)
+class ChunkDone:
+    """What a committed chunk took: its rows, the last one's (canonical key, key texts), and
+    of its rows those the direct path wrote as operations (the others were logged)."""
+
+    rows: int
+    last: tuple[str, tuple[Any, ...]] | None
+    published: int = 0
+
+
 def log_chunk(
     engine: Engine, order: KeyOrder, logger: EventLogger, state: Table, reader: str, table: str,
     last_key: str | None, after: Sequence[Any] | None, chunk_rows: int,
-) -> list[tuple[str, tuple[Any, ...]]]:
-    """One chunk's rows read and logged, and the snapshot's progress, in one transaction. The
-    chunk's share locks give way to the application: a lock waited for too long (or a deadlock)
-    rolls the chunk back, and it is tried again a little later."""
+) -> ChunkDone:
+    """One chunk's rows read and logged, and the snapshot's progress, in one transaction."""
+
+    def work(conn: Connection) -> ChunkDone:
+        chunk = order.chunk(conn, after, chunk_rows)
+        logger.log(conn, table, (key for key, _ in chunk))
+        advance(conn, state, reader, table, chunk[-1][0] if chunk else last_key, len(chunk), len(chunk) < chunk_rows)
+        return ChunkDone(len(chunk), chunk[-1] if chunk else None)
+
+    return giving_way(engine, work)
+
+
+Done = TypeVar("Done")
+
+
+def giving_way(engine: Engine, work: Callable[[Connection], Done]) -> Done:
+    """`work` in one chunk transaction, committed. The chunk's share locks give way to the
+    application: a lock waited for too long (or a deadlock) rolls the chunk back, and it is
+    tried again a little later."""
     for attempt in range(LOCK_RETRIES):
         try:
             with engine.connect() as conn:
                 _begin_chunk(conn)
-                chunk = order.chunk(conn, after, chunk_rows)
-                logger.log(conn, table, (key for key, _ in chunk))
-                advance(conn, state, reader, table, chunk[-1][0] if chunk else last_key, len(chunk),
-                         len(chunk) < chunk_rows)
+                done = work(conn)
                 conn.commit()
-                return chunk
+                return done
         except DBAPIError as exc:
             if not _gave_way(exc, dialect_of(engine)) or attempt == LOCK_RETRIES - 1:
                 raise

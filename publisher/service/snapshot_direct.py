@@ -1,0 +1,148 @@
+"""A snapshot's direct path (`snapshot --direct`): a chunk's rows written as documents by the
+snapshot itself, in the chunk's transaction, instead of logged as events the cycles read back.
+
+Logging a row query-back per row costs every row twice over (an event written, read, read back
+and acknowledged). The direct path reads each chunk's rows whole, under the same share lock as
+the logged path, and writes them as the operations their row query-backs would have published
+(the same rules, `rules.columnar.query_back_operations`), while it holds the reader's lock, so
+that no cycle writes between them. Why that is consistent with the writers (README, "Snapshots"):
+- A row with no event waiting in the log (status N) when its chunk is read has had every change
+  published; the share lock holds any writer of it until the chunk commits, after its document
+  is written, so the row's next events are published after it.
+- A row with events waiting goes the logged way: it is logged as a row query-back in the same
+  transaction, behind them, as the logged path does with every row.
+- So is a row with a value that cannot be published: its event says why, as `E`.
+
+The operations' event-ids are negative, so that they never meet a record_id: the chunk's own
+event (logged `S`: the log shows each chunk) numbers them, `-(record_id × 2^20 + place)`.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from sqlalchemy import Connection, Engine, Table, func, select
+
+from publisher.config import Config
+from publisher.database import association_schema
+from publisher.errors import TransientError
+from publisher.model.arrow import arrow_schema_of
+from publisher.model.canonical import canonical_key
+from publisher.model.catalog import TableInfo
+from publisher.model.events import EventType, Status
+from publisher.outputs.cycle_files import next_cycle_number
+from publisher.outputs.documents import write_documents
+from publisher.pipeline.event_log import EventLogSource, event_log_source
+from publisher.rules.columnar import query_back_operations
+from publisher.rules.operations import OperationContext
+from publisher.rules.precedence import CurrentRow
+from publisher.service.snapshot_chunks import ChunkDone, EventLogger, KeyOrder, giving_way
+from publisher.service.snapshot_state import advance
+
+PLACE_BITS = 20
+"""A chunk's operations are numbered within 2^20: chunks of the direct path hold at most that."""
+MAX_CHUNK_ROWS = 1 << PLACE_BITS
+
+_EVENTS = arrow_schema_of(
+    "record_id long, position_time timestamp, class_name string, canonical_key string, event_type_code int, "
+    "attr_name string, value_type string, old_text string, new_text string"
+)
+
+
+@dataclass(frozen=True)
+class DirectOutput:
+    """Where and how the direct path writes: the status mode's output, its document size, and
+    the operation rules a cycle would publish the rows with."""
+
+    output: Path
+    batch_size: int
+    operations: OperationContext
+    log: EventLogSource
+    lock_lost: Callable[[], bool]
+    """Whether the reader's lock slipped away: a cycle may be writing, so no chunk may."""
+
+    @classmethod
+    def of(cls, config: Config, engine: Engine, tables: dict[str, TableInfo],
+           lock_lost: Callable[[], bool]) -> DirectOutput:
+        operations = OperationContext(tables, association_schema(config, engine), config.publisher.insert_row_operation)
+        return cls(Path(config.output.directory).resolve(), config.publisher.batch_size, operations,
+                   event_log_source(config, engine), lock_lost)
+
+
+def why_not_direct(table: TableInfo) -> str | None:
+    """Why a table's rows cannot be published directly, or None: a view has no lock to take,
+    and a logical class's values come from other tables (its rows go the logged way)."""
+    if table.is_view:
+        return "a view, read without a lock"
+    if table.is_logical:
+        return "a logical class"
+    return None
+
+
+def publish_chunk(
+    engine: Engine, order: KeyOrder, logger: EventLogger, state: Table, reader: str, table: TableInfo,
+    last_key: str | None, after: Sequence[Any] | None, chunk_rows: int, direct: DirectOutput,
+) -> ChunkDone:
+    """One chunk's rows read under the share lock; those with no event waiting written as
+    operations, the others logged; the progress committed with them."""
+
+    def work(conn: Connection) -> ChunkDone:
+        reading = order.reading
+        records = conn.execute(order.query(reading.select(), after, chunk_rows)).fetchall()
+        last = order.keyed([[records[-1][i] for i in reading.key_indices]])[0] if records else None
+        rows = reading.published(records)
+        waiting = waiting_keys(conn, direct.log, table)
+        logged = [key for key, _, problems in rows if problems or key in waiting]
+        current = {(table.name, key): CurrentRow(values) for key, values, problems in rows
+                   if not problems and key not in waiting}
+        logger.log(conn, table.name, logged)
+        if current:
+            if direct.lock_lost():
+                raise TransientError("the snapshot lost the status mode's lock; start it again to continue")
+            assert last is not None
+            _write(direct, logger.mark(conn, table.name, last[0]), table, current)
+        count = len(records)
+        advance(conn, state, reader, table.name, last[0] if last else last_key, count, count < chunk_rows)
+        return ChunkDone(count, last, len(current))
+
+    return giving_way(engine, work)
+
+
+def waiting_keys(conn: Connection, log: EventLogSource, table: TableInfo) -> set[str]:
+    """The canonical keys of the table's objects with an event still waiting (N) in the log."""
+    columns = log.table.c
+    names = log.columns
+    status, name, key = columns[names.status], columns[names.table_name], columns[names.table_key]
+    query = select(key).where(status == Status.NEW.value, func.lower(name) == table.name.lower())
+    waiting = set()
+    for (text,) in conn.execute(query):
+        try:
+            waiting.add(canonical_key(str(text), table.key_columns))
+        except ValueError:
+            continue
+    return waiting
+
+
+def _write(direct: DirectOutput, marker: int, table: TableInfo, current: dict[tuple[str, str], CurrentRow]) -> None:
+    """The rows' operations as a row query-back of an insert publishes them, in key order, in
+    documents of the output's next cycle number, durable before the chunk commits."""
+    count = len(current)
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    columns = {
+        "record_id": [-(marker * MAX_CHUNK_ROWS + place) for place in range(count)],
+        "position_time": [now] * count,
+        "class_name": [table.name] * count,
+        "canonical_key": [key for _, key in current],
+        "event_type_code": [int(EventType.INSERT_ROW_QUERY_BACK)] * count,
+    }
+    events = pa.table([pa.array(columns[f.name], f.type) if f.name in columns else pa.nulls(count, f.type)
+                       for f in _EVENTS], schema=_EVENTS)
+    resolved = query_back_operations(events, current, direct.operations)
+    operations = resolved.operations.sort_by([("event_id", "descending")])
+    if operations.num_rows != count:
+        raise AssertionError(f"{table.name}: {count} rows gave {operations.num_rows} operations")
+    write_documents(operations["xml"].to_pylist(), direct.output, next_cycle_number(direct.output), direct.batch_size)

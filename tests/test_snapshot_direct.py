@@ -1,0 +1,240 @@
+"""`publisher snapshot --direct`: the rows a table holds written as operations by the snapshot
+itself, consistent with the writers that change the table meanwhile; rows with events waiting,
+views and logical classes logged as before; killed at the worst moments and started again.
+
+The oracles are the consumer mirror (`verify`), the documents (each object's operations and
+their event-ids) and the event log (the chunks' own events, the rows logged)."""
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+import pytest
+from harness import drain
+from sqlalchemy import text
+from test_crash import MARKER_TIMEOUT, kill_session
+from test_snapshot import _writer, assert_mirrored, fill, make, operations
+from test_snapshot_cli import (
+    kill_at_chunk,
+    poll_until_drained,
+    populated,
+    run_snapshot,
+    snapshot_process,
+    write_config,
+)
+
+from publisher.cli import main
+from publisher.service.lock import PublisherLock
+from publisher.service.snapshot import SnapshotError, snapshot_directly
+
+
+def logged_rows(h) -> collections.Counter[tuple[str, str]]:
+    """(table, table_key) of each row query-back the snapshot logged and no cycle published yet."""
+    rows = h.db.rows(f"SELECT table_name, table_key FROM {h.table('event_log')} "
+                     "WHERE event_type = 5 AND perpetrator = 'publisher snapshot' AND status = 'N'")
+    return collections.Counter((t, k) for t, k in rows)
+
+
+def chunk_events(h) -> list[tuple[str, str]]:
+    """The chunks' own events: S already, one per chunk written directly."""
+    return h.db.rows(f"SELECT status, table_key FROM {h.table('event_log')} "
+                     "WHERE event_type = 5 AND perpetrator = 'publisher snapshot' AND status = 'S' ORDER BY record_id")
+
+
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_rows_from_before_the_capture_are_written_directly_then_followed(style, spark, database, tmp_path):
+    h = make(spark, database, tmp_path, insert_row_operation="add")
+    fill(h, 45)
+    h.install("usr", style=style)
+    result = snapshot_directly(h.config, h.engine, chunk_rows=20)
+    summary = result.summary()
+    assert summary["published"] == 45 and summary["events"] == 0
+    assert summary["tables"]["usr"] == {"rows": 45, "total": 45, "resumed_after": None, "published": 45}
+    assert [status for status, _ in chunk_events(h)] == ["S"] * 3
+    assert [key for _, key in chunk_events(h)] == ["idu=20", "idu=40", "idu=45"]
+    published = h.published().operations
+    assert operations(h) == collections.Counter()  # looked at once above
+    assert collections.Counter(op.findtext("association").strip() for op in published) == {
+        h.association(f"idu={i}"): 1 for i in range(1, 46)}
+    assert {op.tag for op in published} == {"add"}
+    ids = [int(op.get("event-id")) for op in published]
+    assert all(i < 0 for i in ids) and len(set(ids)) == 45, "negative, never a record_id, each its own"
+    assert [op.findtext("association").strip() for op in published][:3] == [
+        h.association(f"idu={i}") for i in (1, 2, 3)], "key order"
+    assert_mirrored(h)
+    usr = h.table("usr")
+    h.db.execute(f"UPDATE {usr} SET fname = 'changed', age = NULL WHERE idu <= 5",
+                 f"DELETE FROM {usr} WHERE idu BETWEEN 10 AND 14",
+                 f"INSERT INTO {usr} (idu, fname, age) VALUES (12, 'again', 3), (99, 'new', NULL)")
+    drain(h)
+    assert_mirrored(h)
+
+
+def test_rows_with_events_waiting_are_logged_behind_them(spark, database, tmp_path):
+    """A row changed since the capture, whose event no cycle has published yet, goes the logged
+    way: its snapshot event follows its change. The consumer gets the others at once."""
+    h = make(spark, database, tmp_path)
+    fill(h, 12)
+    h.install("usr", style="field")
+    usr = h.table("usr")
+    h.db.execute(f"UPDATE {usr} SET fname = 'before' WHERE idu IN (3, 8)", f"DELETE FROM {usr} WHERE idu = 5")
+    result = snapshot_directly(h.config, h.engine)
+    assert result.summary()["events"] == 2 and result.summary()["published"] == 9
+    assert logged_rows(h) == {("usr", "idu=3"): 1, ("usr", "idu=8"): 1}
+    assert set(operations(h)) == {h.association(f"idu={i}") for i in range(1, 13) if i not in (3, 5, 8)}
+    drain(h)
+    assert_mirrored(h)
+
+
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_a_direct_snapshot_under_writers_ends_equal(style, spark, database, tmp_path):
+    """Writers update, delete and re-insert rows while the snapshot writes; once the log is
+    drained the consumer equals the table."""
+    h = make(spark, database, tmp_path, query_limit=300)
+    rows = 1500
+    fill(h, rows)
+    h.install("usr", style=style)
+    stop, errors, results = threading.Event(), [], []
+    writers = [threading.Thread(target=_writer, args=(h, part, 4, rows, stop, errors)) for part in range(4)]
+    for thread in writers:
+        thread.start()
+    try:
+        results.append(snapshot_directly(h.config, h.engine, chunk_rows=40))
+    finally:
+        stop.set()
+        for thread in writers:
+            thread.join()
+    assert errors == []
+    (result,) = results
+    usr = result.tables["usr"]
+    assert 0 < usr.published <= usr.rows <= rows
+    assert sum(logged_rows(h).values()) == usr.rows - usr.published
+    drain(h, cycles=50)
+    assert_mirrored(h)
+
+
+def test_a_logical_class_is_logged_beside_a_table_written_directly(spark, database, tmp_path):
+    """grp's members are rows of another table, read when its events are published: grp goes
+    the logged way; usr, a plain table here, is written directly."""
+    import dataclasses
+
+    from harness import Harness
+    from schemas import OTHER_USER
+    from test_logical_classes import CLASSES, _ddl
+
+    h = Harness(spark, database, tmp_path, user=OTHER_USER, tables=())
+    h.config = dataclasses.replace(h.config, classes={"grp": CLASSES["grp"]})
+    h.db.execute(*_ddl(h.dialect, h.db.schema))
+    h.db.execute(f"INSERT INTO {h.table('usr')} (idu, fname, manager) VALUES (1, 'Ann', NULL), (2, 'Bo', 1)",
+                 f"INSERT INTO {h.table('grp')} (gid, name) VALUES (7, 'staff'), (8, NULL)",
+                 f"INSERT INTO {h.table('grp_member')} (gid, idu) VALUES (7, 1), (7, 2), (8, 2)")
+    h.install("usr", "grp")
+    result = snapshot_directly(h.config, h.engine)
+    assert (result.tables["grp"].published, result.tables["grp"].rows) == (0, 2)
+    assert (result.tables["usr"].published, result.tables["usr"].rows) == (2, 2)
+    drain(h)
+    assert_mirrored(h)
+
+
+def test_what_the_direct_path_refuses(spark, database, tmp_path):
+    h = make(spark, database, tmp_path)
+    fill(h, 3)
+    h.install("usr", style="field")
+    with pytest.raises(SnapshotError, match="--chunk-rows 2000000: the direct path takes at most 1,048,576"):
+        snapshot_directly(h.config, h.engine, chunk_rows=2_000_000)
+    assert h.published().operations == []
+
+
+def test_the_command_refuses_a_subscriber_and_the_formats(database, tmp_path, capsys):
+    config = populated(database, tmp_path / "publisher", users=3)
+    assert main(["snapshot", "-c", str(config), "--direct", "--subscriber", "hr"]) == 2
+    assert "--direct with --subscriber hr: a subscriber's documents are written by its check-outs" in \
+        capsys.readouterr().err
+    formats = write_config(database, tmp_path / "formats", '[output.change_tables]\nenabled = true\n')
+    assert main(["snapshot", "-c", str(formats), "--direct"]) == 2
+    assert "change tables or messages are on" in capsys.readouterr().err
+    assert main(["snapshot", "-c", str(config), "--direct", "--dry-run"]) == 0
+    assert '"dry_run": true' in capsys.readouterr().out
+
+
+def test_a_held_lock_stops_the_direct_path_before_it_reads(database, tmp_path, capsys):
+    """Another publisher writing the status mode's documents: a direct snapshot would write
+    among its cycles, so it exits (when_locked = "exit") naming the holder."""
+    config_path = populated(database, tmp_path / "publisher", users=3)
+    text_now = config_path.read_text(encoding="utf-8")
+    config_path.write_text(text_now.replace("[publisher]\n", '[publisher]\nwhen_locked = "exit"\n'), encoding="utf-8")
+    from publisher.config.loading import load_config
+
+    config = load_config(config_path)
+    with PublisherLock(config) as lock:
+        assert lock.held
+        assert main(["snapshot", "-c", str(config_path), "--direct"]) == 1
+    assert "is already being published by" in capsys.readouterr().err
+    assert not list((tmp_path / "publisher").rglob("*.xml"))
+    assert not database.rows(f"SELECT 1 FROM {database.qualified('event_log')}"), "nothing logged"
+
+
+def test_a_direct_snapshot_killed_at_each_chunk_continues_and_ends_equal(spark, database, tmp_path, capsys):
+    """Killed after each of its first chunks, writers changing rows between the runs: every run
+    continues after the last chunk it committed, no object is written twice, and once the log
+    is drained the consumer equals the tables."""
+    config = populated(database, tmp_path / "publisher")
+    usr = database.qualified("usr")
+    for run in range(1, 5):  # member's 12 rows in three chunks, then usr's first
+        kill_at_chunk(config, tmp_path / f"m{run}", "--direct", "--chunk-rows", "5")
+    database.execute(f"DELETE FROM {usr} WHERE idu = 15", f"INSERT INTO {usr} VALUES (99, 'new', 'row')",
+                     f"UPDATE {usr} SET fname = 'changed' WHERE idu IN (2, 18)")
+    summary = run_snapshot(config, "--direct", "--chunk-rows", "5")
+    assert summary["tables"]["usr"]["resumed_after"] == "idu=5"
+    assert summary["tables"]["member"]["rows"] == 0 and summary["tables"]["usr"]["rows"] == 15
+    poll_until_drained(database, config)
+    written = collections.Counter()
+    from lxml import etree
+
+    for path in sorted((tmp_path / "publisher" / "out").glob("*.xml")):
+        for op in etree.parse(str(path)).getroot().iter("add", "modify"):
+            if int(op.get("event-id")) < 0:
+                written[op.findtext("association").strip()] += 1
+    assert written and max(written.values()) == 1, written.most_common(3)
+    assert main(["verify", "-c", str(config)]) == 0, capsys.readouterr()
+
+
+def test_a_direct_snapshot_killed_between_its_documents_and_its_commit_loses_nothing(
+    spark, database, tmp_path, capsys,
+):
+    """The worst moment: a chunk's documents written, its progress not committed. The chunk is
+    written again when the snapshot continues (the same rows, under new event-ids: a <modify>
+    that replaces every attribute, applied twice to the same effect)."""
+    config = populated(database, tmp_path / "publisher")
+    markers = tmp_path / "m"
+    markers.mkdir()
+    process = snapshot_process(config, "--direct", "--chunk-rows", "5", failpoint="write", markers=markers)
+    try:
+        deadline = time.monotonic() + MARKER_TIMEOUT
+        while not (markers / "write.reached").exists():
+            assert process.poll() is None, process.stderr.read().decode()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        kill_session(process.pid)
+        process.wait(timeout=30)
+    database.execute(f"UPDATE {database.qualified('member')} SET idg = 'moved' WHERE idu = 2 AND idg = 'z'")
+    run_snapshot(config, "--direct", "--chunk-rows", "5")
+    poll_until_drained(database, config)
+    assert main(["verify", "-c", str(config)]) == 0, capsys.readouterr()
+
+
+def test_waiting_keys_are_read_as_the_cycle_reads_them(spark, database, tmp_path):
+    """An event whose table_name is spelled in another case, or whose key is spelled another way,
+    still holds its row back; an event of another table does not."""
+    h = make(spark, database, tmp_path)
+    fill(h, 4)
+    h.install("usr", style="field")
+    log = h.table("event_log")
+    with h.engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO {log} (status, event_type, perpetrator, table_name, table_key) "
+                          "VALUES ('N', 5, 'someone', 'USR', 'idu = 02'), ('N', 5, 'someone', 'other', 'idu=3')"))
+    result = snapshot_directly(h.config, h.engine)
+    assert result.tables["usr"].published == 3
+    assert logged_rows(h) == {("usr", "idu=2"): 1}
