@@ -238,3 +238,88 @@ def test_waiting_keys_are_read_as_the_cycle_reads_them(spark, database, tmp_path
     result = snapshot_directly(h.config, h.engine)
     assert result.tables["usr"].published == 3
     assert logged_rows(h) == {("usr", "idu=2"): 1}
+
+
+# --- a large table in key ranges, taken at once by Spark's tasks ----------------------------------
+
+def ranges_of(h) -> list[tuple]:
+    return h.db.rows(f"SELECT part, after_key, upto_key, last_key, finished_at IS NOT NULL "
+                     f"FROM {h.table('event_log_snapshot_range')} ORDER BY part")
+
+
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_a_large_table_is_taken_in_key_ranges_on_spark_under_writers(style, spark, database, tmp_path):
+    """Key ranges taken at once by Spark's tasks, each chunk by chunk, while writers change the
+    rows: every range ends, each row is written at most once, and once the log is drained the
+    consumer equals the table."""
+    h = make(spark, database, tmp_path, query_limit=300)
+    rows = 900
+    fill(h, rows)
+    h.install("usr", style=style)
+    stop, errors, results = threading.Event(), [], []
+    writers = [threading.Thread(target=_writer, args=(h, part, 3, rows, stop, errors)) for part in range(3)]
+    for thread in writers:
+        thread.start()
+    try:
+        results.append(snapshot_directly(h.config, h.engine, chunk_rows=40, spark=lambda: spark, parallel_rows=100))
+    finally:
+        stop.set()
+        for thread in writers:
+            thread.join()
+    assert errors == []
+    (result,) = results
+    cut = ranges_of(h)
+    assert len(cut) >= 2 and all(finished for *_, finished in cut), cut
+    assert [after for _, after, *_ in cut[1:]] == [upto for _, _, upto, *_ in cut[:-1]], "ranges meet"
+    assert cut[0][1] is None and cut[-1][2] is None, "from the first row to the last"
+    usr = result.tables["usr"]
+    assert 0 < usr.published <= usr.rows <= rows
+    assert sum(logged_rows(h).values()) == usr.rows - usr.published
+    written = collections.Counter(op.findtext("association").strip() for op in h.published().operations)
+    assert max(written.values()) == 1
+    drain(h, cycles=50)
+    assert_mirrored(h)
+
+
+def test_key_ranges_cut_on_a_compound_key_meet_without_a_gap(spark, database, tmp_path):
+    """A key of text and date, with texts that need quoting: the bounds are keys, each range
+    reads after its start up to its end inclusive, and every row is written exactly once."""
+    h = make(spark, database, tmp_path,
+             ddl="CREATE TABLE {t} (code VARCHAR(16) NOT NULL, born DATE NOT NULL, note VARCHAR(20), "
+                 "PRIMARY KEY (code, born))")
+    usr = h.table("usr")
+    h.db.execute(*(f"INSERT INTO {usr} (code, born, note) VALUES ('{c}', '2020-01-{d:02d}', NULL)"
+                   for c in ("a,1", "b=2", "c 3", "d'4".replace("'", "''")) for d in range(1, 29)))
+    h.install("usr", style="row")
+    result = snapshot_directly(h.config, h.engine, chunk_rows=10, spark=lambda: spark, parallel_rows=20)
+    assert result.tables["usr"].published == 112 and len(ranges_of(h)) >= 2
+    written = collections.Counter(op.findtext("association").strip() for op in h.published().operations)
+    assert len(written) == 112 and set(written.values()) == {1}
+    assert_mirrored(h)
+
+
+def test_key_ranges_killed_while_spark_takes_them_continue_each_after_its_last_chunk(database, tmp_path, capsys):
+    """SIGKILL while the tasks take their ranges (the process group: driver, JVM, workers);
+    the run after continues every unfinished range where it stopped, none writes a row twice,
+    and the consumer ends equal."""
+    config = populated(database, tmp_path / "publisher", users=400)
+    options = ("--direct", "--table", "usr", "--chunk-rows", "30", "--parallel-rows", "100")
+    kill_at_chunk(config, tmp_path / "m1", *options)
+    cut = database.rows(f"SELECT part, last_key, finished_at FROM {database.qualified('event_log_snapshot_range')}")
+    assert len(cut) >= 2 and any(finished is None for *_, finished in cut)
+    usr = database.qualified("usr")
+    database.execute(f"UPDATE {usr} SET fname = 'changed' WHERE idu IN (1, 200, 399)",
+                     f"DELETE FROM {usr} WHERE idu = 300")
+    summary = run_snapshot(config, *options)
+    assert summary["tables"]["usr"]["rows"] > 0
+    assert run_snapshot(config, "--direct", "--table", "member")["published"] == 12
+    poll_until_drained(database, config)
+    from lxml import etree
+
+    written = collections.Counter()
+    for path in sorted((tmp_path / "publisher" / "out").glob("*.xml")):
+        for op in etree.parse(str(path)).getroot().iter("add", "modify"):
+            if int(op.get("event-id")) < 0:
+                written[op.findtext("association").strip()] += 1
+    assert max(written.values()) == 1, written.most_common(3)
+    assert main(["verify", "-c", str(config)]) == 0, capsys.readouterr()

@@ -195,7 +195,7 @@ def _run(options: SnapshotOptions, config: Config, engine: Engine, workdir: Path
     warm_up_seconds = time.perf_counter() - started
     with ProcessSampler(roots=[os.getpid()]) as sampler:
         if options.direct:
-            logged = snapshot_directly(config, engine, chunk_rows=options.chunk)
+            logged = snapshot_directly(config, engine, chunk_rows=options.chunk, spark=lambda: spark)
         else:
             logged = snapshot(config, engine, chunk_rows=options.chunk)
         drained = drain(spark, engine, config, options.rows, "snapshot drain")

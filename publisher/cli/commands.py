@@ -57,11 +57,16 @@ def install_command(config: Config, args: argparse.Namespace) -> int:
 def snapshot_command(config: Config, args: argparse.Namespace) -> int:
     from publisher.database import connect
     from publisher.service.snapshot import CHUNK_ROWS, ProgressLines, snapshot, snapshot_directly
+    from publisher.service.snapshot_ranges import PARALLEL_ROWS
 
     reader = Reader(args.subscriber)
     engine = connect(config)
     if args.direct and not args.dry_run:
-        result = snapshot_directly(config, engine, args.table, args.where, reader, args.chunk_rows, ProgressLines())
+        from publisher.pipeline.spark import get_spark
+
+        result = snapshot_directly(config, engine, args.table, args.where, reader, args.chunk_rows, ProgressLines(),
+                                   spark=lambda: get_spark(config.spark),
+                                   parallel_rows=args.parallel_rows or PARALLEL_ROWS)
     else:
         result = snapshot(config, engine, args.table, args.where, reader, args.dry_run,
                           args.chunk_rows or CHUNK_ROWS, ProgressLines())

@@ -115,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "lock (no cycle runs meanwhile), instead of logging them: many times faster for a large "
                           "table. Rows with events waiting in the log, views and logical classes are still logged. "
                           "Not with --subscriber, nor with change tables or messages on")
+    snapshot.add_argument("--parallel-rows", type=_positive, default=None, metavar="N",
+                          help="--direct: a table with at least N rows left is cut into key ranges that Spark's "
+                          "tasks take at once (default 200000)")
 
     poll = with_config(commands.add_parser(
         "poll", help="run one polling cycle (or one subscriber's check-out) and print a JSON summary",

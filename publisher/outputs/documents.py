@@ -34,12 +34,13 @@ class DocumentWritten:
 
 
 def write_documents(
-    operations: Sequence[bytes], directory: Path, cycle: int, batch_size: int
+    operations: Sequence[bytes], directory: Path, cycle: int, batch_size: int, first_index: int = 0
 ) -> list[DocumentWritten]:
     """Write a small cycle's serialised operations, in publication order, from the driver: cut
-    into documents of `batch_size`, written to temporary names, flushed to disk together, renamed."""
+    into documents of `batch_size`, written to temporary names, flushed to disk together, renamed.
+    Their numbers within the cycle begin at `first_index`."""
     staged = []
-    for index, start in enumerate(range(0, len(operations), batch_size)):
+    for index, start in enumerate(range(0, len(operations), batch_size), start=first_index):
         xml = operations[start : start + batch_size]
         data = build_document(xml)
         path = directory / document_name(cycle, index)
@@ -50,9 +51,9 @@ def write_documents(
     if not staged:
         return []
     sync_file_system(directory)
-    for index, (tmp, path, _) in enumerate(staged):
+    for placed, (tmp, path, _) in enumerate(staged):
         os.replace(tmp, path)
-        if index == 0:
+        if placed == 0:
             reached("write")
     fsync_directory(directory)
     return [written for _, _, written in staged]

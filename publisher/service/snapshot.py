@@ -15,16 +15,16 @@ chunk: no row is logged twice, none is left out.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Engine,
-    Table,
     func,
     select,
     text,
@@ -35,14 +35,37 @@ from publisher import failpoints
 from publisher.capture.install import published_tables
 from publisher.config import STATUS_MODE, Config, Reader
 from publisher.database import table_schema
-from publisher.errors import root_cause
+from publisher.errors import TransientError, root_cause
 from publisher.model.catalog import Catalog, TableInfo, reflect_catalog
 from publisher.model.events import EventType
 from publisher.pipeline.queryback import RowReading
 from publisher.rules.classify import snapshot_perpetrator
 from publisher.service.snapshot_chunks import EventLogger, KeyOrder, bound_after, log_chunk
-from publisher.service.snapshot_direct import MAX_CHUNK_ROWS, DirectOutput, publish_chunk, why_not_direct
-from publisher.service.snapshot_state import Begun, begin_parts, snapshot_table
+from publisher.service.snapshot_direct import MAX_CHUNK_ROWS, DirectOutput, Numbering, publish_chunk, why_not_direct
+from publisher.service.snapshot_ranges import (
+    PARALLEL_ROWS,
+    RangeJob,
+    cut_ranges,
+    parallelism,
+    record,
+    rows_logged,
+    take_in_driver,
+    take_on_spark,
+)
+from publisher.service.snapshot_state import (
+    Begun,
+    KeyRange,
+    TablePart,
+    begin_parts,
+    finish_ranges,
+    part_started_at,
+    range_table,
+    recorded_ranges,
+    snapshot_table,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 CHUNK_ROWS = 1_000
 """Rows logged per transaction: small enough that a window of `query_limit` rows ends near a
@@ -105,11 +128,13 @@ def snapshot(
     config: Config, engine: Engine, tables: Sequence[str] = (), where: str | None = None,
     reader: Reader = STATUS_MODE, dry_run: bool = False, chunk_rows: int = CHUNK_ROWS,
     progress: Progress | None = None, direct: DirectOutput | None = None,
+    spark: Callable[[], SparkSession] | None = None, parallel_rows: int = PARALLEL_ROWS,
 ) -> SnapshotResult:
     """Log every current row of `tables` (default: every published table; a subscriber's:
     every table its subscription tracks) that `where` selects, for `reader`; with `dry_run`,
     only count them. With `direct` (the status mode's, its lock held), write the rows as
-    operations where they can be (`snapshot_direct`)."""
+    operations where they can be (`snapshot_direct`), a table with `parallel_rows` rows or more
+    in key ranges on the Spark session `spark` gives (`snapshot_ranges`)."""
     started = time.perf_counter()
     chosen = _chosen_tables(config, engine, tables, reader)
     condition = (where or "").strip()
@@ -120,16 +145,39 @@ def snapshot(
     if dry_run:
         result.tables = {name: TableSnapshot(total=count) for name, count in counts.items()}
         return result
-    state = snapshot_table(config.event_log.table, table_schema(config, engine))
+    schema = table_schema(config, engine)
+    state = snapshot_table(config.event_log.table, schema)
     state.create(engine, checkfirst=True)
-    logger = EventLogger(config, engine, snapshot_perpetrator(reader))
+    range_table(config.event_log.table, schema).create(engine, checkfirst=True)
+    taking = _Taking(config, engine, schema, snapshot_perpetrator(reader), condition, reader.key, chunk_rows,
+                     progress, direct, spark, parallel_rows)
     begun = begin_parts(engine, state, reader.key, condition, counts)
     for name, table in chosen.items():
-        result.tables[name] = _snapshot_one(
-            engine, state, logger, table, condition, reader.key, counts[name], chunk_rows, progress,
-            begun[name], direct if direct is not None and why_not_direct(table) is None else None)
+        result.tables[name] = _snapshot_one(taking, table, counts[name], begun[name])
     result.seconds = time.perf_counter() - started
     return result
+
+
+@dataclass(frozen=True)
+class _Taking:
+    """What taking each table's part of a snapshot needs, resolved once."""
+
+    config: Config
+    engine: Engine
+    schema: str | None
+    perpetrator: str
+    condition: str
+    reader: str
+    chunk_rows: int
+    progress: Progress | None
+    direct: DirectOutput | None
+    spark: Callable[[], SparkSession] | None
+    parallel_rows: int
+
+    def job(self, table: TableInfo, direct: DirectOutput | None) -> RangeJob:
+        lockless = None if direct is None else dataclasses.replace(direct, lock_lost=None)
+        return RangeJob(self.config.database.sqlalchemy_url(), self.config, self.schema, table, self.condition,
+                        self.reader, self.perpetrator, self.chunk_rows, lockless)
 
 
 DIRECT_CHUNK_ROWS = 10_000
@@ -141,10 +189,12 @@ while its documents are written, tens of milliseconds)."""
 def snapshot_directly(
     config: Config, engine: Engine, tables: Sequence[str] = (), where: str | None = None,
     reader: Reader = STATUS_MODE, chunk_rows: int | None = None, progress: Progress | None = None,
+    spark: Callable[[], SparkSession] | None = None, parallel_rows: int = PARALLEL_ROWS,
 ) -> SnapshotResult:
     """`snapshot --direct`: the status mode's snapshot with its rows written as operations where
     they can be (`snapshot_direct`), holding the status mode's lock throughout, as a cycle does,
-    so that no cycle writes documents between a chunk's read and its commit."""
+    so that no cycle writes documents between a chunk's read and its commit; a large table in
+    key ranges on the Spark session `spark` gives, when it gives one."""
     from publisher.service.lock import PublisherLock
 
     if reader.subscriber is not None:
@@ -158,7 +208,7 @@ def snapshot_directly(
     with PublisherLock(config) as lock:
         direct = DirectOutput.of(config, engine, catalog.tables, lambda: lock.lost)
         return snapshot(config, engine, tables, where, reader, chunk_rows=chunk_rows or DIRECT_CHUNK_ROWS,
-                        progress=progress, direct=direct)
+                        progress=progress, direct=direct, spark=spark, parallel_rows=parallel_rows)
 
 
 def _chosen_tables(
@@ -214,33 +264,82 @@ def _count(engine: Engine, config: Config, table: TableInfo, condition: str) -> 
         raise SnapshotError(f"--where {condition!r} on table {table.name}: {root_cause(exc)}") from None
 
 
-def _snapshot_one(
-    engine: Engine, state: Table, logger: EventLogger, table: TableInfo, condition: str, reader: str,
-    total: int, chunk_rows: int, progress: Progress | None, begun: Begun, direct: DirectOutput | None,
-) -> TableSnapshot:
-    order = KeyOrder(table, state.schema, engine, condition)
+def _snapshot_one(taking: _Taking, table: TableInfo, total: int, begun: Begun) -> TableSnapshot:
     last_key, before, finished = begun
     done = TableSnapshot(total=total, resumed_after=last_key)
     if finished:
         return done
-    after = None if last_key is None else order.values_of_key(last_key)
+    direct = taking.direct if taking.direct is not None and why_not_direct(table) is None else None
     began = time.perf_counter()
+
+    def report(rows: int) -> None:
+        if taking.progress is not None:
+            taking.progress(table.name, rows, total, time.perf_counter() - began)
+
+    ranges = _ranges(taking, table, direct, last_key, total - before)
+    if ranges is not None:
+        return _take_ranges(taking, table, direct, ranges, done, report)
+    engine = taking.engine
+    order = KeyOrder(table, taking.schema, engine, taking.condition)
+    logger = EventLogger(taking.config, engine, taking.perpetrator)
+    part = TablePart(taking.config.event_log.table, taking.schema, taking.reader, table.name)
+    numbering = None if direct is None else Numbering(direct.output)
+    after = None if last_key is None else order.values_of_key(last_key)
+    chunk_rows = taking.chunk_rows
     while True:
-        if direct is None:
-            chunk = log_chunk(engine, order, logger, state, reader, table.name, last_key, after, chunk_rows)
+        if direct is None or numbering is None:
+            chunk = log_chunk(engine, order, logger, part, last_key, after, chunk_rows)
         else:
-            chunk = publish_chunk(engine, order, logger, state, reader, table, last_key, after, chunk_rows, direct)
-        finished = chunk.rows < chunk_rows
+            chunk = publish_chunk(engine, order, logger, part, last_key, after, chunk_rows, direct, numbering)
         if chunk.last is not None:
             last_key = chunk.last[0]
             after = bound_after(order, chunk.last)
         done.rows += chunk.rows
         done.published += chunk.published
         failpoints.reached("snapshot_chunk")
-        if progress is not None:
-            progress(table.name, before + done.rows, total, time.perf_counter() - began)
-        if finished:
+        report(before + done.rows)
+        if chunk.rows < chunk_rows:
             return done
+
+
+def _ranges(taking: _Taking, table: TableInfo, direct: DirectOutput | None, last_key: str | None,
+            left: int) -> list[KeyRange] | None:
+    """The key ranges this part of a snapshot was cut into, or is cut into now (a direct one of
+    a table with `parallel_rows` rows or more left, with Spark at hand); None: taken whole."""
+    engine = taking.engine
+    state = snapshot_table(taking.config.event_log.table, taking.schema)
+    ranges = range_table(taking.config.event_log.table, taking.schema)
+    with engine.connect() as conn:
+        started_at = part_started_at(conn, state, taking.reader, table.name)
+        recorded = recorded_ranges(conn, ranges, taking.reader, table.name, started_at)
+    if recorded:
+        return recorded
+    if direct is None or taking.spark is None or left < max(taking.parallel_rows, 2 * taking.chunk_rows):
+        return None
+    order = KeyOrder(table, taking.schema, engine, taking.condition)
+    cut = cut_ranges(engine, order, last_key, left, parallelism(taking.spark()))
+    record(engine, taking.job(table, direct), started_at, cut)
+    return cut
+
+
+def _take_ranges(taking: _Taking, table: TableInfo, direct: DirectOutput | None, ranges: list[KeyRange],
+                 done: TableSnapshot, report: Callable[[int], None]) -> TableSnapshot:
+    """Every unfinished range taken (on Spark when the rows are written directly and a session
+    is at hand), then the table's part finished."""
+    job = taking.job(table, direct)
+    engine = taking.engine
+    if direct is not None and taking.spark is not None:
+        if direct.lock_lost is not None and direct.lock_lost():
+            raise TransientError("the snapshot lost the status mode's lock; start it again to continue")
+        rows, published = take_on_spark(taking.spark(), engine, job, ranges, report)
+    else:
+        rows, published = take_in_driver(engine, job, ranges, report)
+    done.rows += rows
+    done.published += published
+    finish_ranges(engine, taking.config.event_log.table, taking.schema, taking.reader, table.name)
+    failpoints.reached("snapshot_chunk")
+    report(rows_logged(engine, job))
+    return done
 
 
 class ProgressLines:

@@ -24,6 +24,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    not_,
     or_,
     select,
     text,
@@ -42,7 +43,7 @@ from publisher.model.events import EventType, Status
 from publisher.model.keys import KeyPart, format_key
 from publisher.pipeline.event_log import event_log_table_of, logged_transaction_column
 from publisher.pipeline.queryback import RowReading
-from publisher.service.snapshot_state import advance
+from publisher.service.snapshot_state import TablePart
 
 
 class EventLogger:
@@ -111,7 +112,8 @@ class KeyOrder:
     """A table's rows in key order, a chunk at a time, each with its canonical table_key; the
     key compared as query-back compares it (typed, or as its text where that is not exact)."""
 
-    def __init__(self, table: TableInfo, schema: str | None, engine: Engine, condition: str) -> None:
+    def __init__(self, table: TableInfo, schema: str | None, engine: Engine, condition: str,
+                 upto: str | None = None) -> None:
         self.reading = RowReading(table, schema, engine.dialect)
         self.keys = self.reading.keys
         self.compared = [self.reading.texts[c.name] if c.matched_as_text else self.reading.sql_table.c[c.name]
@@ -119,6 +121,8 @@ class KeyOrder:
         self.texts = [self.reading.texts[c.name] for c in self.keys]
         self.condition = condition
         self.expanded = not dialect_of(engine).row_value_index
+        self.upto = None if upto is None else self.values_of_key(upto)
+        """The last key this order reads (a key range's end), or None: to the table's last row."""
         self.locked = not table.is_view
         """A row is read with a share lock: a writer's delete not yet committed, whose event took
         its record_id already, is waited for (and the row then passed over), and one that comes
@@ -130,15 +134,17 @@ class KeyOrder:
         """Up to `rows` (canonical key, key texts) after `after`, in key order."""
         return self.keyed(conn.execute(self.query(select(*self.texts), after, rows)))
 
-    def query(self, columns: Select[Any], after: Sequence[Any] | None, rows: int) -> Select[Any]:
+    def query(self, columns: Select[Any], after: Sequence[Any] | None, rows: int, locked: bool = True) -> Select[Any]:
         """`columns` of up to `rows` rows after `after`, in key order, under the chunk's lock."""
         query = columns.select_from(self.reading.sql_table)
         if self.condition:
             query = query.where(text(f"({self.condition})"))
         if after is not None:
-            query = query.where(self._after(after))
+            query = query.where(self._after(after, "after"))
+        if self.upto is not None:
+            query = query.where(not_(self._after(self.upto, "upto")))
         query = query.order_by(*self.compared).limit(rows)
-        if self.locked:
+        if self.locked and locked:
             query = query.with_for_update(read=True)
         return query
 
@@ -165,8 +171,8 @@ class KeyOrder:
         values = key_values(key, self.reading.spelling)
         return tuple(bound_value(c.key_kind, v) for c, v in zip(self.keys, values, strict=True))
 
-    def _after(self, after: Sequence[Any]) -> ColumnElement[bool]:
-        params = [bindparam(f"after{i}", value, type_=NullType()) for i, value in enumerate(after)]
+    def _after(self, after: Sequence[Any], name: str) -> ColumnElement[bool]:
+        params = [bindparam(f"{name}{i}", value, type_=NullType()) for i, value in enumerate(after)]
         if len(params) == 1:
             return self.compared[0] > params[0]
         if not self.expanded:
@@ -193,15 +199,15 @@ class ChunkDone:
 
 
 def log_chunk(
-    engine: Engine, order: KeyOrder, logger: EventLogger, state: Table, reader: str, table: str,
-    last_key: str | None, after: Sequence[Any] | None, chunk_rows: int,
+    engine: Engine, order: KeyOrder, logger: EventLogger, part: TablePart, last_key: str | None,
+    after: Sequence[Any] | None, chunk_rows: int,
 ) -> ChunkDone:
     """One chunk's rows read and logged, and the snapshot's progress, in one transaction."""
 
     def work(conn: Connection) -> ChunkDone:
         chunk = order.chunk(conn, after, chunk_rows)
-        logger.log(conn, table, (key for key, _ in chunk))
-        advance(conn, state, reader, table, chunk[-1][0] if chunk else last_key, len(chunk), len(chunk) < chunk_rows)
+        logger.log(conn, part.table, (key for key, _ in chunk))
+        part.advance(conn, chunk[-1][0] if chunk else last_key, len(chunk), len(chunk) < chunk_rows)
         return ChunkDone(len(chunk), chunk[-1] if chunk else None)
 
     return giving_way(engine, work)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import Connection, Engine, Table, func, select
+from sqlalchemy import Connection, Engine, func, select
 
 from publisher.config import Config
 from publisher.database import association_schema
@@ -41,7 +41,7 @@ from publisher.rules.columnar import query_back_operations
 from publisher.rules.operations import OperationContext
 from publisher.rules.precedence import CurrentRow
 from publisher.service.snapshot_chunks import ChunkDone, EventLogger, KeyOrder, giving_way
-from publisher.service.snapshot_state import advance
+from publisher.service.snapshot_state import TablePart
 
 PLACE_BITS = 20
 """A chunk's operations are numbered within 2^20: chunks of the direct path hold at most that."""
@@ -62,12 +62,13 @@ class DirectOutput:
     batch_size: int
     operations: OperationContext
     log: EventLogSource
-    lock_lost: Callable[[], bool]
-    """Whether the reader's lock slipped away: a cycle may be writing, so no chunk may."""
+    lock_lost: Callable[[], bool] | None
+    """Whether the reader's lock slipped away: a cycle may be writing, so no chunk may. None in
+    an executor: the driver holding the lock asks."""
 
     @classmethod
     def of(cls, config: Config, engine: Engine, tables: dict[str, TableInfo],
-           lock_lost: Callable[[], bool]) -> DirectOutput:
+           lock_lost: Callable[[], bool] | None) -> DirectOutput:
         operations = OperationContext(tables, association_schema(config, engine), config.publisher.insert_row_operation)
         return cls(Path(config.output.directory).resolve(), config.publisher.batch_size, operations,
                    event_log_source(config, engine), lock_lost)
@@ -84,14 +85,15 @@ def why_not_direct(table: TableInfo) -> str | None:
 
 
 def publish_chunk(
-    engine: Engine, order: KeyOrder, logger: EventLogger, state: Table, reader: str, table: TableInfo,
-    last_key: str | None, after: Sequence[Any] | None, chunk_rows: int, direct: DirectOutput,
+    engine: Engine, order: KeyOrder, logger: EventLogger, part: TablePart, last_key: str | None,
+    after: Sequence[Any] | None, chunk_rows: int, direct: DirectOutput, numbering: Numbering,
 ) -> ChunkDone:
     """One chunk's rows read under the share lock; those with no event waiting written as
     operations, the others logged; the progress committed with them."""
 
     def work(conn: Connection) -> ChunkDone:
         reading = order.reading
+        table = reading.table
         records = conn.execute(order.query(reading.select(), after, chunk_rows)).fetchall()
         last = order.keyed([[records[-1][i] for i in reading.key_indices]])[0] if records else None
         rows = reading.published(records)
@@ -101,12 +103,12 @@ def publish_chunk(
                    if not problems and key not in waiting}
         logger.log(conn, table.name, logged)
         if current:
-            if direct.lock_lost():
+            if direct.lock_lost is not None and direct.lock_lost():
                 raise TransientError("the snapshot lost the status mode's lock; start it again to continue")
             assert last is not None
-            _write(direct, logger.mark(conn, table.name, last[0]), table, current)
+            _write(direct, numbering, logger.mark(conn, table.name, last[0]), table, current)
         count = len(records)
-        advance(conn, state, reader, table.name, last[0] if last else last_key, count, count < chunk_rows)
+        part.advance(conn, last[0] if last else last_key, count, count < chunk_rows)
         return ChunkDone(count, last, len(current))
 
     return giving_way(engine, work)
@@ -127,7 +129,27 @@ def waiting_keys(conn: Connection, log: EventLogSource, table: TableInfo) -> set
     return waiting
 
 
-def _write(direct: DirectOutput, marker: int, table: TableInfo, current: dict[tuple[str, str], CurrentRow]) -> None:
+class Numbering:
+    """The names of a chunk's documents: the output's next cycle number for each chunk (chunks
+    written one at a time), or one cycle number a key range was given and the index after its
+    last document (ranges written at once, `snapshot_ranges`)."""
+
+    def __init__(self, output: Path, cycle: int | None = None) -> None:
+        self.output = output
+        self.cycle = cycle
+        self.index = 0
+
+    def take(self, documents: int) -> tuple[int, int]:
+        """(cycle number, index of the first document) for a chunk's `documents`."""
+        if self.cycle is None:
+            return next_cycle_number(self.output), 0
+        first = self.index
+        self.index += documents
+        return self.cycle, first
+
+
+def _write(direct: DirectOutput, numbering: Numbering, marker: int, table: TableInfo,
+           current: dict[tuple[str, str], CurrentRow]) -> None:
     """The rows' operations as a row query-back of an insert publishes them, in key order, in
     documents of the output's next cycle number, durable before the chunk commits."""
     count = len(current)
@@ -145,4 +167,5 @@ def _write(direct: DirectOutput, marker: int, table: TableInfo, current: dict[tu
     operations = resolved.operations.sort_by([("event_id", "descending")])
     if operations.num_rows != count:
         raise AssertionError(f"{table.name}: {count} rows gave {operations.num_rows} operations")
-    write_documents(operations["xml"].to_pylist(), direct.output, next_cycle_number(direct.output), direct.batch_size)
+    cycle, first = numbering.take(-(-count // direct.batch_size))
+    write_documents(operations["xml"].to_pylist(), direct.output, cycle, direct.batch_size, first)

@@ -10,6 +10,7 @@ from sqlalchemy import (
     Column,
     Connection,
     Engine,
+    Integer,
     MetaData,
     String,
     Table,
@@ -83,6 +84,88 @@ def advance(conn: Connection, state: Table, reader: str, table: str, last_key: s
         finished_at=now if finished else None))
 
 
+def range_table(log: str, schema: str | None, metadata: MetaData | None = None) -> Table:
+    """`<event_log>_snapshot_range`: the key ranges a table's part of a snapshot was cut into to
+    be taken in parallel (`snapshot_ranges`), each with how far it has come: it begins after
+    `after` (NULL: at the first row) and ends at `upto` (inclusive; NULL: at the last row)."""
+    return Table(
+        f"{log}_snapshot_range", metadata or MetaData(),
+        Column("reader", String(255), primary_key=True),
+        Column("table_name", String(255), primary_key=True),
+        Column("part", Integer, primary_key=True),
+        Column("started_at", String(32), nullable=False),
+        Column("after_key", Text),
+        Column("upto_key", Text),
+        Column("last_key", Text),
+        Column("finished_at", String(32)),
+        schema=schema,
+    )
+
+
+@dataclass(frozen=True)
+class TablePart:
+    """Where a chunk's progress is committed: a table's part of a snapshot, or one key range of
+    it (`part`), whose chunks also count in the table's rows."""
+
+    log: str
+    schema: str | None
+    reader: str
+    table: str
+    part: int | None = None
+
+    def advance(self, conn: Connection, last_key: str | None, logged: int, finished: bool) -> None:
+        state = snapshot_table(self.log, self.schema)
+        if self.part is None:
+            advance(conn, state, self.reader, self.table, last_key, logged, finished)
+            return
+        now = _now()
+        ranges = range_table(self.log, self.schema)
+        conn.execute(ranges.update().where(
+            and_(ranges.c.reader == self.reader, ranges.c.table_name == self.table, ranges.c.part == self.part),
+        ).values(last_key=last_key, finished_at=now if finished else None))
+        conn.execute(state.update().where(and_(state.c.reader == self.reader, state.c.table_name == self.table))
+                     .values(rows_logged=state.c.rows_logged + logged, updated_at=now))
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """One key range of a table's part: after `after` (None: from the first row) up to `upto`
+    (inclusive; None: to the last row), continued after `last_key` when it has one."""
+
+    part: int
+    after: str | None
+    upto: str | None
+    last_key: str | None = None
+    finished: bool = False
+
+    @property
+    def resume_after(self) -> str | None:
+        return self.last_key if self.last_key is not None else self.after
+
+
+def recorded_ranges(conn: Connection, ranges: Table, reader: str, table: str, started_at: str) -> list[KeyRange]:
+    """The key ranges of this part of a snapshot (those of an earlier one are not)."""
+    mine = and_(ranges.c.reader == reader, ranges.c.table_name == table, ranges.c.started_at == started_at)
+    rows = conn.execute(select(ranges).where(mine).order_by(ranges.c.part)).mappings()
+    return [KeyRange(r["part"], r["after_key"], r["upto_key"], r["last_key"], r["finished_at"] is not None)
+            for r in rows]
+
+
+def record_ranges(conn: Connection, ranges: Table, reader: str, table: str, started_at: str,
+                  cut: list[KeyRange]) -> None:
+    """The ranges a part is cut into, replacing those of any earlier part of the table."""
+    conn.execute(ranges.delete().where(and_(ranges.c.reader == reader, ranges.c.table_name == table)))
+    conn.execute(ranges.insert(), [{"reader": reader, "table_name": table, "part": r.part, "started_at": started_at,
+                                    "after_key": r.after, "upto_key": r.upto, "last_key": None, "finished_at": None}
+                                   for r in cut])
+
+
+def part_started_at(conn: Connection, state: Table, reader: str, table: str) -> str:
+    row = conn.execute(select(state.c.started_at).where(
+        and_(state.c.reader == reader, state.c.table_name == table))).one()
+    return str(row[0])
+
+
 def _now(exact: bool = False) -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds" if exact else "seconds")
 
@@ -116,3 +199,15 @@ def recorded_snapshots(config: Config, engine: Engine) -> list[RecordedSnapshot]
         rows = conn.execute(select(state).order_by(state.c.reader, state.c.table_name)).mappings().all()
     return [RecordedSnapshot(row["reader"], row["table_name"], int(row["rows_logged"]), int(row["rows_total"]),
                              row["started_at"], row["finished_at"]) for row in rows]
+
+
+def finish_ranges(engine: Engine, log: str, schema: str | None, reader: str, table: str) -> None:
+    """A table's part done once every key range of it is: its last key the last range's."""
+    state, ranges = snapshot_table(log, schema), range_table(log, schema)
+    with engine.begin() as conn:
+        started_at = part_started_at(conn, state, reader, table)
+        cut = recorded_ranges(conn, ranges, reader, table, started_at)
+        left = [r.part for r in cut if not r.finished]
+        if left:
+            raise RuntimeError(f"snapshot of {table}: key ranges {left} are not finished")
+        advance(conn, state, reader, table, cut[-1].resume_after if cut else None, 0, True)
