@@ -78,8 +78,10 @@ def test_run_with_initial_snapshot_loads_the_rows_from_before_install(sqlite_dat
     with log_path.open("w") as log_file:
         run = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", str(config)],
                                stdout=subprocess.DEVNULL, stderr=log_file, env=cli_env())
+    loaded = load_config(str(config))
     try:
-        wait_for(lambda: len(statuses(database)) == 30 and "N" not in statuses(database).values(), run, log_path)
+        wait_for(lambda: "initial snapshot for the status mode" in log_path.read_text(), run, log_path)
+        wait_for(lambda: not check(loaded, connect(loaded)).differences, run, log_path)
         run.send_signal(signal.SIGTERM)
         run.wait(60)
     finally:
@@ -88,9 +90,9 @@ def test_run_with_initial_snapshot_loads_the_rows_from_before_install(sqlite_dat
             run.wait()
     text = log_path.read_text()
     assert run.returncode == 0, text
-    assert "initial snapshot for the status mode: logged 30 rows of 1 tables" in text
-    loaded = load_config(str(config))
+    assert "initial snapshot for the status mode: 30 rows of 1 tables, 30 written directly, 0 logged" in text
     assert check(loaded, connect(loaded)).differences == []
+    assert "N" not in statuses(database).values()
 
 
 def test_stats_and_metrics_show_a_snapshot_under_way(spark, sqlite_database, tmp_path):

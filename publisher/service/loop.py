@@ -26,6 +26,7 @@ from publisher.outputs.durable import write_atomically
 from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
 
 if TYPE_CHECKING:
+    from publisher.service.lock import PublisherLock
     from publisher.service.metrics import PublisherMetrics, ReaderMetrics
 
 log = logging.getLogger("publisher")
@@ -155,7 +156,7 @@ def serve(
                     log.info("publishing %s from %s for %s to %s", config.event_log.table,
                              config.database.display_url(), reader, output)
                     if config.publisher.initial_snapshot:
-                        _initial_snapshot(engine, config, output, reader)
+                        _initial_snapshot(engine, config, output, reader, lock, session_spark)
                     if metrics is not None:
                         metrics.lock_held(True)
                     try:
@@ -174,13 +175,16 @@ def serve(
         log.warning("publishing for %s paused until its lock is ours again", reader)
 
 
-def _initial_snapshot(engine: Engine, config: Config, output: Path, reader: Reader) -> None:
+def _initial_snapshot(engine: Engine, config: Config, output: Path, reader: Reader, lock: PublisherLock,
+                      spark: Any) -> None:
     from publisher.service.snapshot import ProgressLines, initial_snapshot
 
-    done = initial_snapshot(config, engine, output, reader, ProgressLines(log.info))
+    done = initial_snapshot(config, engine, output, reader, ProgressLines(log.info), lambda: lock.lost, lambda: spark)
     if done is not None:
         rows = sum(t.rows for t in done.tables.values())
-        log.info("initial snapshot for %s: logged %d rows of %d tables", reader, rows, len(done.tables))
+        written = sum(t.published for t in done.tables.values())
+        log.info("initial snapshot for %s: %d rows of %d tables, %d written directly, %d logged", reader, rows,
+                 len(done.tables), written, rows - written)
 
 
 def _following(stop: threading.Event) -> threading.Event:

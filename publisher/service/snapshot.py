@@ -361,10 +361,13 @@ class ProgressLines:
 
 
 def initial_snapshot(config: Config, engine: Engine, output: Path, reader: Reader = STATUS_MODE,
-                     progress: Progress | None = None) -> SnapshotResult | None:
+                     progress: Progress | None = None, lock_lost: Callable[[], bool] | None = None,
+                     spark: Callable[[], SparkSession] | None = None) -> SnapshotResult | None:
     """`publisher.initial_snapshot`: the snapshot a reader gets before its first cycle when its
     output holds no document and no snapshot of it is recorded; one a stop interrupted is
-    continued, table by table. None when none is due."""
+    continued, table by table. None when none is due. Given `lock_lost` (the caller holds the
+    status mode's lock), the status mode's is written directly where it can be, as `snapshot
+    --direct` does, its large tables in key ranges on `spark`."""
     from publisher.service.mirror import document_paths
 
     state = snapshot_table(config.event_log.table, table_schema(config, engine))
@@ -377,6 +380,9 @@ def initial_snapshot(config: Config, engine: Engine, output: Path, reader: Reade
     waiting = [name for name in _chosen_tables(config, engine, (), reader) if not recorded.get(name)]
     if not waiting:
         return None
-    return snapshot(config, engine, waiting, reader=reader, progress=progress)
-
-
+    if lock_lost is None or reader.subscriber is not None or config.output.publishes_changes:
+        return snapshot(config, engine, waiting, reader=reader, progress=progress)
+    catalog = reflect_catalog(engine, table_schema(config, engine), published_tables(config, engine), config.classes)
+    direct = DirectOutput.of(config, engine, catalog.tables, lock_lost)
+    return snapshot(config, engine, waiting, reader=reader, chunk_rows=DIRECT_CHUNK_ROWS, progress=progress,
+                    direct=direct, spark=spark)
