@@ -380,9 +380,12 @@ class Poll:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """`publisher snapshot` of every published table, `chunk_rows` rows per transaction."""
+    """`publisher snapshot` of every published table, `chunk_rows` rows per transaction; with
+    `direct`, `snapshot --direct` (and with `ranges`, every table in key ranges on Spark)."""
 
     chunk_rows: int
+    direct: bool = False
+    ranges: bool = False
 
 
 def _maybe_null(literals: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
@@ -468,6 +471,11 @@ def scenarios(draw: st.DrawFn, dialect: str, max_steps: int = 20) -> Scenario:
     return Scenario(dialect, tables, tuple(draw(steps(tables, max_steps))))
 
 
+def _snapshots() -> st.SearchStrategy[Snapshot]:
+    """Logged or direct, and direct in key ranges one time in four."""
+    return st.builds(Snapshot, st.integers(1, 7), st.booleans(), st.integers(0, 3).map(lambda i: i == 0))
+
+
 @st.composite
 def with_snapshots(draw: st.DrawFn, scenarios: st.SearchStrategy[Scenario], before_install: bool = True) -> Scenario:
     """A scenario with 1-2 snapshots at random moments; with `before_install`, its first inserts
@@ -475,14 +483,14 @@ def with_snapshots(draw: st.DrawFn, scenarios: st.SearchStrategy[Scenario], befo
     scenario = draw(scenarios)
     steps = list(scenario.steps)
     for _ in range(draw(st.integers(1, 2))):
-        steps.insert(draw(st.integers(0, len(steps))), Snapshot(draw(st.integers(1, 7))))
+        steps.insert(draw(st.integers(0, len(steps))), draw(_snapshots()))
     leading = 0
     if before_install:
         while leading < len(steps) and isinstance(steps[leading], Insert):
             leading += 1
         leading = draw(st.integers(0, leading))
         if leading:
-            steps.insert(leading, Snapshot(draw(st.integers(1, 7))))
+            steps.insert(leading, draw(_snapshots()))
     return dataclasses.replace(scenario, steps=tuple(steps), before_install=leading)
 
 
@@ -1473,9 +1481,14 @@ def install(h: Any, ddl: Sequence[str], tables: Sequence[str], style: str) -> No
 def poll_with(h: Any, poll: Poll | Snapshot) -> None:
     """A cycle, or a snapshot (whose events later cycles publish)."""
     if isinstance(poll, Snapshot):
-        from publisher.service.snapshot import snapshot
+        from publisher.service.snapshot import snapshot, snapshot_directly
 
-        snapshot(h.config, h.engine, chunk_rows=poll.chunk_rows)
+        if not poll.direct:
+            snapshot(h.config, h.engine, chunk_rows=poll.chunk_rows)
+        elif poll.ranges:
+            snapshot_directly(h.config, h.engine, chunk_rows=poll.chunk_rows, spark=lambda: h.spark, parallel_rows=1)
+        else:
+            snapshot_directly(h.config, h.engine, chunk_rows=poll.chunk_rows)
         return
     h.reconfigure(query_limit=poll.query_limit, batch_size=poll.batch_size)
     h.poll()
