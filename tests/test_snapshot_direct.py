@@ -14,7 +14,7 @@ import pytest
 from harness import drain
 from sqlalchemy import text
 from test_crash import MARKER_TIMEOUT, kill_session
-from test_snapshot import _writer, assert_mirrored, fill, make, operations
+from test_snapshot import _writer, assert_mirrored, change_some, fill, make, operations
 from test_snapshot_cli import (
     kill_at_chunk,
     poll_until_drained,
@@ -26,7 +26,7 @@ from test_snapshot_cli import (
 
 from publisher.cli import main
 from publisher.service.lock import PublisherLock
-from publisher.service.snapshot import SnapshotError, snapshot_directly
+from publisher.service.snapshot import SnapshotError, SnapshotResult, snapshot_directly
 
 
 def logged_rows(h) -> collections.Counter[tuple[str, str]]:
@@ -34,6 +34,38 @@ def logged_rows(h) -> collections.Counter[tuple[str, str]]:
     rows = h.db.rows(f"SELECT table_name, table_key FROM {h.table('event_log')} "
                      "WHERE event_type = 5 AND perpetrator = 'publisher snapshot' AND status = 'N'")
     return collections.Counter((t, k) for t, k in rows)
+
+
+def under_writers(h, style: str, rows: int, writers: int, **direct) -> SnapshotResult:
+    """`rows` rows filled and captured, then a direct snapshot while `writers` threads update,
+    delete and re-insert them; no writer's statement failed."""
+    fill(h, rows)
+    h.install("usr", style=style)
+    stop, errors, results = threading.Event(), [], []
+    threads = [threading.Thread(target=_writer, args=(h, part, writers, rows, stop, errors)) for part in range(writers)]
+    for thread in threads:
+        thread.start()
+    try:
+        results.append(snapshot_directly(h.config, h.engine, **direct))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    (result,) = results
+    return result
+
+
+def written_directly(output) -> collections.Counter[str]:
+    """How often each object was written by a direct snapshot (negative event-ids), in `output`'s documents."""
+    from lxml import etree
+
+    written: collections.Counter[str] = collections.Counter()
+    for path in sorted(output.glob("*.xml")):
+        for op in etree.parse(str(path)).getroot().iter("add", "modify"):
+            if int(op.get("event-id")) < 0:
+                written[op.findtext("association").strip()] += 1
+    return written
 
 
 def chunk_events(h) -> list[tuple[str, str]]:
@@ -63,12 +95,7 @@ def test_rows_from_before_the_capture_are_written_directly_then_followed(style, 
     assert [op.findtext("association").strip() for op in published][:3] == [
         h.association(f"idu={i}") for i in (1, 2, 3)], "key order"
     assert_mirrored(h)
-    usr = h.table("usr")
-    h.db.execute(f"UPDATE {usr} SET fname = 'changed', age = NULL WHERE idu <= 5",
-                 f"DELETE FROM {usr} WHERE idu BETWEEN 10 AND 14",
-                 f"INSERT INTO {usr} (idu, fname, age) VALUES (12, 'again', 3), (99, 'new', NULL)")
-    drain(h)
-    assert_mirrored(h)
+    change_some(h)
 
 
 def test_rows_with_events_waiting_are_logged_behind_them(spark, database, tmp_path):
@@ -93,20 +120,7 @@ def test_a_direct_snapshot_under_writers_ends_equal(style, spark, database, tmp_
     drained the consumer equals the table."""
     h = make(spark, database, tmp_path, query_limit=300)
     rows = 1500
-    fill(h, rows)
-    h.install("usr", style=style)
-    stop, errors, results = threading.Event(), [], []
-    writers = [threading.Thread(target=_writer, args=(h, part, 4, rows, stop, errors)) for part in range(4)]
-    for thread in writers:
-        thread.start()
-    try:
-        results.append(snapshot_directly(h.config, h.engine, chunk_rows=40))
-    finally:
-        stop.set()
-        for thread in writers:
-            thread.join()
-    assert errors == []
-    (result,) = results
+    result = under_writers(h, style, rows, 4, chunk_rows=40)
     usr = result.tables["usr"]
     assert 0 < usr.published <= usr.rows <= rows
     assert sum(logged_rows(h).values()) == usr.rows - usr.published
@@ -189,13 +203,7 @@ def test_a_direct_snapshot_killed_at_each_chunk_continues_and_ends_equal(spark, 
     assert summary["tables"]["usr"]["resumed_after"] == "idu=5"
     assert summary["tables"]["member"]["rows"] == 0 and summary["tables"]["usr"]["rows"] == 15
     poll_until_drained(database, config)
-    written = collections.Counter()
-    from lxml import etree
-
-    for path in sorted((tmp_path / "publisher" / "out").glob("*.xml")):
-        for op in etree.parse(str(path)).getroot().iter("add", "modify"):
-            if int(op.get("event-id")) < 0:
-                written[op.findtext("association").strip()] += 1
+    written = written_directly(tmp_path / "publisher" / "out")
     assert written and max(written.values()) == 1, written.most_common(3)
     assert main(["verify", "-c", str(config)]) == 0, capsys.readouterr()
 
@@ -254,20 +262,7 @@ def test_a_large_table_is_taken_in_key_ranges_on_spark_under_writers(style, spar
     consumer equals the table."""
     h = make(spark, database, tmp_path, query_limit=300)
     rows = 900
-    fill(h, rows)
-    h.install("usr", style=style)
-    stop, errors, results = threading.Event(), [], []
-    writers = [threading.Thread(target=_writer, args=(h, part, 3, rows, stop, errors)) for part in range(3)]
-    for thread in writers:
-        thread.start()
-    try:
-        results.append(snapshot_directly(h.config, h.engine, chunk_rows=40, spark=lambda: spark, parallel_rows=100))
-    finally:
-        stop.set()
-        for thread in writers:
-            thread.join()
-    assert errors == []
-    (result,) = results
+    result = under_writers(h, style, rows, 3, chunk_rows=40, spark=lambda: spark, parallel_rows=100)
     cut = ranges_of(h)
     assert len(cut) >= 2 and all(finished for *_, finished in cut), cut
     assert [after for _, after, *_ in cut[1:]] == [upto for _, _, upto, *_ in cut[:-1]], "ranges meet"
@@ -314,12 +309,6 @@ def test_key_ranges_killed_while_spark_takes_them_continue_each_after_its_last_c
     assert summary["tables"]["usr"]["rows"] > 0
     assert run_snapshot(config, "--direct", "--table", "member")["published"] == 12
     poll_until_drained(database, config)
-    from lxml import etree
-
-    written = collections.Counter()
-    for path in sorted((tmp_path / "publisher" / "out").glob("*.xml")):
-        for op in etree.parse(str(path)).getroot().iter("add", "modify"):
-            if int(op.get("event-id")) < 0:
-                written[op.findtext("association").strip()] += 1
-    assert max(written.values()) == 1, written.most_common(3)
+    written = written_directly(tmp_path / "publisher" / "out")
+    assert written and max(written.values()) == 1, written.most_common(3)
     assert main(["verify", "-c", str(config)]) == 0, capsys.readouterr()
