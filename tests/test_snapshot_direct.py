@@ -7,6 +7,7 @@ their event-ids) and the event log (the chunks' own events, the rows logged)."""
 from __future__ import annotations
 
 import collections
+import functools
 import threading
 import time
 
@@ -26,7 +27,7 @@ from test_snapshot_cli import (
 
 from publisher.cli import main
 from publisher.service.lock import PublisherLock
-from publisher.service.snapshot import SnapshotError, SnapshotResult, snapshot_directly
+from publisher.service.snapshot import SnapshotError, SnapshotResult, snapshot, snapshot_directly
 
 
 def logged_rows(h) -> collections.Counter[tuple[str, str]]:
@@ -312,3 +313,94 @@ def test_key_ranges_killed_while_spark_takes_them_continue_each_after_its_last_c
     written = written_directly(tmp_path / "publisher" / "out")
     assert written and max(written.values()) == 1, written.most_common(3)
     assert main(["verify", "-c", str(config)]) == 0, capsys.readouterr()
+
+
+# --- what user trials found ------------------------------------------------------------------------
+
+def test_a_key_changed_while_a_chunk_waits_for_its_row_leaves_no_row_behind(spark, postgresql_database, tmp_path):
+    """A writer changes the key of the row a chunk ends on and commits while the chunk waits for
+    its lock. PostgreSQL then hands the row back with its new key: had that key bounded the next
+    chunk, the rows in between would have been passed over."""
+    h = make(spark, postgresql_database, tmp_path)
+    fill(h, 20)
+    h.install("usr", style="row")
+    usr = h.table("usr")
+    writer = h.engine.connect()
+    writer.execute(text(f"UPDATE {usr} SET idu = 1005 WHERE idu = 5"))
+    results, errors = [], []
+
+    def run() -> None:
+        try:
+            results.append(snapshot_directly(h.config, h.engine, chunk_rows=5))
+        except Exception as exc:  # noqa: BLE001 - reported by the test's own thread
+            errors.append(exc)
+
+    taker = threading.Thread(target=run)
+    taker.start()
+    deadline = time.monotonic() + 30
+    while not h.db.rows("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%'"):
+        assert time.monotonic() < deadline, "the chunk never waited for the writer's row"
+        time.sleep(0.005)
+    writer.commit()
+    writer.close()
+    taker.join()
+    assert errors == []
+    taken = results[0].tables["usr"]
+    assert (taken.rows, taken.published) == (20, 19), "1005 later, behind its waiting event; none passed over"
+    drain(h)
+    assert_mirrored(h)
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "logged"])
+def test_keys_with_no_canonical_form_continue_and_cut_into_ranges(spark, postgresql_database, tmp_path, direct):
+    """Dates BC and -infinity as keys: such rows are logged (their events say why, E); a snapshot
+    stopped after a chunk ending on one continues, and key ranges may end on one."""
+    from test_snapshot_run import Stop, stop_in_usr
+
+    h = make(spark, postgresql_database, tmp_path, ddl="CREATE TABLE {t} (born DATE PRIMARY KEY, note TEXT)")
+    usr = h.table("usr")
+    h.db.execute(f"INSERT INTO {usr} VALUES ('-infinity', 'x')",
+                 *(f"INSERT INTO {usr} VALUES ('{year:04d}-03-15 BC', 'bc')" for year in range(1, 11)),
+                 *(f"INSERT INTO {usr} VALUES ('2020-01-{day:02d}', 'ad')" for day in range(1, 11)))
+    h.install("usr", style="row")
+    take = functools.partial(snapshot_directly, h.config, h.engine) if direct else functools.partial(
+        snapshot, h.config, h.engine)
+    with pytest.raises(Stop):
+        take(chunk_rows=3, progress=stop_in_usr)
+    ((stopped_after,),) = h.db.rows(f"SELECT last_key FROM {h.table('event_log_snapshot')}")
+    assert "0009-03-15 BC" in stopped_after
+    again = take(chunk_rows=3, **({"spark": lambda: spark, "parallel_rows": 4} if direct else {}))
+    assert again.tables["usr"].rows == 21 - 3
+    drain(h)
+    published = {op.findtext("association").strip() for op in h.published().operations}
+    assert {h.association(f"born=2020-01-{day:02d}") for day in range(1, 11)} <= published
+    assert sorted(h.statuses().values()).count("E") == 11, "the keys no table_key can hold"
+
+
+def test_a_sqlite_key_of_no_declared_type_is_compared_as_its_text(spark, sqlite_database, tmp_path):
+    """SQLite keeps each value of an untyped column in its own storage class: an integer key is
+    never greater than, nor equal to, the text it is spelled in. Such a key is read, bounded and
+    looked up by its text, on both paths and by query-back."""
+    h = make(spark, sqlite_database, tmp_path, ddl="CREATE TABLE {t} (idu PRIMARY KEY, fname TEXT)")
+    usr = h.table("usr")
+    h.db.execute(*(f"INSERT INTO {usr} VALUES ({i}, 'n{i}')" for i in range(1, 51)))
+    h.install("usr", style="row")
+    assert snapshot_directly(h.config, h.engine, chunk_rows=10).tables["usr"].published == 50
+    h.db.execute(f"UPDATE {usr} SET fname = 'changed' WHERE idu IN (7, 42)")
+    assert snapshot(h.config, h.engine, chunk_rows=10).tables["usr"].rows == 50
+    drain(h)
+    assert "W" not in h.statuses().values()
+    assert_mirrored(h)
+
+
+def test_a_condition_that_closes_its_parenthesis_is_refused(spark, database, tmp_path):
+    """`--where "id > 0) OR (id > 0"` would read as one condition and then escape the chunk's
+    bounds (every chunk starting again from the first row)."""
+    h = make(spark, database, tmp_path)
+    fill(h, 10)
+    h.install("usr", style="field")
+    for condition in ("idu > 0) OR (idu > 0", "(idu > 0", "fname = ')' OR (idu > 0"):
+        with pytest.raises(SnapshotError, match="unbalanced parentheses"):
+            snapshot_directly(h.config, h.engine, where=condition)
+    result = snapshot_directly(h.config, h.engine, where="fname = ')(' OR (idu > 8)")
+    assert result.tables["usr"].published == 2

@@ -42,7 +42,9 @@ class ColumnInfo:
     """How the column's values are spelled in a canonical table_key."""
     matched_as_text: bool = False
     """Query-back finds a row by the column's text, not its value: SQLite's text of a REAL is
-    not exact, so the value a trigger logged may not compare equal to the stored one."""
+    not exact, so the value a trigger logged may not compare equal to the stored one; and a
+    column with no declared type keeps each value's own storage class (an integer never equals,
+    nor is greater than, the text a key is spelled in)."""
     in_arrays: bool = False
     """A plain type (integer, text, numeric, date-time, date, uuid, boolean) whose values an
     array literal or list of PostgreSQL carries as they are: query-back binds a chunk of such
@@ -359,7 +361,7 @@ def _reflect_table(inspector, dialect: str, schema: str | None, name: str, is_vi
             scale=int_attribute(c["type"], "scale"),
             key_position=key_rank[c["name"]] + 1 if c["name"] in keys else 0,
             key_kind=key_kind_of(c["type"], dialect),
-            matched_as_text=as_given and isinstance(c["type"], (sqltypes.Numeric, sqltypes.Float)),
+            matched_as_text=as_given and isinstance(c["type"], (sqltypes.Numeric, sqltypes.Float, sqltypes.NullType)),
             in_arrays=isinstance(c["type"], IN_ARRAYS),
         )
         for ordinal, c in enumerate(columns, start=1)

@@ -138,6 +138,9 @@ def snapshot(
     started = time.perf_counter()
     chosen = _chosen_tables(config, engine, tables, reader)
     condition = (where or "").strip()
+    if not balanced(condition):
+        raise SnapshotError(f"--where {condition!r}: unbalanced parentheses (outside quotes); a condition that "
+                            "closes its own parenthesis would escape the chunks' key bounds")
     result = SnapshotResult(reader, dry_run, direct=direct is not None)
     if direct is not None and chunk_rows > MAX_CHUNK_ROWS:
         raise SnapshotError(f"--chunk-rows {chunk_rows}: the direct path takes at most {MAX_CHUNK_ROWS:,} rows a chunk")
@@ -209,6 +212,24 @@ def snapshot_directly(
         direct = DirectOutput.of(config, engine, catalog.tables, lambda: lock.lost)
         return snapshot(config, engine, tables, where, reader, chunk_rows=chunk_rows or DIRECT_CHUNK_ROWS,
                         progress=progress, direct=direct, spark=spark, parallel_rows=parallel_rows)
+
+
+def balanced(condition: str) -> bool:
+    """Whether every parenthesis outside quoted text ('…', "…", `…`) closes one opened before it,
+    and every one opened is closed."""
+    depth, quote = 0, None
+    for char in condition:
+        if quote is not None:
+            quote = None if char == quote else quote
+        elif char in "'\"`":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0 and quote is None
 
 
 def _chosen_tables(
@@ -291,14 +312,14 @@ def _snapshot_one(taking: _Taking, table: TableInfo, total: int, begun: Begun) -
             chunk = log_chunk(engine, order, logger, part, last_key, after, chunk_rows)
         else:
             chunk = publish_chunk(engine, order, logger, part, last_key, after, chunk_rows, direct, numbering)
-        if chunk.last is not None:
-            last_key = chunk.last[0]
-            after = bound_after(order, chunk.last)
+        if chunk.extent.last is not None:
+            last_key = chunk.extent.last[0]
+            after = bound_after(order, chunk.extent.last)
         done.rows += chunk.rows
         done.published += chunk.published
         failpoints.reached("snapshot_chunk")
         report(before + done.rows)
-        if chunk.rows < chunk_rows:
+        if chunk.extent.finished:
             return done
 
 

@@ -40,7 +40,7 @@ from publisher.dialects import Dialect, dialect_of
 from publisher.model.canonical import bound_value, canonical_key_of, key_values
 from publisher.model.catalog import TableInfo
 from publisher.model.events import EventType, Status
-from publisher.model.keys import KeyPart, format_key
+from publisher.model.keys import KeyPart, format_key, parse_key
 from publisher.pipeline.event_log import event_log_table_of, logged_transaction_column
 from publisher.pipeline.queryback import RowReading
 from publisher.service.snapshot_state import TablePart
@@ -108,6 +108,15 @@ def _insert_array(log: Table, roles: dict[str, Column[Any]], extra: dict[str, st
     return insert(log).from_select(columns, select(*values).select_from(keys).order_by(keys.c.ordinal))
 
 
+@dataclass(frozen=True)
+class ChunkExtent:
+    """Where a chunk ends: the (canonical key, key texts) of its last row in key order (None: no
+    row is left), and whether it is the table's (or key range's) last chunk."""
+
+    last: tuple[str, tuple[Any, ...]] | None
+    finished: bool
+
+
 class KeyOrder:
     """A table's rows in key order, a chunk at a time, each with its canonical table_key; the
     key compared as query-back compares it (typed, or as its text where that is not exact)."""
@@ -130,12 +139,31 @@ class KeyOrder:
         event could land between a delete and the insert of the same key and be published, as
         the row inserted again, ahead of that insert's <add>."""
 
-    def chunk(self, conn: Connection, after: Sequence[Any] | None, rows: int) -> list[tuple[str, tuple[Any, ...]]]:
-        """Up to `rows` (canonical key, key texts) after `after`, in key order."""
-        return self.keyed(conn.execute(self.query(select(*self.texts), after, rows)))
+    def extent(self, conn: Connection, after: Sequence[Any] | None, rows: int) -> ChunkExtent:
+        """Where a chunk of up to `rows` rows after `after` ends, read without a lock. Its rows
+        are then read up to that key, under the lock (`locked`): a LIMIT under the lock would
+        let PostgreSQL hand back, in a row it waited for, the key a writer just gave it, out
+        of order and far ahead, and the rows in between would be passed over."""
+        keys = self.keyed(conn.execute(self.query(select(*self.texts), after, rows)))
+        return ChunkExtent(keys[-1] if keys else None, len(keys) < rows)
 
-    def query(self, columns: Select[Any], after: Sequence[Any] | None, rows: int, locked: bool = True) -> Select[Any]:
-        """`columns` of up to `rows` rows after `after`, in key order, under the chunk's lock."""
+    def chunk(self, conn: Connection, after: Sequence[Any] | None,
+              rows: int) -> tuple[ChunkExtent, list[tuple[str, tuple[Any, ...]]]]:
+        """The extent of a chunk of up to `rows` rows after `after`, and its rows' (canonical key,
+        key texts) in key order, read under the lock."""
+        extent = self.extent(conn, after, rows)
+        if extent.last is None:
+            return extent, []
+        return extent, self.keyed(conn.execute(self.locked_rows(select(*self.texts), after, extent)))
+
+    def locked_rows(self, columns: Select[Any], after: Sequence[Any] | None, extent: ChunkExtent) -> Select[Any]:
+        """`columns` of a chunk's rows, after `after` up to its extent's last key, under its lock."""
+        assert extent.last is not None
+        query = self.query(columns, after, None).where(not_(self._after(bound_after(self, extent.last), "last")))
+        return query.with_for_update(read=True) if self.locked else query
+
+    def query(self, columns: Select[Any], after: Sequence[Any] | None, rows: int | None) -> Select[Any]:
+        """`columns` of up to `rows` rows (None: all) after `after`, in key order, without a lock."""
         query = columns.select_from(self.reading.sql_table)
         if self.condition:
             query = query.where(text(f"({self.condition})"))
@@ -143,10 +171,8 @@ class KeyOrder:
             query = query.where(self._after(after, "after"))
         if self.upto is not None:
             query = query.where(not_(self._after(self.upto, "upto")))
-        query = query.order_by(*self.compared).limit(rows)
-        if self.locked and locked:
-            query = query.with_for_update(read=True)
-        return query
+        query = query.order_by(*self.compared)
+        return query if rows is None else query.limit(rows)
 
     def keyed(self, records: Iterable[Sequence[Any]]) -> list[tuple[str, tuple[Any, ...]]]:
         """(canonical key, key texts) of records of the key columns."""
@@ -167,8 +193,14 @@ class KeyOrder:
         return self.values_of_key(key)
 
     def values_of_key(self, key: str) -> tuple[Any, ...]:
-        """A canonical table_key as bound values (a snapshot resumed after it)."""
-        values = key_values(key, self.reading.spelling)
+        """A table_key as bound values (a snapshot resumed after it, a key range's end). One that
+        has no canonical form (a key value the published text cannot hold, such as a date BC,
+        which `keyed` spells as read) is bound as the texts it was read as, as `bound_after` does."""
+        try:
+            values = key_values(key, self.reading.spelling)
+        except ValueError:
+            parts = {part.column.lower(): part.value for part in parse_key(key)}
+            return tuple(parts[name.lower()] for name, _ in self.reading.spelling)
         return tuple(bound_value(c.key_kind, v) for c, v in zip(self.keys, values, strict=True))
 
     def _after(self, after: Sequence[Any], name: str) -> ColumnElement[bool]:
@@ -190,11 +222,11 @@ LOCK_RETRIES = 100
 
 @dataclass(frozen=True)
 class ChunkDone:
-    """What a committed chunk took: its rows, the last one's (canonical key, key texts), and
-    of its rows those the direct path wrote as operations (the others were logged)."""
+    """What a committed chunk took: its rows, its extent, and of its rows those the direct path
+    wrote as operations (the others were logged)."""
 
     rows: int
-    last: tuple[str, tuple[Any, ...]] | None
+    extent: ChunkExtent
     published: int = 0
 
 
@@ -205,10 +237,10 @@ def log_chunk(
     """One chunk's rows read and logged, and the snapshot's progress, in one transaction."""
 
     def work(conn: Connection) -> ChunkDone:
-        chunk = order.chunk(conn, after, chunk_rows)
+        extent, chunk = order.chunk(conn, after, chunk_rows)
         logger.log(conn, part.table, (key for key, _ in chunk))
-        part.advance(conn, chunk[-1][0] if chunk else last_key, len(chunk), len(chunk) < chunk_rows)
-        return ChunkDone(len(chunk), chunk[-1] if chunk else None)
+        part.advance(conn, extent.last[0] if extent.last else last_key, len(chunk), extent.finished)
+        return ChunkDone(len(chunk), extent)
 
     return giving_way(engine, work)
 

@@ -19,6 +19,7 @@ event (logged `S`: the log shows each chunk) numbers them, `-(record_id × 2^20 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,8 +95,9 @@ def publish_chunk(
     def work(conn: Connection) -> ChunkDone:
         reading = order.reading
         table = reading.table
-        records = conn.execute(order.query(reading.select(), after, chunk_rows)).fetchall()
-        last = order.keyed([[records[-1][i] for i in reading.key_indices]])[0] if records else None
+        extent = order.extent(conn, after, chunk_rows)
+        last = extent.last
+        records = [] if last is None else conn.execute(order.locked_rows(reading.select(), after, extent)).fetchall()
         rows = reading.published(records)
         waiting = waiting_keys(conn, direct.log, table)
         logged = [key for key, _, problems in rows if problems or key in waiting]
@@ -108,8 +110,8 @@ def publish_chunk(
             assert last is not None
             _write(direct, numbering, logger.mark(conn, table.name, last[0]), table, current)
         count = len(records)
-        part.advance(conn, last[0] if last else last_key, count, count < chunk_rows)
-        return ChunkDone(count, last, len(current))
+        part.advance(conn, last[0] if last else last_key, count, extent.finished)
+        return ChunkDone(count, extent, len(current))
 
     return giving_way(engine, work)
 
@@ -123,10 +125,14 @@ def waiting_keys(conn: Connection, log: EventLogSource, table: TableInfo) -> set
     waiting = set()
     for (text,) in conn.execute(query):
         try:
-            waiting.add(canonical_key(str(text), table.key_columns))
+            waiting.add(_canonical(str(text), table.key_columns))
         except ValueError:
             continue
     return waiting
+
+
+_canonical = functools.lru_cache(maxsize=200_000)(canonical_key)
+"""A backlog's keys are read again by every chunk: each text is made canonical once."""
 
 
 class Numbering:

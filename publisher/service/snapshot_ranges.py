@@ -69,11 +69,11 @@ def take_range(job: RangeJob, key_range: KeyRange, cycle: int | None, engine: En
             chunk = publish_chunk(engine, order, logger, part, last_key, after, job.chunk_rows, job.direct, numbering)
         rows += chunk.rows
         published += chunk.published
-        if chunk.last is not None:
-            last_key = chunk.last[0]
-            after = bound_after(order, chunk.last)
+        if chunk.extent.last is not None:
+            last_key = chunk.extent.last[0]
+            after = bound_after(order, chunk.extent.last)
         failpoints.reached("snapshot_chunk")
-        if chunk.rows < job.chunk_rows:
+        if chunk.extent.finished:
             return rows, published
 
 
@@ -84,7 +84,7 @@ def cut_ranges(engine: Engine, order: KeyOrder, after_key: str | None, rows: int
     bounds: list[str] = []
     with engine.connect() as conn:
         for index in range(1, parts):
-            query = order.query(select(*order.texts), after, 1, locked=False).offset(rows * index // parts - 1)
+            query = order.query(select(*order.texts), after, 1).offset(rows * index // parts - 1)
             found = order.keyed(conn.execute(query))
             if found and (not bounds or found[0][0] != bounds[-1]):
                 bounds.append(found[0][0])
