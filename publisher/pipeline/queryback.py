@@ -248,12 +248,26 @@ class RowReading:
         return "{" + ",".join(_array_element(str(v)) for v in values) + "}"
 
     def published(self, records: Sequence[Sequence[Any]]) -> list[Published]:
-        """Each record as published. A column's values that a column check (`logged_unchanged`)
-        vouches for are taken as read; the others are encoded one by one, and say why when they
-        cannot be."""
-        if not records:
-            return []
+        """Each record as published (`columns`, a row at a time)."""
+        read = self.columns(records)
+        names = [column.name for _, column in self.values]
+        rows = zip(*read.texts, strict=True) if read.texts else iter([()] * len(records))
+        out: list[Published] = []
+        for key, values, troubles in zip(read.keys, rows, read.problems, strict=True):
+            published: dict[str, str | None] = dict(zip(names, values, strict=True))
+            for name in troubles:
+                published.pop(name, None)
+            out.append((key, published, troubles))
+        return out
+
+    def columns(self, records: Sequence[Sequence[Any]]) -> ReadColumns:
+        """The records' canonical keys, published texts per value column, and problems per row.
+        A column's values that a column check (`logged_unchanged`) vouches for are taken as
+        read; the others are encoded one by one, and say why when they cannot be. A row whose
+        key cannot be published has every column as a problem, its key spelled as read."""
         table = self.table
+        if not records:
+            return ReadColumns([], [[] for _ in self.values], [])
         columns = list(zip(*records, strict=True))
         problems: list[dict[str, str]] = [{} for _ in records]
         texts: list[list[Any]] = []
@@ -265,24 +279,28 @@ class RowReading:
                 except BadValueError as exc:
                     problems[row][column.name] = f"{table.name}.{column.name}: {exc}"
             texts.append(read)
-        names = [column.name for _, column in self.values]
-        rows = zip(*texts, strict=True) if texts else iter([()] * len(records))
-        out: list[Published] = []
-        for record, values, troubles in zip(records, rows, problems, strict=True):
+        keys = []
+        for row, record in enumerate(records):
             key_texts = [str(record[i]) for i in self.key_indices]
             try:
-                key = canonical_key_of(key_texts, self.spelling)
+                keys.append(canonical_key_of(key_texts, self.spelling))
             except ValueError as exc:
                 parts = zip(self.spelling, key_texts, strict=True)
+                keys.append(format_key(KeyPart(name, text) for (name, _), text in parts))
                 problem = f"{table.name}: the row's key cannot be published: {exc}"
-                out.append((format_key(KeyPart(name, text) for (name, _), text in parts), {},
-                            {c.name: problem for c in table.columns}))
-                continue
-            published: dict[str, str | None] = dict(zip(names, values, strict=True))
-            for name in troubles:
-                del published[name]
-            out.append((key, published, troubles))
-        return out
+                problems[row] = {c.name: problem for c in table.columns}
+        return ReadColumns(keys, texts, problems)
+
+
+@dataclass(frozen=True)
+class ReadColumns:
+    """Rows as `RowReading.columns` reads them."""
+
+    keys: list[str]
+    texts: list[list[Any]]
+    """Per value column (the table's order), each row's published text (None: NULL)."""
+    problems: list[dict[str, str]]
+    """Per row, the columns whose value cannot be published, with why."""
 
 
 def _array_element(text: str) -> str:

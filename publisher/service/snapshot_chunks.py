@@ -144,8 +144,8 @@ class KeyOrder:
         are then read up to that key, under the lock (`locked`): a LIMIT under the lock would
         let PostgreSQL hand back, in a row it waited for, the key a writer just gave it, out
         of order and far ahead, and the rows in between would be passed over."""
-        keys = self.keyed(conn.execute(self.query(select(*self.texts), after, rows)))
-        return ChunkExtent(keys[-1] if keys else None, len(keys) < rows)
+        records = conn.execute(self.query(select(*self.texts), after, rows)).fetchall()
+        return ChunkExtent(self.keyed(records[-1:])[0] if records else None, len(records) < rows)
 
     def chunk(self, conn: Connection, after: Sequence[Any] | None,
               rows: int) -> tuple[ChunkExtent, list[tuple[str, tuple[Any, ...]]]]:

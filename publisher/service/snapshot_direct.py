@@ -4,8 +4,9 @@ snapshot itself, in the chunk's transaction, instead of logged as events the cyc
 Logging a row query-back per row costs every row twice over (an event written, read, read back
 and acknowledged). The direct path reads each chunk's rows whole, under the same share lock as
 the logged path, and writes them as the operations their row query-backs would have published
-(the same rules, `rules.columnar.query_back_operations`), while it holds the reader's lock, so
-that no cycle writes between them. Why that is consistent with the writers (README, "Snapshots"):
+(`rules.columnar_rows`, the column shapes `query_back_operations` builds them with), while it
+holds the reader's lock, so that no cycle writes between them. Why that is consistent with
+the writers (README, "Snapshots"):
 - A row with no event waiting in the log (status N) when its chunk is read has had every change
   published; the share lock holds any writer of it until the chunk commits, after its document
   is written, so the row's next events are published after it.
@@ -18,7 +19,6 @@ event (logged `S`: the log shows each chunk) numbers them, `-(record_id × 2^20 
 """
 from __future__ import annotations
 
-import datetime as dt
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,16 +31,15 @@ from sqlalchemy import Connection, Engine, func, select
 from publisher.config import Config
 from publisher.database import association_schema
 from publisher.errors import TransientError
-from publisher.model.arrow import arrow_schema_of
 from publisher.model.canonical import canonical_key
 from publisher.model.catalog import TableInfo
-from publisher.model.events import EventType, Status
+from publisher.model.events import Status
 from publisher.outputs.cycle_files import next_cycle_number
 from publisher.outputs.documents import write_documents
 from publisher.pipeline.event_log import EventLogSource, event_log_source
-from publisher.rules.columnar import query_back_operations
+from publisher.pipeline.queryback import ReadColumns
+from publisher.rules.columnar_rows import row_operations
 from publisher.rules.operations import OperationContext
-from publisher.rules.precedence import CurrentRow
 from publisher.service.snapshot_chunks import ChunkDone, EventLogger, KeyOrder, giving_way
 from publisher.service.snapshot_state import TablePart
 
@@ -48,10 +47,6 @@ PLACE_BITS = 20
 """A chunk's operations are numbered within 2^20: chunks of the direct path hold at most that."""
 MAX_CHUNK_ROWS = 1 << PLACE_BITS
 
-_EVENTS = arrow_schema_of(
-    "record_id long, position_time timestamp, class_name string, canonical_key string, event_type_code int, "
-    "attr_name string, value_type string, old_text string, new_text string"
-)
 
 
 @dataclass(frozen=True)
@@ -98,20 +93,19 @@ def publish_chunk(
         extent = order.extent(conn, after, chunk_rows)
         last = extent.last
         records = [] if last is None else conn.execute(order.locked_rows(reading.select(), after, extent)).fetchall()
-        rows = reading.published(records)
+        read = reading.columns(records)
         waiting = waiting_keys(conn, direct.log, table)
-        logged = [key for key, _, problems in rows if problems or key in waiting]
-        current = {(table.name, key): CurrentRow(values) for key, values, problems in rows
-                   if not problems and key not in waiting}
-        logger.log(conn, table.name, logged)
-        if current:
+        held = [bool(problems) or key in waiting for key, problems in zip(read.keys, read.problems, strict=True)]
+        logger.log(conn, table.name, (key for key, logged in zip(read.keys, held, strict=True) if logged))
+        written = [row for row, logged in enumerate(held) if not logged]
+        if written:
             if direct.lock_lost is not None and direct.lock_lost():
                 raise TransientError("the snapshot lost the status mode's lock; start it again to continue")
             assert last is not None
-            _write(direct, numbering, logger.mark(conn, table.name, last[0]), table, current)
+            _write(direct, numbering, logger.mark(conn, table.name, last[0]), table, read, written)
         count = len(records)
         part.advance(conn, last[0] if last else last_key, count, extent.finished)
-        return ChunkDone(count, extent, len(current))
+        return ChunkDone(count, extent, len(written))
 
     return giving_way(engine, work)
 
@@ -154,24 +148,14 @@ class Numbering:
         return self.cycle, first
 
 
-def _write(direct: DirectOutput, numbering: Numbering, marker: int, table: TableInfo,
-           current: dict[tuple[str, str], CurrentRow]) -> None:
-    """The rows' operations as a row query-back of an insert publishes them, in key order, in
-    documents of the output's next cycle number, durable before the chunk commits."""
-    count = len(current)
-    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    columns = {
-        "record_id": [-(marker * MAX_CHUNK_ROWS + place) for place in range(count)],
-        "position_time": [now] * count,
-        "class_name": [table.name] * count,
-        "canonical_key": [key for _, key in current],
-        "event_type_code": [int(EventType.INSERT_ROW_QUERY_BACK)] * count,
-    }
-    events = pa.table([pa.array(columns[f.name], f.type) if f.name in columns else pa.nulls(count, f.type)
-                       for f in _EVENTS], schema=_EVENTS)
-    resolved = query_back_operations(events, current, direct.operations)
-    operations = resolved.operations.sort_by([("event_id", "descending")])
-    if operations.num_rows != count:
-        raise AssertionError(f"{table.name}: {count} rows gave {operations.num_rows} operations")
-    cycle, first = numbering.take(-(-count // direct.batch_size))
-    write_documents(operations["xml"].to_pylist(), direct.output, cycle, direct.batch_size, first)
+def _write(direct: DirectOutput, numbering: Numbering, marker: int, table: TableInfo, read: ReadColumns,
+           rows: list[int]) -> None:
+    """The `rows` of `read` as the row query-back of an insert publishes them (`row_operations`),
+    in key order, in documents of the output's next cycle number, durable before the chunk
+    commits."""
+    keys = [read.keys[row] for row in rows]
+    texts = [[column[row] for row in rows] for column in read.texts]
+    event_ids = pa.array([-(marker * MAX_CHUNK_ROWS + place) for place in range(len(rows))], pa.int64())
+    xml = row_operations(table, keys, texts, event_ids, direct.operations)
+    cycle, first = numbering.take(-(-len(rows) // direct.batch_size))
+    write_documents(xml.to_pylist(), direct.output, cycle, direct.batch_size, first)
