@@ -54,6 +54,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_soak(args)
     config = _load(args)
+    command = "verify --repair" if args.command == "verify" and args.repair else args.command
+    if command in commands.TRIGGERED_ONLY:
+        commands.refuse_triggerless(config, command)
     if args.command == "install":
         return _guard(lambda: commands.install_command(config, args), config)
     if args.command == "poll":
@@ -93,17 +96,18 @@ def _guard(action: Any, config: Config | None) -> int:
     from publisher.capture.install import CaptureError
     from publisher.database import MissingDriverError
     from publisher.errors import MissingStateError, TransientError, root_cause
+    from publisher.outputs.comparison_state import ForeignStateError, StateLockedError
     from publisher.service.lock import LockHeldError
     from publisher.service.snapshot import SnapshotError
 
     redact = config.database.redact if config else str
     try:
         return int(action())
-    except (BenchArgumentError, CaptureError, ConfigError, MissingStateError, SnapshotError) as exc:
+    except (BenchArgumentError, CaptureError, ConfigError, ForeignStateError, MissingStateError, SnapshotError) as exc:
         raise UsageError(str(exc)) from None
     except (BenchUnavailableError, MissingDriverError) as exc:
         raise UnavailableError(str(exc)) from None
-    except (TransientError, LockHeldError) as exc:
+    except (TransientError, LockHeldError, StateLockedError) as exc:
         raise UnavailableError(redact(str(exc))) from None
     except NoSuchTableError as exc:
         raise UsageError(f"table {exc} does not exist") from None

@@ -100,6 +100,8 @@ def poll_command(config: Config, reader: Reader) -> int:
 
     engine = connect(config)
     _check_reachable(engine)
+    if config.triggerless:
+        return _poll_triggerless(config, engine, reader)
     if reader.subscriber is None:
         _warn_unpublished(config, engine)
         with PublisherLock(config) as lock:
@@ -114,6 +116,32 @@ def poll_command(config: Config, reader: Reader) -> int:
     print(json.dumps(results.summary()))
     _check_not_lost(lock)
     return 0
+
+
+def _poll_triggerless(config: Config, engine: Any, reader: Reader) -> int:
+    from publisher.outputs.comparison_state import state_lock
+    from publisher.pipeline.comparison import run_comparison_cycle
+
+    if reader.subscriber is not None:
+        raise UsageError("poll --subscriber: a triggerless publisher has no subscribers yet")
+    with state_lock(Path(config.output.directory), config.publisher.when_locked == "wait"):
+        result = run_comparison_cycle(engine, config)
+    print(json.dumps(result.summary()))
+    return 0
+
+
+def refuse_triggerless(config: Config, command: str) -> None:
+    """Commands that work on the triggers or the event log have nothing to work on here."""
+    if config.triggerless:
+        raise UsageError(f"{command}: publisher.publication_mode = \"triggerless\" has no triggers and no event log "
+                         f"to {TRIGGERED_ONLY[command]}")
+
+
+TRIGGERED_ONLY = {
+    "install": "install", "snapshot": "log a snapshot in (its first cycle publishes every row: "
+    "startup_option = \"resync\")", "purge": "purge", "requeue": "requeue", "checkin": "check in",
+    "stats": "count", "verify --repair": "repair through",
+}
 
 
 def purge_command(config: Config) -> int:
@@ -204,6 +232,8 @@ def run_command(config: Config, subscriber: str | None) -> int:
     from publisher.service.loop import serve_readers
 
     log = logging.getLogger("publisher")
+    if config.triggerless:
+        return _run_triggerless(config, subscriber)
     if subscriber is not None:
         config.subscriber(subscriber)
         readers = [Reader(subscriber)]
@@ -227,6 +257,19 @@ def run_command(config: Config, subscriber: str | None) -> int:
     log.info("stopped")
     if failed:
         raise UnavailableError("; ".join(failed))
+    return 0
+
+
+def _run_triggerless(config: Config, subscriber: str | None) -> int:
+    from publisher.database import connect
+    from publisher.service.loop import serve_triggerless
+
+    if subscriber is not None:
+        raise UsageError("run --subscriber: a triggerless publisher has no subscribers yet")
+    engine = connect(config)
+    _check_reachable(engine)
+    serve_triggerless(config, engine)
+    logging.getLogger("publisher").info("stopped")
     return 0
 
 

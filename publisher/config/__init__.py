@@ -38,6 +38,25 @@ class InsertRowOperation(enum.StrEnum):
     """An <add> of the current row, which a consumer refuses for an object it holds."""
 
 
+class PublicationMode(enum.StrEnum):
+    """Where a cycle finds the changes it publishes."""
+
+    TRIGGERED = "triggered"
+    """In the event log the triggers write."""
+    TRIGGERLESS = "triggerless"
+    """By comparing the published tables with the state the previous cycle kept (no triggers,
+    no event log: README, "Triggerless publication")."""
+
+
+class StartupOption(enum.StrEnum):
+    """What a triggerless publisher's first cycle (no state kept yet) publishes."""
+
+    RESYNC = "resync"
+    """Every current row, as an <add>."""
+    FUTURE = "future"
+    """Nothing: it records the tables, and later cycles publish what changes after."""
+
+
 class ConfigError(ValueError):
     """A configuration that cannot work; the message names the key and what it expects."""
 
@@ -157,6 +176,10 @@ class PublisherSettings:
     status_mode: bool = True
     """The status mode publishes this event log (poll/run without --subscriber): purge keeps
     every row it has not processed. false: only subscribers read it."""
+    publication_mode: PublicationMode = PublicationMode.TRIGGERED
+    """Where the changes come from: the triggers' event log, or a comparison of the tables."""
+    startup_option: StartupOption = StartupOption.RESYNC
+    """Triggerless: what the first cycle publishes, every row (resync) or nothing (future)."""
     initial_snapshot: bool = False
     """`run` first snapshots every published table for a reader whose output holds no document
     yet and that has had no snapshot (an initial load), as `publisher snapshot` would."""
@@ -289,6 +312,10 @@ class Config:
     subscribers: Mapping[str, SubscriberConfig] = field(default_factory=dict)
     classes: Mapping[str, ClassConfig] = field(default_factory=dict)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+
+    @property
+    def triggerless(self) -> bool:
+        return self.publisher.publication_mode == PublicationMode.TRIGGERLESS
 
     def subscriber(self, name: str) -> SubscriberConfig:
         """The [subscribers.NAME] a command names."""

@@ -272,6 +272,7 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
         raise ConfigError("metrics.address: expected an address to listen on, e.g. 127.0.0.1 or 0.0.0.0")
     _check_subscriptions(config)
     _check_classes(config)
+    _check_triggerless(config)
 
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -378,3 +379,40 @@ def parse_time_of_day(text: str, key: str = "time_of_day") -> dt.time:
         except ValueError:
             continue
     raise ConfigError(f"{key}: expected HH:MM or HH:MM:SS, got {text!r}")
+
+
+TRIGGERLESS_NOT_YET = {
+    "subscribers": "subscribers",
+    "classes": "logical classes",
+    "output.change_tables.enabled": "change tables",
+    "output.messages.enabled": "messages",
+    "metrics.port": "metrics",
+}
+
+
+def _check_triggerless(config: Config) -> None:
+    """What a triggerless publisher needs, and what it cannot do: loopback is told by the
+    perpetrator an event names, and a comparison of tables has none."""
+    if not config.triggerless:
+        return
+    mode = 'publisher.publication_mode = "triggerless"'
+    if not config.publisher.tables:
+        raise ConfigError(f"publisher.tables: {mode} needs the tables to publish (there are no triggers to find "
+                          "them by), e.g. tables = [\"usr\", \"grp\"]")
+    if config.publisher.allow_loopback:
+        raise ConfigError(f"publisher.allow_loopback: {mode} has no perpetrator to tell the publisher's own "
+                          "changes by; set it to false")
+    if config.publisher.initial_snapshot:
+        raise ConfigError(f"publisher.initial_snapshot: {mode} loads the consumer by publisher.startup_option "
+                          "= \"resync\"; set initial_snapshot to false")
+    present = {
+        "subscribers": bool(config.subscribers),
+        "classes": bool(config.classes),
+        "output.change_tables.enabled": config.output.change_tables.enabled,
+        "output.messages.enabled": config.output.messages.enabled,
+        "metrics.port": bool(config.metrics.port),
+    }
+    for key, on in present.items():
+        if on:
+            raise ConfigError(f"{key}: {mode} does not publish {TRIGGERLESS_NOT_YET[key]} yet; "
+                              "publish them in the triggered mode, or leave them out")

@@ -165,6 +165,16 @@ def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[Published]:
             yield from reading.published(records)
 
 
+def scan_columns(ctx: QueryBackContext, table: TableInfo, rows: int) -> Iterator[ReadColumns]:
+    """Every current row of `table`, `rows` at a time, as `RowReading.columns` reads them, by
+    one statement: a read of the whole table as of one moment (the statement's snapshot)."""
+    with _session(ctx) as conn:
+        reading = RowReading(table, ctx.schema, conn.dialect)
+        streamed = conn.execution_options(stream_results=True, yield_per=rows)
+        for records in streamed.execute(reading.select()).partitions():
+            yield reading.columns(records)
+
+
 def scan_children(ctx: QueryBackContext, table: TableInfo) -> Iterator[tuple[str, str, str | None, str | None]]:
     """Every row of a logical class's child tables as (parent key, attribute, value text,
     why it cannot be published); what the mirror's objects hold besides their rows."""

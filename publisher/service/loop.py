@@ -23,7 +23,7 @@ from publisher.errors import TransientError, root_cause
 from publisher.model.xds import build_heartbeat
 from publisher.outputs.cycle_files import document_name, next_cycle_number
 from publisher.outputs.durable import write_atomically
-from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
+from publisher.pipeline.cycle import SparkProvider, run_cycle
 
 if TYPE_CHECKING:
     from publisher.service.lock import PublisherLock
@@ -117,7 +117,7 @@ def run_forever(
             metrics.cycle_succeeded(result)
         if not result.idle:
             last_publication = time.monotonic()
-            kind = "cycle" if isinstance(result, CycleResult) else "check-out"
+            kind = "check-out" if hasattr(result, "windows") else "cycle"
             summary = result.summary()
             log.info("%s %s", kind, json.dumps(summary), extra={"brief": kind, "fields": summary})
         elif heartbeat and time.monotonic() - last_publication >= heartbeat:
@@ -236,3 +236,20 @@ def serve_readers(
         for thread in threads:
             thread.join(timeout=0.5)
     return failed
+
+
+def serve_triggerless(config: Config, engine: Engine) -> None:
+    """Compare the tables at the interval or times of day until a signal stops it, holding the
+    lock of the output directory's state."""
+    from publisher.outputs.comparison_state import state_lock
+    from publisher.pipeline.comparison import run_comparison_cycle
+    from publisher.pipeline.spark import get_spark
+
+    stop = threading.Event()
+    install_stop_handlers([stop])
+    output = Path(config.output.directory)
+    with state_lock(output, config.publisher.when_locked == "wait"):
+        log.info("publishing %s from %s by comparing them, to %s", ", ".join(config.publisher.tables),
+                 config.database.display_url(), output)
+        run_forever(lambda: get_spark(config.spark), engine, config, stop,
+                    lambda _spark, e, c: run_comparison_cycle(e, c), output)

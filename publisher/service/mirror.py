@@ -263,7 +263,9 @@ def check(
     tables, source, problems = _source(config, engine, reader)
     differences = compare(mirror, source, problems)
     objects = len(source.keys() | mirror.objects.keys())
-    if reader.subscriber is None:
+    if config.triggerless:
+        pending = 0
+    elif reader.subscriber is None:
         pending = pending_events(config, engine)
     else:
         from publisher.pipeline.subscribers import subscriber_backlog

@@ -1,0 +1,229 @@
+"""A triggerless publisher's state: every published row's values as the last cycle published
+them, kept in Parquet under the output directory (`.publisher-triggerless/`), per table in
+buckets by a hash of the key, so that one bucket of the old state and the same bucket of the
+tables now are compared at a time and memory does not grow with the tables.
+
+Generations keep a crash from losing or repeating anything (README, "Triggerless publication"):
+- `g<N>/` is the state the consumer holds; `CURRENT` names N.
+- A cycle reads the tables into `g<N+1>.read/` (written under `.tmp`, flushed, renamed: whole or
+  absent). Once it is there, the comparison of it with `g<N>/` is fixed: a cycle started again
+  after a crash compares the same two and publishes the same operations under the same event-ids.
+- Only after the cycle's documents are durable does `CURRENT` name N+1; the older generation
+  is then removed.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from publisher.outputs.durable import fsync_directory, sync_file_system, write_atomically
+
+STATE_DIRECTORY = ".publisher-triggerless"
+CURRENT_FILE = "CURRENT"
+MANIFEST_FILE = "manifest.json"
+KEY = "key"
+HASH = "hash"
+BUCKET_ROWS = 100_000
+"""A table's state is cut into as many buckets (a power of two) as hold about this many rows each."""
+
+
+class ForeignStateError(ValueError):
+    """The state was written for other tables, or other keys: comparing with it would publish
+    nonsense. The message says what differs and what to do."""
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """What one table's state was written for: its key and value columns, and its buckets."""
+
+    name: str
+    key: tuple[tuple[str, str], ...]
+    """(column, key kind) in key order."""
+    columns: tuple[tuple[str, str], ...]
+    """(column, value type) of the published value columns, in the table's order."""
+    buckets: int
+    rows: int = 0
+
+    @classmethod
+    def of(cls, raw: dict[str, object]) -> TableLayout:
+        def pairs(value: object) -> tuple[tuple[str, str], ...]:
+            assert isinstance(value, list)
+            return tuple((str(a), str(b)) for a, b in value)
+
+        return cls(str(raw["name"]), pairs(raw["key"]), pairs(raw["columns"]), int(str(raw["buckets"])),
+                   int(str(raw.get("rows", 0))))
+
+
+def buckets_for(rows: int) -> int:
+    """The power of two that cuts `rows` into buckets of at most about BUCKET_ROWS."""
+    wanted = max(1, -(-rows // BUCKET_ROWS))
+    return 1 << (wanted - 1).bit_length()
+
+
+def key_hashes(keys: Sequence[str]) -> pa.Array:
+    """A key's bucket number is its hash's low bits: the hash is stored, so that a table whose
+    bucket count changes is compared with its old state all the same."""
+    return pa.array([zlib.crc32(key.encode("utf-8")) for key in keys], pa.uint32())
+
+
+def value_name(index: int) -> str:
+    """The state's name of the table's `index`-th value column (a column may be named anything)."""
+    return f"v{index}"
+
+
+def schema_of(layout: TableLayout) -> pa.Schema:
+    return pa.schema([(KEY, pa.string()), (HASH, pa.uint32()),
+                      *((value_name(i), pa.string()) for i in range(len(layout.columns)))])
+
+
+class BucketWriter:
+    """Writes one table's rows, as read, into its buckets (one file per bucket and `part`: a
+    key range read by its own task writes its own files)."""
+
+    def __init__(self, directory: Path, table_index: int, layout: TableLayout, part: int = 0) -> None:
+        self.directory = directory / f"t{table_index}"
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.layout = layout
+        self.part = part
+        self.schema = schema_of(layout)
+        self.writers: dict[int, pq.ParquetWriter] = {}
+        self.rows = 0
+
+    def write(self, keys: Sequence[str], texts: Sequence[Sequence[str | None]]) -> None:
+        if not keys:
+            return
+        hashes = key_hashes(keys)
+        columns = [pa.array(keys, pa.string()), hashes, *(pa.array(t, pa.string()) for t in texts)]
+        table = pa.Table.from_arrays(columns, schema=self.schema)
+        buckets = pc.bit_wise_and(hashes, self.layout.buckets - 1).to_numpy()
+        for bucket in sorted(set(buckets.tolist())):
+            rows = table.filter(pa.array(buckets == bucket))
+            writer = self.writers.get(bucket)
+            if writer is None:
+                path = self.directory / f"b{bucket:05d}-{self.part:05d}.parquet"
+                writer = self.writers[bucket] = pq.ParquetWriter(path, self.schema)
+            writer.write_table(rows)
+        self.rows += len(keys)
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.close()
+        self.writers.clear()
+
+
+def read_bucket(directory: Path, table_index: int, layout: TableLayout, bucket: int, buckets: int) -> pa.Table:
+    """The rows of a generation's table whose key falls in `bucket` of `buckets` (the count now,
+    which may differ from the one the generation was written with), with the columns as
+    `layout` names them."""
+    shared = min(buckets, layout.buckets) - 1
+    files = []
+    table_dir = directory / f"t{table_index}"
+    if table_dir.is_dir():
+        for path in sorted(table_dir.glob("b*.parquet")):
+            if int(path.name[1:6]) & shared == bucket & shared:
+                files.append(path)
+    schema = schema_of(layout)
+    if not files:
+        return schema.empty_table()
+    rows = pa.concat_tables([pq.read_table(path, schema=schema) for path in files])
+    if layout.buckets >= buckets:
+        return rows
+    return rows.filter(pc.equal(pc.bit_wise_and(rows.column(HASH), buckets - 1), bucket))
+
+
+@dataclass(frozen=True)
+class Generation:
+    number: int
+    directory: Path
+    tables: tuple[TableLayout, ...]
+
+
+class ComparisonState:
+    """The generations of one output directory's triggerless state."""
+
+    def __init__(self, output: Path) -> None:
+        self.root = output / STATE_DIRECTORY
+
+    def current(self) -> Generation | None:
+        """The state the consumer holds, or None: no cycle has finished yet."""
+        try:
+            text = (self.root / CURRENT_FILE).read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            return None
+        number = int(text)
+        return self._generation(number, self.root / f"g{number:012d}")
+
+    def read_done(self, number: int) -> Generation | None:
+        """Generation `number`'s tables, read whole by an earlier try of this cycle, or None."""
+        directory = self.root / f"g{number:012d}.read"
+        return self._generation(number, directory) if (directory / MANIFEST_FILE).exists() else None
+
+    def reading(self, number: int) -> Path:
+        """An empty directory to read generation `number` into (what a killed read left, gone)."""
+        directory = self.root / f"g{number:012d}.read.tmp"
+        if directory.exists():
+            shutil.rmtree(directory)
+        directory.mkdir(parents=True)
+        return directory
+
+    def finish_read(self, number: int, directory: Path, tables: Sequence[TableLayout]) -> Generation:
+        """The read made durable and whole: from here on, the cycle's comparison is fixed."""
+        manifest = {"generation": number, "tables": [asdict(t) for t in tables]}
+        (directory / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        sync_file_system(directory)
+        done = self.root / f"g{number:012d}.read"
+        os.replace(directory, done)
+        fsync_directory(self.root)
+        return Generation(number, done, tuple(tables))
+
+    def promote(self, read: Generation) -> None:
+        """The consumer now holds generation `read`: it becomes the current state, and the
+        generations before it go."""
+        final = self.root / f"g{read.number:012d}"
+        os.replace(read.directory, final)
+        fsync_directory(self.root)
+        write_atomically(self.root / CURRENT_FILE, f"{read.number}\n".encode("ascii"))
+        for stale in self.root.iterdir():
+            if stale.is_dir() and stale != final and stale.name.startswith("g"):
+                shutil.rmtree(stale)
+
+    def _generation(self, number: int, directory: Path) -> Generation:
+        raw = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
+        return Generation(number, directory, tuple(TableLayout.of(t) for t in raw["tables"]))
+
+    def stale_reads(self) -> Iterator[Path]:
+        return (path for path in self.root.glob("g*.read.tmp") if path.is_dir())
+
+
+class StateLockedError(RuntimeError):
+    """Another triggerless publisher holds the state of this output directory."""
+
+
+@contextlib.contextmanager
+def state_lock(output: Path, wait: bool) -> Iterator[None]:
+    """One triggerless publisher per output directory: the state is there, and so is the lock
+    (a read replica or a vendor's database may take no writes, not even a lock's)."""
+    root = output / STATE_DIRECTORY
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "LOCK", "a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise StateLockedError(
+                f"another triggerless publisher holds {root}: stop it first, or set publisher.when_locked = \"wait\""
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,293 @@
+"""Triggerless publication: no triggers, no event log; each cycle compares the published tables
+with the state the previous one kept, and publishes what changed.
+
+The oracles are the consumer mirror (`verify`: the documents replayed equal the tables) and each
+cycle's operations, read from its documents, against the DML the test made between cycles."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from lxml import etree
+from test_crash import MARKER_TIMEOUT, kill_session
+
+from publisher.cli import main
+from publisher.config import (
+    Config,
+    DatabaseConfig,
+    OutputConfig,
+    PublicationMode,
+    PublisherSettings,
+    StartupOption,
+)
+from publisher.outputs import comparison_state
+from publisher.outputs.comparison_state import ForeignStateError
+from publisher.pipeline.comparison import run_comparison_cycle
+from publisher.service.mirror import verify
+
+BINARY = {"sqlite": "BLOB", "postgresql": "BYTEA", "mariadb": "VARBINARY(64)"}
+HEX = {"sqlite": "x'{}'", "postgresql": "'\\x{}'::bytea", "mariadb": "x'{}'"}
+
+
+def create_tables(db) -> None:
+    """`acct`, keyed by one integer, with text, a number, a date-time and binary; `slot`, keyed
+    by text and a date (a compound key of two types), with one value column."""
+    db.execute(
+        f"CREATE TABLE {db.qualified('acct')} (id INTEGER PRIMARY KEY, name VARCHAR(40), age INTEGER, "
+        f"seen TIMESTAMP NULL, photo {BINARY[db.dialect]})",
+        f"CREATE TABLE {db.qualified('slot')} (code VARCHAR(20) NOT NULL, day DATE NOT NULL, note VARCHAR(40), "
+        "PRIMARY KEY (code, day))",
+    )
+
+
+def binary(db, hex_digits: str) -> str:
+    return HEX[db.dialect].format(hex_digits)
+
+
+def config_of(db, tmp_path: Path, **settings) -> Config:
+    publisher = PublisherSettings(publication_mode=PublicationMode.TRIGGERLESS, tables=("acct", "slot"),
+                                  batch_size=5, **settings)
+    return Config(database=DatabaseConfig(url=db.url, schema=db.schema), publisher=publisher,
+                  output=OutputConfig(directory=str(tmp_path / "out")))
+
+
+def documents(output: Path, after: set[str] | None = None) -> list[Path]:
+    return [p for p in sorted(output.glob("*.xml")) if after is None or p.name not in after]
+
+
+def operations(paths: list[Path]) -> list[tuple[str, str, str, dict[str, tuple[list[str], list[str]]]]]:
+    """(kind, association, event-id, {attribute: (removed values, added values)}) of each operation."""
+    found = []
+    for path in paths:
+        for op in etree.parse(str(path)).getroot().find("input"):
+            attrs: dict[str, tuple[list[str], list[str]]] = {}
+            for attr in op.iter("add-attr", "modify-attr"):
+                removed = [v.text or "" for v in attr.iterfind("remove-value/value")]
+                added = [v.text or "" for v in attr.iterfind("add-value/value")] + \
+                    [v.text or "" for v in attr.iterfind("value")]
+                attrs[attr.get("attr-name")] = (removed, added)
+            found.append((op.tag, op.findtext("association").split(",table=")[0], op.get("event-id"), attrs))
+    return found
+
+
+def cycle(config: Config, db) -> tuple[dict, list]:
+    """One cycle; its summary and the operations of the documents it wrote."""
+    output = Path(config.output.directory)
+    before = {p.name for p in documents(output)} if output.exists() else set()
+    result = run_comparison_cycle(db.engine, config)
+    return result.summary(), operations(documents(output, before))
+
+
+def test_a_first_cycle_publishes_every_row_then_exactly_what_changed(database, tmp_path):
+    db = database
+    create_tables(db)
+    db.execute(
+        f"INSERT INTO {db.qualified('acct')} VALUES (1, 'ann', 30, '2024-05-01 10:00:00', {binary(db, '00ff')})",
+        f"INSERT INTO {db.qualified('acct')} VALUES (2, 'bob', NULL, NULL, NULL)",
+        f"INSERT INTO {db.qualified('slot')} VALUES ('a b', '2024-01-31', 'first')",
+    )
+    config = config_of(db, tmp_path)
+    summary, ops = cycle(config, db)
+    assert summary["tables"]["acct"] == {"rows": 2, "add": 2, "modify": 0, "delete": 0}
+    assert [(kind, key) for kind, key, _, _ in ops] == [
+        ("add", "id=1"), ("add", "id=2"), ("add", "code=a b+day=2024-01-31")]
+    assert ops[0][3]["photo"] == ([], ["AP8="]) and ops[0][3]["name"] == ([], ["ann"])
+    assert set(ops[1][3]) == {"name"}, "a NULL is no attribute"
+    assert verify(config, db.engine) == []
+
+    db.execute(
+        f"UPDATE {db.qualified('acct')} SET name = 'anne', age = NULL WHERE id = 1",
+        f"UPDATE {db.qualified('acct')} SET age = 41, photo = {binary(db, '01')} WHERE id = 2",
+        f"DELETE FROM {db.qualified('slot')} WHERE code = 'a b'",
+        f"INSERT INTO {db.qualified('slot')} VALUES ('a b', '2024-02-29', 'first')",
+        f"INSERT INTO {db.qualified('acct')} (id, name) VALUES (3, 'cy')",
+    )
+    summary, ops = cycle(config, db)
+    by_key = {key: (kind, attrs) for kind, key, _, attrs in ops}
+    assert by_key["id=1"] == ("modify", {"name": (["ann"], ["anne"]), "age": (["30"], [])})
+    assert by_key["id=2"] == ("modify", {"age": ([], ["41"]), "photo": ([], ["AQ=="])})
+    assert by_key["id=3"] == ("add", {"name": ([], ["cy"])})
+    assert by_key["code=a b+day=2024-01-31"][0] == "delete", "a key changed: the old object deleted"
+    assert by_key["code=a b+day=2024-02-29"] == ("add", {"note": ([], ["first"])})
+    assert len(ops) == 5
+    assert verify(config, db.engine) == []
+
+    summary, ops = cycle(config, db)
+    assert ops == [] and summary["operations"] == 0, "nothing changed, nothing published"
+
+
+def test_startup_option_future_records_the_tables_and_publishes_only_later_changes(database, tmp_path):
+    db = database
+    create_tables(db)
+    db.execute(*(f"INSERT INTO {db.qualified('acct')} (id, name) VALUES ({i}, 'n{i}')" for i in range(1, 6)))
+    config = config_of(db, tmp_path, startup_option=StartupOption.FUTURE)
+    summary, ops = cycle(config, db)
+    assert ops == [] and summary["recorded_only"] and summary["tables"]["acct"]["rows"] == 5
+    db.execute(f"UPDATE {db.qualified('acct')} SET name = 'x' WHERE id = 4")
+    summary, ops = cycle(config, db)
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [("modify", "id=4", {"name": (["n4"], ["x"])})]
+
+
+def test_event_ids_grow_from_cycle_to_cycle_and_never_repeat(sqlite_database, tmp_path):
+    db = sqlite_database
+    create_tables(db)
+    config = config_of(db, tmp_path)
+    seen: list[int] = []
+    for round_ in range(4):
+        db.execute(*(f"INSERT INTO {db.qualified('acct')} (id, name) VALUES ({round_ * 10 + i}, 'n')"
+                     for i in range(7)))
+        _, ops = cycle(config, db)
+        seen += [int(event_id) for _, _, event_id, _ in ops]
+    assert seen == sorted(seen) and len(set(seen)) == len(seen) == 28
+
+
+def test_a_state_kept_for_other_tables_or_another_key_is_refused(database, tmp_path):
+    db = database
+    create_tables(db)
+    db.execute(f"INSERT INTO {db.qualified('acct')} (id, name) VALUES (1, 'a')")
+    config = config_of(db, tmp_path)
+    cycle(config, db)
+    other = config_of(db, tmp_path)
+    other = Config(database=other.database, output=other.output,
+                   publisher=PublisherSettings(publication_mode=PublicationMode.TRIGGERLESS, tables=("acct",)))
+    with pytest.raises(ForeignStateError, match=r"kept for the tables \['acct', 'slot'\].*move .* away"):
+        run_comparison_cycle(db.engine, other)
+    db.execute(f"DROP TABLE {db.qualified('slot')}",
+               f"CREATE TABLE {db.qualified('slot')} (code VARCHAR(20) NOT NULL, day DATE NOT NULL, note VARCHAR(40), "
+               "PRIMARY KEY (code))")
+    with pytest.raises(ForeignStateError, match=r"keys table slot by \['code', 'day'\], and its key is now \['code'\]"):
+        run_comparison_cycle(db.engine, config)
+    assert len(documents(Path(config.output.directory))) == 1, "nothing published by a refused cycle"
+
+
+def test_a_column_added_or_dropped_is_published_as_its_values_changing(database, tmp_path):
+    db = database
+    create_tables(db)
+    db.execute(f"INSERT INTO {db.qualified('acct')} (id, name, age) VALUES (1, 'a', 5)",
+               f"INSERT INTO {db.qualified('acct')} (id, name, age) VALUES (2, 'b', NULL)")
+    config = config_of(db, tmp_path)
+    cycle(config, db)
+    db.execute(f"ALTER TABLE {db.qualified('acct')} ADD COLUMN city VARCHAR(20)",
+               f"UPDATE {db.qualified('acct')} SET city = 'Oslo' WHERE id = 1")
+    _, ops = cycle(config, db)
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [("modify", "id=1", {"city": ([], ["Oslo"])})]
+    db.execute(f"ALTER TABLE {db.qualified('acct')} DROP COLUMN age")
+    _, ops = cycle(config, db)
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [("modify", "id=1", {"age": (["5"], [])})]
+    assert verify(config, db.engine) == []
+
+
+def test_a_table_that_outgrows_its_buckets_is_compared_all_the_same(sqlite_database, tmp_path, monkeypatch):
+    db = sqlite_database
+    monkeypatch.setattr(comparison_state, "BUCKET_ROWS", 4)
+    create_tables(db)
+    db.execute(*(f"INSERT INTO {db.qualified('acct')} (id, name) VALUES ({i}, 'n{i}')" for i in range(1, 4)))
+    config = config_of(db, tmp_path)
+    cycle(config, db)
+    db.execute(*(f"INSERT INTO {db.qualified('acct')} (id, name) VALUES ({i}, 'n{i}')" for i in range(4, 40)),
+               f"UPDATE {db.qualified('acct')} SET name = 'z' WHERE id = 2")
+    _, ops = cycle(config, db)
+    assert sorted(key for _, key, _, _ in ops) == sorted(f"id={i}" for i in (2, *range(4, 40)))
+    db.execute(f"DELETE FROM {db.qualified('acct')} WHERE id > 3")
+    _, ops = cycle(config, db)
+    assert {kind for kind, _, _, _ in ops} == {"delete"} and len(ops) == 36
+    assert verify(config, db.engine) == []
+
+
+def test_a_value_that_cannot_be_published_is_rejected_and_the_rest_of_the_row_published(sqlite_database, tmp_path):
+    db = sqlite_database
+    create_tables(db)
+    db.execute(f"INSERT INTO {db.qualified('acct')} (id, name, age) VALUES (1, 'bell' || char(7), 3)")
+    config = config_of(db, tmp_path)
+    summary, ops = cycle(config, db)
+    assert summary["rejected"] == 1
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [("add", "id=1", {"age": ([], ["3"])})]
+    (line,) = (Path(config.output.directory) / "rejects.jsonl").read_text().splitlines()
+    reject = json.loads(line)
+    assert (reject["table_name"], reject["table_key"], reject["column_name"]) == ("acct", "id=1", "name")
+    assert "XML" in reject["reason"] or "character" in reject["reason"]
+
+
+def _poll_process(config: Path, failpoint: str | None = None, markers: Path | None = None) -> subprocess.Popen:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    if failpoint is not None:
+        env.update(PUBLISHER_FAILPOINT=failpoint, PUBLISHER_FAILPOINT_DIR=str(markers))
+    return subprocess.Popen([sys.executable, "-m", "publisher.cli", "poll", "-c", str(config)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+
+
+def write_config(db, tmp_path: Path, extra: str = "") -> Path:
+    schema = f'schema = "{db.schema}"\n' if db.schema else ""
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "{db.url}"\n{schema}'
+                    f'[publisher]\npublication_mode = "triggerless"\ntables = ["acct", "slot"]\nbatch_size = 5\n{extra}'
+                    f'[output]\ndirectory = "{tmp_path / "out"}"\n', encoding="utf-8")
+    return path
+
+
+def test_killed_between_the_documents_and_the_state_the_cycle_is_published_again_alike(database, tmp_path):
+    db = database
+    create_tables(db)
+    db.execute(*(f"INSERT INTO {db.qualified('acct')} (id, name) VALUES ({i}, 'n{i}')" for i in range(1, 13)))
+    path = write_config(db, tmp_path)
+    assert main(["poll", "-c", str(path)]) == 0
+    output = tmp_path / "out"
+    db.execute(f"UPDATE {db.qualified('acct')} SET name = 'x' WHERE id < 8", f"DELETE FROM {db.qualified('acct')} "
+               "WHERE id = 12")
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    before = {p.name for p in documents(output)}
+    process = _poll_process(path, "triggerless_state", markers)
+    try:
+        deadline = time.monotonic() + MARKER_TIMEOUT
+        while not (markers / "triggerless_state.reached").exists():
+            assert process.poll() is None, process.stderr.read().decode()
+            assert time.monotonic() < deadline, "triggerless_state not reached"
+            time.sleep(0.1)
+    finally:
+        kill_session(process.pid)
+        process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    first = operations(documents(output, before))
+    assert len(first) == 8
+    db.execute(f"UPDATE {db.qualified('acct')} SET name = 'later' WHERE id = 1")
+    shown = {p.name for p in documents(output)}
+    assert main(["poll", "-c", str(path)]) == 0
+    again = operations(documents(output, shown))
+    assert again == first, "the same comparison, under the same event-ids: a consumer drops the repeat"
+    assert main(["poll", "-c", str(path)]) == 0
+    assert verify(config_of(db, tmp_path), db.engine) == []
+
+
+def test_the_command_line_refuses_what_triggerless_cannot_do(sqlite_database, tmp_path, capsys):
+    db = sqlite_database
+    create_tables(db)
+    path = write_config(db, tmp_path)
+    for command in (["install"], ["snapshot"], ["purge"], ["stats"], ["verify", "--repair"]):
+        assert main([*command, "-c", str(path)]) == 2, command
+        assert "triggerless" in capsys.readouterr().err
+    assert main(["poll", "-c", str(path), "--subscriber", "x"]) == 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f'[database]\nurl = "{db.url}"\n[publisher]\npublication_mode = "triggerless"\n', encoding="utf-8")
+    assert main(["poll", "-c", str(bad)]) == 2
+    assert "publisher.tables" in capsys.readouterr().err
+    loop = write_config(db, tmp_path, "allow_loopback = true\n")
+    assert main(["poll", "-c", str(loop)]) == 2
+    assert "perpetrator" in capsys.readouterr().err
+    missing = write_config(db, tmp_path, 'startup_option = "later"\n')
+    assert main(["poll", "-c", str(missing)]) == 2
+    assert "'resync', 'future'" in capsys.readouterr().err
+
+
+def test_a_table_named_that_does_not_exist_is_a_configuration_error(sqlite_database, tmp_path, capsys):
+    db = sqlite_database
+    create_tables(db)
+    db.execute(f"DROP TABLE {db.qualified('slot')}")
+    assert main(["poll", "-c", str(write_config(db, tmp_path))]) == 2
+    assert "slot" in capsys.readouterr().err
