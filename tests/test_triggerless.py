@@ -28,6 +28,7 @@ from publisher.config import (
 )
 from publisher.outputs import comparison_state
 from publisher.outputs.comparison_state import ForeignStateError
+from publisher.pipeline import comparison
 from publisher.pipeline.comparison import run_comparison_cycle
 from publisher.service.mirror import verify
 
@@ -76,15 +77,26 @@ def operations(paths: list[Path]) -> list[tuple[str, str, str, dict[str, tuple[l
     return found
 
 
-def cycle(config: Config, db) -> tuple[dict, list]:
+@pytest.fixture(params=["driver", "spark"])
+def on_spark(request, spark, monkeypatch):
+    """Each test using it runs its cycles once in the driver and once with every bucket compared
+    by a Spark task (every table counted large)."""
+    if request.param == "driver":
+        return None
+    monkeypatch.setattr(comparison, "PARALLEL_ROWS", 0)
+    monkeypatch.setattr(comparison_state, "BUCKET_ROWS", 3)
+    return lambda: spark
+
+
+def cycle(config: Config, db, spark=None) -> tuple[dict, list]:
     """One cycle; its summary and the operations of the documents it wrote."""
     output = Path(config.output.directory)
     before = {p.name for p in documents(output)} if output.exists() else set()
-    result = run_comparison_cycle(db.engine, config)
+    result = run_comparison_cycle(db.engine, config, spark)
     return result.summary(), operations(documents(output, before))
 
 
-def test_a_first_cycle_publishes_every_row_then_exactly_what_changed(database, tmp_path):
+def test_a_first_cycle_publishes_every_row_then_exactly_what_changed(database, tmp_path, on_spark):
     db = database
     create_tables(db)
     db.execute(
@@ -93,7 +105,7 @@ def test_a_first_cycle_publishes_every_row_then_exactly_what_changed(database, t
         f"INSERT INTO {db.qualified('slot')} VALUES ('a b', '2024-01-31', 'first')",
     )
     config = config_of(db, tmp_path)
-    summary, ops = cycle(config, db)
+    summary, ops = cycle(config, db, on_spark)
     assert summary["tables"]["acct"] == {"rows": 2, "add": 2, "modify": 0, "delete": 0}
     assert [(kind, key) for kind, key, _, _ in ops] == [
         ("add", "id=1"), ("add", "id=2"), ("add", "code=a b+day=2024-01-31")]
@@ -108,7 +120,7 @@ def test_a_first_cycle_publishes_every_row_then_exactly_what_changed(database, t
         f"INSERT INTO {db.qualified('slot')} VALUES ('a b', '2024-02-29', 'first')",
         f"INSERT INTO {db.qualified('acct')} (id, name) VALUES (3, 'cy')",
     )
-    summary, ops = cycle(config, db)
+    summary, ops = cycle(config, db, on_spark)
     by_key = {key: (kind, attrs) for kind, key, _, attrs in ops}
     assert by_key["id=1"] == ("modify", {"name": (["ann"], ["anne"]), "age": (["30"], [])})
     assert by_key["id=2"] == ("modify", {"age": ([], ["41"]), "photo": ([], ["AQ=="])})
@@ -118,19 +130,19 @@ def test_a_first_cycle_publishes_every_row_then_exactly_what_changed(database, t
     assert len(ops) == 5
     assert verify(config, db.engine) == []
 
-    summary, ops = cycle(config, db)
+    summary, ops = cycle(config, db, on_spark)
     assert ops == [] and summary["operations"] == 0, "nothing changed, nothing published"
 
 
-def test_startup_option_future_records_the_tables_and_publishes_only_later_changes(database, tmp_path):
+def test_startup_option_future_records_the_tables_and_publishes_only_later_changes(database, tmp_path, on_spark):
     db = database
     create_tables(db)
     db.execute(*(f"INSERT INTO {db.qualified('acct')} (id, name) VALUES ({i}, 'n{i}')" for i in range(1, 6)))
     config = config_of(db, tmp_path, startup_option=StartupOption.FUTURE)
-    summary, ops = cycle(config, db)
+    summary, ops = cycle(config, db, on_spark)
     assert ops == [] and summary["recorded_only"] and summary["tables"]["acct"]["rows"] == 5
     db.execute(f"UPDATE {db.qualified('acct')} SET name = 'x' WHERE id = 4")
-    summary, ops = cycle(config, db)
+    summary, ops = cycle(config, db, on_spark)
     assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [("modify", "id=4", {"name": (["n4"], ["x"])})]
 
 
@@ -166,19 +178,19 @@ def test_a_state_kept_for_other_tables_or_another_key_is_refused(database, tmp_p
     assert len(documents(Path(config.output.directory))) == 1, "nothing published by a refused cycle"
 
 
-def test_a_column_added_or_dropped_is_published_as_its_values_changing(database, tmp_path):
+def test_a_column_added_or_dropped_is_published_as_its_values_changing(database, tmp_path, on_spark):
     db = database
     create_tables(db)
     db.execute(f"INSERT INTO {db.qualified('acct')} (id, name, age) VALUES (1, 'a', 5)",
                f"INSERT INTO {db.qualified('acct')} (id, name, age) VALUES (2, 'b', NULL)")
     config = config_of(db, tmp_path)
-    cycle(config, db)
+    cycle(config, db, on_spark)
     db.execute(f"ALTER TABLE {db.qualified('acct')} ADD COLUMN city VARCHAR(20)",
                f"UPDATE {db.qualified('acct')} SET city = 'Oslo' WHERE id = 1")
-    _, ops = cycle(config, db)
+    _, ops = cycle(config, db, on_spark)
     assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [("modify", "id=1", {"city": ([], ["Oslo"])})]
     db.execute(f"ALTER TABLE {db.qualified('acct')} DROP COLUMN age")
-    _, ops = cycle(config, db)
+    _, ops = cycle(config, db, on_spark)
     assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [("modify", "id=1", {"age": (["5"], [])})]
     assert verify(config, db.engine) == []
 
@@ -353,3 +365,31 @@ def test_consumer_mirror_equals_the_tables_in_triggerless_mode(dialect, tmp_path
         assert [d for d in differences if CANNOT_PUBLISH not in d] == [], case
 
     check()
+
+
+def test_the_driver_and_spark_publish_the_same_operations_under_the_same_event_ids(
+        postgresql_database, spark, tmp_path, monkeypatch):
+    """Two publishers of the same tables, one comparing every bucket in the driver, the other
+    each on a Spark task: after every change, the same operations, the same event-ids, in the
+    same order."""
+    db = postgresql_database
+    monkeypatch.setattr(comparison_state, "BUCKET_ROWS", 5)
+    create_tables(db)
+    driver = config_of(db, tmp_path / "driver")
+    on_spark = config_of(db, tmp_path / "spark")
+    steps = [
+        [f"INSERT INTO {db.qualified('acct')} (id, name, age) VALUES ({i}, 'n{i}', {i % 4})" for i in range(40)],
+        [f"UPDATE {db.qualified('acct')} SET age = NULL WHERE id % 3 = 0",
+         f"DELETE FROM {db.qualified('acct')} WHERE id % 7 = 1",
+         f"INSERT INTO {db.qualified('slot')} VALUES ('x', '2024-01-01', 'n')"],
+        [f"INSERT INTO {db.qualified('acct')} (id, name) VALUES ({i}, 'again') ON CONFLICT (id) DO UPDATE "
+         "SET name = 'again'" for i in range(0, 60, 5)],
+    ]
+    for statements in steps:
+        db.execute(*statements)
+        _, by_driver = cycle(driver, db)
+        monkeypatch.setattr(comparison, "PARALLEL_ROWS", 0)
+        _, by_spark = cycle(on_spark, db, lambda: spark)
+        monkeypatch.setattr(comparison, "PARALLEL_ROWS", 200_000)
+        assert by_spark == by_driver and by_driver
+    assert verify(driver, db.engine) == [] and verify(on_spark, db.engine) == []

@@ -525,3 +525,29 @@ def test_plain_canonical_logged_values_are_vouched_for_as_columns() -> None:
              (ValueType.STRING, "plain é"), (ValueType.STRING, None)]
     types = pa.array([t.value for t, _ in cases], pa.string())
     assert logged_unchanged(types, pa.array([text for _, text in cases], pa.string())).to_pylist() == [True] * 6
+
+
+_DATE_TIME_TEXTS = st.builds(
+    lambda y, mo, d, time, utc: f"{y:04d}-{mo:02d}-{d:02d}" + (
+        "" if time is None else " {:02d}:{:02d}:{:02d}".format(*time) + ("+00" if utc else "")),
+    st.integers(0, 9999), st.integers(0, 13), st.integers(0, 32),
+    st.none() | st.tuples(st.integers(0, 25), st.integers(0, 61), st.integers(0, 61)), st.booleans())
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.none() | _DATE_TIME_TEXTS | _LOGGED_SAMPLES | st.text(max_size=20), max_size=20))
+def test_date_times_encoded_as_columns_are_what_encoding_them_one_by_one_gives(texts: list[str | None]) -> None:
+    """`logged_times` publishes a date-time as `encode_logged` does, or leaves it to it (null)."""
+    from publisher.model.values import logged_times
+
+    for text, fast in zip(texts, logged_times(pa.array(texts, pa.string())).to_pylist(), strict=True):
+        if fast is not None:
+            assert encode_logged(ValueType.TIME, text) == fast, text
+
+
+def test_plain_date_times_are_encoded_as_columns() -> None:
+    from publisher.model.values import logged_times
+
+    texts = ["2024-05-01", "2024-05-01 10:00:00", "2024-05-01 10:00:00+00", "1969-12-31 23:59:59"]
+    assert logged_times(pa.array(texts)).to_pylist() == ["1714521600", "1714557600", "1714557600", "-1"]
+    assert logged_times(pa.array(["2024-02-30", "2024-05-01 24:00:00", "2024-05-01 10:00:00.5"])).null_count == 3

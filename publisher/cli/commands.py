@@ -121,11 +121,12 @@ def poll_command(config: Config, reader: Reader) -> int:
 def _poll_triggerless(config: Config, engine: Any, reader: Reader) -> int:
     from publisher.outputs.comparison_state import state_lock
     from publisher.pipeline.comparison import run_comparison_cycle
+    from publisher.pipeline.spark import get_spark
 
     if reader.subscriber is not None:
         raise UsageError("poll --subscriber: a triggerless publisher has no subscribers yet")
     with state_lock(Path(config.output.directory), config.publisher.when_locked == "wait"):
-        result = run_comparison_cycle(engine, config)
+        result = run_comparison_cycle(engine, config, lambda: get_spark(config.spark))
     print(json.dumps(result.summary()))
     return 0
 

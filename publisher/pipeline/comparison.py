@@ -7,44 +7,39 @@ bucket of the state with the same bucket of the read → build the operations (`
 """
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from sqlalchemy import Engine, func, select, text
 
 from publisher import failpoints
 from publisher.capture.install import published_tables
 from publisher.config import Config, StartupOption
 from publisher.database import association_schema, table_schema
-from publisher.model.catalog import ColumnInfo, TableInfo, reflect_catalog
-from publisher.model.operation import OperationKind
-from publisher.model.values import ValueType
+from publisher.model.catalog import TableInfo, reflect_catalog
 from publisher.outputs.comparison_state import (
-    KEY,
     BucketWriter,
     ComparisonState,
     ForeignStateError,
     Generation,
     TableLayout,
     buckets_for,
-    read_bucket,
-    value_name,
 )
 from publisher.outputs.cycle_files import next_cycle_number
 from publisher.outputs.documents import write_documents
 from publisher.outputs.outcomes import append_rejects
-from publisher.pipeline.queryback import QueryBackContext, scan_columns
-from publisher.rules.comparison import changed, compared_operations, kinds_of
+from publisher.pipeline.comparison_buckets import bucket_jobs, publish_bucket
+from publisher.pipeline.queryback import QueryBackContext
+from publisher.pipeline.table_scan import BLOCK_BYTES, RowTooLongError, scan_table_columns
 
 READ_ROWS = 20_000
 """Rows a table is read and written to its state's buckets at a time."""
-PLACE_BITS = 32
-"""An operation's event-id: the generation its cycle reads, then its place in the cycle."""
+PARALLEL_ROWS = 200_000
+"""A cycle whose tables hold at least this many rows compares them on Spark, where it can."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +113,9 @@ class ComparisonResult:
         }
 
 
-def run_comparison_cycle(engine: Engine, config: Config) -> ComparisonResult:
-    """One triggerless cycle, start to end; the caller holds the state's lock."""
+def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any] | None = None) -> ComparisonResult:
+    """One triggerless cycle, start to end; the caller holds the state's lock. `spark`: a
+    session for large tables, started when one is first needed."""
     started = time.monotonic()
     settings = ComparisonSettings.of(config, engine)
     state = ComparisonState(settings.output)
@@ -131,7 +127,7 @@ def run_comparison_cycle(engine: Engine, config: Config) -> ComparisonResult:
     result = ComparisonResult(number)
     read = state.read_done(number)
     if read is None:
-        read = read_tables(engine, settings, state, number, layouts, result)
+        read = read_tables(engine, settings, state, number, layouts)
     else:
         result.repeated = True
         refuse_foreign(read, layouts, state)
@@ -140,7 +136,7 @@ def run_comparison_cycle(engine: Engine, config: Config) -> ComparisonResult:
         for layout in read.tables:
             result.tables[layout.name] = TableCompared(rows=layout.rows)
     else:
-        publish_differences(settings, current, read, result)
+        publish_differences(settings, current, read, result, spark)
     failpoints.reached("triggerless_state")
     state.promote(read)
     result.seconds = time.monotonic() - started
@@ -173,25 +169,24 @@ def refuse_foreign(kept: Generation, layouts: Sequence[TableLayout], state: Comp
 
 
 def read_tables(engine: Engine, settings: ComparisonSettings, state: ComparisonState, number: int,
-                layouts: Sequence[TableLayout], result: ComparisonResult) -> Generation:
+                layouts: Sequence[TableLayout]) -> Generation:
     """Every published table read whole into generation `number`'s buckets, made durable."""
     directory = state.reading(number)
     ctx = QueryBackContext(settings.url, settings.schema, {t.name: t for t in settings.tables})
     read = []
-    rejects: list[dict[str, Any]] = []
     for index, (table, layout) in enumerate(zip(settings.tables, layouts, strict=True)):
-        layout = TableLayout(layout.name, layout.key, layout.columns, buckets_for(count_rows(engine, settings, table)))
-        writer = BucketWriter(directory, index, layout)
-        try:
-            for chunk in scan_columns(ctx, table, READ_ROWS):
-                keys, texts = published_values(table, chunk.keys, chunk.texts, chunk.problems, rejects)
-                writer.write(keys, texts)
-        finally:
-            writer.close()
-        read.append(TableLayout(layout.name, layout.key, layout.columns, layout.buckets, writer.rows))
-    if rejects:
-        append_rejects(settings.output, rejects)
-        result.rejected = len(rejects)
+        layout = dataclasses.replace(layout, buckets=buckets_for(count_rows(engine, settings, table)))
+        for block_bytes in BLOCK_BYTES:
+            writer = BucketWriter(directory, index, layout)
+            try:
+                for rows in scan_table_columns(ctx, table, READ_ROWS, block_bytes):
+                    writer.write(rows.keys, rows.values)
+                break
+            except RowTooLongError:
+                writer.discard()
+            finally:
+                writer.close()
+        read.append(dataclasses.replace(layout, rows=writer.rows))
     return state.finish_read(number, directory, read)
 
 
@@ -203,103 +198,35 @@ def count_rows(engine: Engine, settings: ComparisonSettings, table: TableInfo) -
         return int(conn.execute(select(func.count()).select_from(text(name))).scalar_one())
 
 
-def published_values(
-    table: TableInfo, keys: list[str], texts: list[list[Any]], problems: list[dict[str, str]],
-    rejects: list[dict[str, Any]],
-) -> tuple[list[str], list[list[Any]]]:
-    """The rows as the state keeps them: a value that cannot be published kept as none (the
-    consumer cannot hold it), a row whose key cannot be published left out; each said in
-    rejects.jsonl, with its table, key, column and why."""
-    keep = []
-    positions = {c.name: i for i, c in enumerate(table.value_columns)}
-    for row, troubles in enumerate(problems):
-        if len(troubles) == len(table.columns):
-            reason = next(iter(troubles.values()))
-            rejects.append({"table_name": table.name, "table_key": keys[row], "column_name": None, "reason": reason})
-            continue
-        for column, reason in troubles.items():
-            rejects.append({"table_name": table.name, "table_key": keys[row], "column_name": column, "reason": reason})
-            texts[positions[column]][row] = None
-        keep.append(row)
-    if len(keep) == len(keys):
-        return keys, texts
-    return [keys[r] for r in keep], [[column[r] for r in keep] for column in texts]
-
-
 def publish_differences(settings: ComparisonSettings, current: Generation | None, read: Generation,
-                        result: ComparisonResult) -> None:
-    """Each table's differences, bucket by bucket, written as documents in one cycle's files."""
-    documents = Documents(settings.output, settings.batch_size)
-    place = 0
-    kept = {layout.name.lower(): (index, layout) for index, layout in enumerate(current.tables)} if current else {}
-    for index, layout in enumerate(read.tables):
-        table = next(t for t in settings.tables if t.name.lower() == layout.name.lower())
-        counts = result.tables[layout.name] = TableCompared(rows=layout.rows)
-        old = kept.get(layout.name.lower())
-        for bucket in range(layout.buckets):
-            new_rows = read_bucket(read.directory, index, layout, bucket, layout.buckets)
-            old_rows = (read_bucket(current.directory, old[0], old[1], bucket, layout.buckets)
-                        if current is not None and old is not None else None)
-            differences = compare_bucket(table, layout, old_rows, old[1] if old else None, new_rows)
-            if not len(differences):
-                continue
-            kinds = differences.column("kind")
-            for kind in OperationKind:
-                count = pc.sum(pc.equal(kinds, kind.value)).as_py() or 0
-                setattr(counts, kind.value, getattr(counts, kind.value) + count)
-            event_ids = pa.array(range((read.number << PLACE_BITS) + place,
-                                       (read.number << PLACE_BITS) + place + len(differences)), pa.int64())
-            place += len(differences)
-            associations = pc.binary_join_element_wise(
-                differences.column(KEY), f",table={table.name},schema={settings.schema_label}", "")
-            columns = [*table.value_columns, *lost_columns(layout, old[1] if old else None)]
-            old_texts = [differences.column(f"o{i}").combine_chunks() for i in range(len(columns))]
-            new_texts = [differences.column(f"n{i}").combine_chunks() for i in range(len(columns))]
-            documents.add(compared_operations(table.name, columns, associations.combine_chunks(),
-                                              kinds.combine_chunks(), old_texts, new_texts, event_ids).to_pylist())
-    result.documents = documents.finish()
+                        result: ComparisonResult, spark: Callable[[], Any] | None = None) -> None:
+    """Each table's differences, bucket by bucket, written as documents: in the driver, under one
+    cycle number, or (a large read, Spark at hand) by Spark's tasks, a cycle number each."""
+    jobs = bucket_jobs(settings.tables, settings.schema_label, current, read)
+    buckets = [(job, bucket) for job in jobs for bucket in range(job.layout.buckets)]
+    if spark is not None and sum(job.layout.rows for job in jobs) >= PARALLEL_ROWS and len(buckets) > 1:
+        from publisher.pipeline.comparison_spark import publish_on_spark
 
-
-def lost_columns(layout: TableLayout, old_layout: TableLayout | None) -> list[ColumnInfo]:
-    """Value columns the state kept and the table no longer has (a migration dropped them): the
-    consumer's values of them are removed, as if they had become NULL."""
-    if old_layout is None:
-        return []
-    now = {name.lower() for name, _ in layout.columns}
-    return [ColumnInfo(name, ValueType(kind), False) for name, kind in old_layout.columns if name.lower() not in now]
-
-
-def compare_bucket(table: TableInfo, layout: TableLayout, old: pa.Table | None, old_layout: TableLayout | None,
-                   new: pa.Table) -> pa.Table:
-    """The bucket's objects that differ, in key order: `key`, `kind` and each value column's old
-    (`o<i>`) and new (`n<i>`) text. The old state's columns are matched by name: a column the
-    table gained has no old values, one it lost is no longer published."""
-    lost = lost_columns(layout, old_layout)
-    count = len(layout.columns) + len(lost)
-    new_columns = [new.column(KEY), *(new.column(value_name(i)) for i in range(len(layout.columns))),
-                   *(pa.nulls(len(new), pa.string()) for _ in lost)]
-    renamed_new = pa.table(new_columns, names=[KEY, *(f"n{i}" for i in range(count))]).append_column(
-        "in_new", pa.array([True] * len(new), pa.bool_()))
-    if old is None or old_layout is None:
-        old = pa.table({KEY: pa.array([], pa.string())})
-        old_layout = TableLayout(layout.name, layout.key, (), layout.buckets)
-    positions = {name.lower(): i for i, (name, _) in enumerate(old_layout.columns)}
-    old_columns = [old.column(KEY)]
-    for name in [*(name for name, _ in layout.columns), *(c.name for c in lost)]:
-        at = positions.get(name.lower())
-        old_columns.append(old.column(value_name(at)) if at is not None else pa.nulls(len(old), pa.string()))
-    renamed_old = pa.table(old_columns, names=[KEY, *(f"o{i}" for i in range(count))]).append_column(
-        "in_old", pa.array([True] * len(old), pa.bool_()))
-    joined = renamed_old.join(renamed_new, KEY, join_type="full outer")
-    in_old = pc.fill_null(joined.column("in_old"), False)
-    in_new = pc.fill_null(joined.column("in_new"), False)
-    differs = pc.not_equal(in_old, in_new)
-    for i in range(count):
-        differs = pc.or_(differs, pc.and_(in_new, changed(joined.column(f"o{i}"), joined.column(f"n{i}"))))
-    found = joined.filter(differs)
-    kinds = kinds_of(pc.fill_null(found.column("in_old"), False), pc.fill_null(found.column("in_new"), False))
-    found = found.append_column("kind", kinds).drop_columns(["in_old", "in_new"])
-    return found.sort_by(KEY)
+        done, result.documents = publish_on_spark(spark(), buckets, settings.output, settings.batch_size)
+    else:
+        documents = Documents(settings.output, settings.batch_size)
+        done = []
+        for job, bucket in buckets:
+            published = publish_bucket(job, bucket)
+            documents.add(published.operations)
+            done.append(published)
+        result.documents = documents.finish()
+    rejects: list[dict[str, Any]] = []
+    for job in jobs:
+        result.tables[job.layout.name] = TableCompared(rows=job.layout.rows)
+    for bucket_done in done:
+        counts = result.tables[bucket_done.table]
+        for kind, count in bucket_done.counts.items():
+            setattr(counts, kind, getattr(counts, kind) + count)
+        rejects += bucket_done.rejects
+    if rejects:
+        append_rejects(settings.output, rejects)
+        result.rejected = len(rejects)
 
 
 class Documents:

@@ -59,7 +59,7 @@ def copy_batches(conn: Connection, window: CycleWindow, lo: int, hi: int) -> Ite
         if first is None:
             return  # pyarrow refuses an empty CSV stream; a range may hold no new row
         reader = pacsv.open_csv(
-            io.BufferedReader(_Chunks(itertools.chain([first], chunks)), buffer_size=1 << 20),
+            io.BufferedReader(Chunks(itertools.chain([first], chunks)), buffer_size=1 << 20),
             read_options=pacsv.ReadOptions(column_names=list(_NAMES), block_size=block_bytes),
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
@@ -142,7 +142,7 @@ def _problems(batch: pa.RecordBatch, window: CycleWindow) -> list[str | None]:
     return problems
 
 
-class _Chunks(io.RawIOBase):
+class Chunks(io.RawIOBase):
     """COPY's chunks as a byte stream pyarrow can read."""
 
     def __init__(self, chunks: Iterable[Any]) -> None:

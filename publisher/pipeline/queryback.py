@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlalchemy import (
     Column,
     ColumnElement,
@@ -38,9 +39,9 @@ from publisher.dialects import dialect_of
 from publisher.errors import root_cause
 from publisher.failpoints import reached
 from publisher.model.canonical import bound_value, canonical_key_of, key_values
-from publisher.model.catalog import TableInfo, child_table
+from publisher.model.catalog import ColumnInfo, TableInfo, child_table
 from publisher.model.keys import KeyPart, format_key
-from publisher.model.values import BadValueError, ValueType, logged_unchanged, shown
+from publisher.model.values import BadValueError, ValueType, logged_times, logged_unchanged, shown
 from publisher.model.valuetext import encode_read, value_text_sql
 from publisher.rules.precedence import CurrentRow
 
@@ -82,7 +83,7 @@ class CurrentRows:
         with the values of its multi-valued attributes (unless `children` is False: only whether
         it exists matters)."""
         if self._conn is None:
-            self._conn = self._stack.enter_context(_session(self.ctx, key_lookups=True))
+            self._conn = self._stack.enter_context(reading_session(self.ctx, key_lookups=True))
         found: dict[tuple[str, str], CurrentRow] = {}
         try:
             for class_name, keys in wanted.items():
@@ -158,7 +159,7 @@ def _read_keys(
 def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[Published]:
     """Every current row of `table` as query-back would publish it; what the consumer mirror
     compares the published documents with."""
-    with _session(ctx) as conn:
+    with reading_session(ctx) as conn:
         reading = RowReading(table, ctx.schema, conn.dialect)
         streamed = conn.execution_options(stream_results=True, yield_per=CHUNK)
         for records in streamed.execute(reading.select()).partitions():
@@ -168,7 +169,7 @@ def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[Published]:
 def scan_columns(ctx: QueryBackContext, table: TableInfo, rows: int) -> Iterator[ReadColumns]:
     """Every current row of `table`, `rows` at a time, as `RowReading.columns` reads them, by
     one statement: a read of the whole table as of one moment (the statement's snapshot)."""
-    with _session(ctx) as conn:
+    with reading_session(ctx) as conn:
         reading = RowReading(table, ctx.schema, conn.dialect)
         streamed = conn.execution_options(stream_results=True, yield_per=rows)
         for records in streamed.execute(reading.select()).partitions():
@@ -178,7 +179,7 @@ def scan_columns(ctx: QueryBackContext, table: TableInfo, rows: int) -> Iterator
 def scan_children(ctx: QueryBackContext, table: TableInfo) -> Iterator[tuple[str, str, str | None, str | None]]:
     """Every row of a logical class's child tables as (parent key, attribute, value text,
     why it cannot be published); what the mirror's objects hold besides their rows."""
-    with _session(ctx) as conn:
+    with reading_session(ctx) as conn:
         for multi in table.multi_valued:
             reading = RowReading(child_table(multi), ctx.schema, conn.dialect, table)
             streamed = conn.execution_options(stream_results=True, yield_per=CHUNK)
@@ -189,7 +190,7 @@ def scan_children(ctx: QueryBackContext, table: TableInfo) -> Iterator[tuple[str
 
 
 @contextmanager
-def _session(ctx: QueryBackContext, key_lookups: bool = False) -> Iterator[Connection]:
+def reading_session(ctx: QueryBackContext, key_lookups: bool = False) -> Iterator[Connection]:
     """A connection on the text settings the capture functions use (a session of its own:
     the engines of `workers.engine_for` do not pool), with `key_lookups` one that prefers
     looking rows up by key (`Dialect.key_lookups_sql`; not for the mirror's full-table reads).
@@ -282,13 +283,10 @@ class RowReading:
         problems: list[dict[str, str]] = [{} for _ in records]
         texts: list[list[Any]] = []
         for index, column in self.values:
-            read = list(columns[index])
-            for row in _unvouched(column.value_type, read):
-                try:
-                    read[row] = encode_read(column.value_type, read[row])
-                except BadValueError as exc:
-                    problems[row][column.name] = f"{table.name}.{column.name}: {exc}"
-            texts.append(read)
+            published, troubles = published_column(table, column, list(columns[index]))
+            for row, reason in troubles.items():
+                problems[row][column.name] = reason
+            texts.append(published.to_pylist())
         keys = []
         for row, record in enumerate(records):
             key_texts = [str(record[i]) for i in self.key_indices]
@@ -319,20 +317,52 @@ def _array_element(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _unvouched(value_type: ValueType, values: list[Any]) -> Iterable[int]:
-    """The rows whose value `logged_unchanged` does not vouch for: all of them unless every
-    value is text or NULL (SQLite gives a BLOB as bytes and an INTEGER as int, which are
-    encoded from what they are)."""
+def published_column(
+    table: TableInfo, column: ColumnInfo, values: list[Any] | pa.Array,
+) -> tuple[pa.Array, dict[int, str]]:
+    """A column's values as read, published: the texts a column check vouches for as they are
+    (`logged_unchanged`, and date-times in their plain forms, `logged_times`), the others
+    encoded one by one; with the rows whose value cannot be published, and why."""
+    texts = values if isinstance(values, pa.Array) else as_texts(values)
+    count = len(values)
+    if texts is None:  # not all text: SQLite's BLOB as bytes, INTEGER as int, encoded from what they are
+        encoded: list[str | None] = [None] * count
+        problems = {}
+        for row, value in enumerate(values):
+            try:
+                encoded[row] = encode_read(column.value_type, value)
+            except BadValueError as exc:
+                problems[row] = f"{table.name}.{column.name}: {exc}"
+        return pa.array(encoded, pa.string()), problems
+    vouched = logged_unchanged(pa.array([column.value_type.value] * count, pa.string()), texts)
+    if column.value_type == ValueType.TIME:
+        fast = logged_times(texts)
+        texts = pc.if_else(vouched, texts, fast)
+        vouched = pc.or_(vouched, pc.is_valid(fast))
+    unvouched = np.flatnonzero(~np.asarray(vouched)).tolist()
+    if not unvouched:
+        return texts, {}
+    published = texts.to_pylist()
+    raw = values if isinstance(values, list) else values.to_pylist()
+    problems = {}
+    for row in unvouched:
+        try:
+            published[row] = encode_read(column.value_type, raw[row])
+        except BadValueError as exc:
+            published[row] = None
+            problems[row] = f"{table.name}.{column.name}: {exc}"
+    return pa.array(published, pa.string()), problems
+
+
+def as_texts(values: list[Any]) -> pa.Array | None:
+    """The values as a string column, if every one is text or NULL; else None."""
     try:
         texts = pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return range(len(values))
+        return None
     if pa.types.is_null(texts.type):
-        return []
-    if not pa.types.is_string(texts.type):
-        return range(len(values))
-    types = pa.array([value_type.value] * len(values), pa.string())
-    return np.flatnonzero(~np.asarray(logged_unchanged(types, texts))).tolist()
+        return pa.nulls(len(values), pa.string())
+    return texts if pa.types.is_string(texts.type) else None
 
 
 def _select(

@@ -5,6 +5,7 @@ Loop policy lives here; the work of one cycle lives in `cycle.run_cycle`.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
 import signal
@@ -251,5 +252,5 @@ def serve_triggerless(config: Config, engine: Engine) -> None:
     with state_lock(output, config.publisher.when_locked == "wait"):
         log.info("publishing %s from %s by comparing them, to %s", ", ".join(config.publisher.tables),
                  config.database.display_url(), output)
-        run_forever(lambda: get_spark(config.spark), engine, config, stop,
-                    lambda _spark, e, c: run_comparison_cycle(e, c), output)
+        spark = functools.cache(lambda: get_spark(config.spark))
+        run_forever(spark, engine, config, stop, lambda _spark, e, c: run_comparison_cycle(e, c, spark), output)

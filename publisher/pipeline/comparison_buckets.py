@@ -1,0 +1,190 @@
+"""One bucket of a triggerless cycle's comparison: the state's rows of the bucket and the read's,
+joined by key, and what differs published (`rules.comparison`). A bucket is compared whole in
+one place (the driver, or one Spark task), so `publish_bucket` is all either path runs.
+
+An operation's event-id is its generation, its bucket among the cycle's and its place in the
+bucket: `generation × 2^32 + bucket × 2^20 + place`. A comparison repeated after a crash
+compares the same read with the same state, so it gives every operation the same event-id
+again, whichever path runs it and however its buckets are spread.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from publisher.model.canonical import canonical_key_of
+from publisher.model.catalog import ColumnInfo, TableInfo
+from publisher.model.keys import KeyPart, format_key
+from publisher.model.operation import OperationKind
+from publisher.model.values import ValueType
+from publisher.outputs.comparison_state import Generation, TableLayout, key_name, key_names, read_bucket, value_name
+from publisher.pipeline.queryback import published_column
+from publisher.rules.comparison import changed, compared_operations, kinds_of
+
+GENERATION_BITS = 32
+BUCKET_BITS = 20
+"""An event-id's parts (`publish_bucket`): 2^12 buckets in a cycle, 2^20 operations in a bucket."""
+MAX_BUCKETS = 1 << (GENERATION_BITS - BUCKET_BITS)
+
+
+class ComparisonLimitError(ValueError):
+    """More buckets, or more differences in one, than an event-id can number."""
+
+
+@dataclass(frozen=True)
+class BucketJob:
+    """What comparing a table's buckets needs: picklable, for a Spark task."""
+
+    table: TableInfo
+    schema_label: str
+    layout: TableLayout
+    read: Path
+    table_index: int
+    old: TableLayout | None
+    """The state's layout of the table; None: the state holds none of its rows (a first cycle)."""
+    kept: Path | None
+    kept_index: int
+    generation: int
+    first_bucket: int
+    """The number of the table's first bucket among the cycle's."""
+
+
+@dataclass
+class BucketDone:
+    table: str
+    operations: list[bytes]
+    counts: dict[str, int] = field(default_factory=dict)
+    rejects: list[dict[str, Any]] = field(default_factory=list)
+
+
+def bucket_jobs(tables: Sequence[TableInfo], schema_label: str, current: Generation | None,
+                read: Generation) -> list[BucketJob]:
+    kept = {layout.name.lower(): (index, layout) for index, layout in enumerate(current.tables)} if current else {}
+    jobs = []
+    first = 0
+    for index, layout in enumerate(read.tables):
+        table = next(t for t in tables if t.name.lower() == layout.name.lower())
+        kept_index, old = kept.get(layout.name.lower(), (0, None))
+        jobs.append(BucketJob(table, schema_label, layout, read.directory, index, old,
+                              current.directory if current is not None else None, kept_index, read.number, first))
+        first += layout.buckets
+    if first > MAX_BUCKETS:
+        raise ComparisonLimitError(f"the published tables hold {first} buckets of about "
+                                   f"{read.tables[0].rows // max(1, read.tables[0].buckets)} rows, and an event-id "
+                                   f"numbers at most {MAX_BUCKETS}: publish fewer tables per configuration")
+    return jobs
+
+
+def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
+    """The bucket's differences as operations, in key order, with their counts by kind and the
+    values that cannot be published (rejects.jsonl's lines)."""
+    layout, table = job.layout, job.table
+    new_rows = read_bucket(job.read, job.table_index, layout, bucket, layout.buckets)
+    old_rows = None if job.old is None or job.kept is None else read_bucket(
+        job.kept, job.kept_index, job.old, bucket, layout.buckets)
+    differences = compare_bucket(layout, old_rows, job.old, new_rows)
+    done = BucketDone(table.name, [])
+    if not len(differences):
+        return done
+    keys, kinds, found = published_keys(table, differences, done.rejects)
+    if len(keys) > 1 << BUCKET_BITS:
+        raise ComparisonLimitError(f"{table.name}: {len(keys)} differences in one bucket, more than an event-id "
+                                   f"numbers ({1 << BUCKET_BITS}); the table grew while it was read")
+    for kind in OperationKind:
+        done.counts[kind.value] = pc.sum(pc.equal(kinds, kind.value)).as_py() or 0
+    first = (job.generation << GENERATION_BITS) + ((job.first_bucket + bucket) << BUCKET_BITS)
+    event_ids = pa.array(range(first, first + len(keys)), pa.int64())
+    associations = pc.binary_join_element_wise(
+        pa.array(keys, pa.string()), f",table={table.name},schema={job.schema_label}", "")
+    columns = [*table.value_columns, *lost_columns(layout, job.old)]
+    old_texts = [published(table, c, found.column(f"o{i}"), keys, None) for i, c in enumerate(columns)]
+    new_texts = [published(table, c, found.column(f"n{i}"), keys, done.rejects) for i, c in enumerate(columns)]
+    done.operations = compared_operations(table.name, columns, associations, kinds, old_texts, new_texts,
+                                          event_ids).to_pylist()
+    return done
+
+
+def published(table: TableInfo, column: ColumnInfo, texts: pa.ChunkedArray, keys: list[str],
+              rejects: list[dict[str, Any]] | None) -> pa.Array:
+    """A column of the differing objects' values as published. One that cannot be is published
+    as none (no document can carry it): said in rejects.jsonl (`rejects`) with its table, key,
+    column and why, where it is the table's value now; the state's old value was said before."""
+    values, problems = published_column(table, column, texts.combine_chunks())
+    if rejects is not None:
+        rejects += [{"table_name": table.name, "table_key": keys[row], "column_name": column.name, "reason": reason}
+                    for row, reason in problems.items()]
+    return values
+
+
+def published_keys(table: TableInfo, differences: pa.Table,
+                   rejects: list[dict[str, Any]]) -> tuple[list[str], pa.Array, pa.Table]:
+    """The differing objects' canonical keys, their operations' kinds and their rows; a row
+    whose key cannot be published is left out, said in rejects.jsonl (`rejects`)."""
+    spelling = table.key_columns
+    texts = [differences.column(key_name(i)).to_pylist() for i in range(len(spelling))]
+    keys, kept = [], []
+    for row, key_texts in enumerate(zip(*texts, strict=True)):
+        try:
+            key = canonical_key_of([str(t) for t in key_texts], spelling)
+        except ValueError as exc:
+            shown = format_key(KeyPart(name, str(t)) for (name, _), t in zip(spelling, key_texts, strict=True))
+            rejects.append({"table_name": table.name, "table_key": shown, "column_name": None,
+                            "reason": f"{table.name}: the row's key cannot be published: {exc}"})
+            continue
+        keys.append(key)
+        kept.append(row)
+    found = differences if len(kept) == len(differences) else differences.take(kept)
+    return keys, found.column("kind").combine_chunks(), found
+
+
+def lost_columns(layout: TableLayout, old_layout: TableLayout | None) -> list[ColumnInfo]:
+    """Value columns the state kept and the table no longer has (a migration dropped them): the
+    consumer's values of them are removed, as if they had become NULL."""
+    if old_layout is None:
+        return []
+    now = {name.lower() for name, _ in layout.columns}
+    return [ColumnInfo(name, ValueType(kind), False) for name, kind in old_layout.columns if name.lower() not in now]
+
+
+def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableLayout | None,
+                   new: pa.Table) -> pa.Table:
+    """The bucket's objects that differ, in key order: their key texts, `kind`, and each value
+    column's old (`o<i>`) and new (`n<i>`) text. The old state's columns are matched by name: a
+    column the table gained has no old values, one it lost (`lost_columns`) no new ones."""
+    keys = key_names(layout)
+    lost = lost_columns(layout, old_layout)
+    count = len(layout.columns) + len(lost)
+    new_columns = [*(new.column(k) for k in keys),
+                   *(new.column(value_name(i)) for i in range(len(layout.columns))),
+                   *(pa.nulls(len(new), pa.string()) for _ in lost), pa.array(np.ones(len(new), bool))]
+    renamed_new = pa.table(new_columns, names=[*keys, *(f"n{i}" for i in range(count)), "in_new"])
+    old_columns: list[Any] = []
+    old_names = [*keys, *(f"o{i}" for i in range(count)), "in_old"]
+    if old is None or old_layout is None:
+        old_columns = [pa.array([], pa.string()) for _ in old_names[:-1]] + [pa.array([], pa.bool_())]
+    else:
+        positions = {name.lower(): i for i, (name, _) in enumerate(old_layout.columns)}
+        old_columns = [old.column(k) for k in keys]
+        for name in [*(name for name, _ in layout.columns), *(c.name for c in lost)]:
+            at = positions.get(name.lower())
+            old_columns.append(old.column(value_name(at)) if at is not None else pa.nulls(len(old), pa.string()))
+        old_columns.append(pa.array(np.ones(len(old), bool)))
+    renamed_old = pa.table(old_columns, names=old_names)
+    joined = renamed_old.join(renamed_new, keys, join_type="full outer")
+    in_old = pc.fill_null(joined.column("in_old"), False)
+    in_new = pc.fill_null(joined.column("in_new"), False)
+    differs = pc.not_equal(in_old, in_new)
+    for i in range(count):
+        differs = pc.or_(differs, pc.and_(in_new, changed(joined.column(f"o{i}"), joined.column(f"n{i}"))))
+    found = joined.filter(differs)
+    kinds = kinds_of(pc.fill_null(found.column("in_old"), False), pc.fill_null(found.column("in_new"), False))
+    found = found.append_column("kind", kinds).drop_columns(["in_old", "in_new"])
+    return found.sort_by([(k, "ascending") for k in keys])
+
+

@@ -1,0 +1,113 @@
+"""A published table read whole, as columns: each row's key texts and published values, for a
+triggerless cycle's comparison (`pipeline.comparison`).
+
+On PostgreSQL (UTF-8, psycopg 3) the server sends the rows through COPY as CSV and pyarrow
+parses them, so no Python runs per row unless a value needs encoding one by one
+(`queryback.published_column`); elsewhere a cursor streams them. Either way the read is one
+statement, so it sees the table as of one moment.
+"""
+from __future__ import annotations
+
+import io
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+from sqlalchemy import Connection
+
+from publisher.model.catalog import ColumnInfo, TableInfo
+from publisher.pipeline.copy_read import Chunks, can_copy
+from publisher.pipeline.queryback import QueryBackContext, RowReading, as_texts, published_column, reading_session
+
+BLOCK_BYTES: tuple[int | None, ...] = (1 << 20, 64 << 20, None)
+"""CSV bytes pyarrow parses at a time, tried in turn: a block must hold a whole row, so a table
+with a row longer than the first is read again in the larger; one longer than that by a cursor."""
+
+
+@dataclass(frozen=True)
+class ScannedRows:
+    """Rows of a table: their key texts (key order) and the texts of their values as read (the
+    table's value columns), a column each. A value is published from its text only where it
+    changed (`queryback.published_column`): most rows of a cycle change nothing."""
+
+    keys: list[pa.Array]
+    values: list[pa.Array]
+
+    def __len__(self) -> int:
+        return len(self.keys[0])
+
+
+class RowTooLongError(Exception):
+    """A row longer than the COPY block: the table is read again in a larger one."""
+
+
+def scan_table_columns(
+    ctx: QueryBackContext, table: TableInfo, rows: int, block_bytes: int | None,
+) -> Iterator[ScannedRows]:
+    """Every current row of `table`, about `rows` at a time: through COPY in blocks of
+    `block_bytes` where the database can (else, or with None, by a cursor). A row longer than
+    the block raises RowTooLongError, after the rows before it were handed over: the caller
+    reads the table again from the start, in a larger block."""
+    with reading_session(ctx) as conn:
+        reading = RowReading(table, ctx.schema, conn.dialect)
+        if block_bytes is not None and can_copy(conn):
+            yield from _copied(conn, reading, block_bytes)
+            return
+        streamed = conn.execution_options(stream_results=True, yield_per=rows)
+        for records in streamed.execute(reading.select()).partitions():
+            columns = list(zip(*records, strict=True))
+            yield _published(reading, [list(column) for column in columns])
+
+
+def _copied(conn: Connection, reading: RowReading, block_bytes: int) -> Iterator[ScannedRows]:
+    compiled = reading.select().compile(dialect=conn.dialect)
+    names = [f"c{i}" for i in range(len(reading.table.columns))]
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    with cursor.copy(f"COPY ({compiled}) TO STDOUT (FORMAT csv)") as copy:
+        chunks = iter(copy)
+        first = next(chunks, None)
+        if first is None:
+            return  # pyarrow refuses an empty CSV stream
+        reader = pacsv.open_csv(
+            io.BufferedReader(Chunks(itertools.chain([first], chunks)), buffer_size=1 << 20),
+            read_options=pacsv.ReadOptions(column_names=names, block_size=block_bytes),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names}, null_values=[""],
+                                                 strings_can_be_null=True, quoted_strings_can_be_null=False),
+        )
+        try:
+            for batch in reader:
+                if batch.num_rows:
+                    yield _published(reading, batch.columns)
+        except pa.ArrowInvalid as exc:
+            if "straddl" in str(exc):
+                raise RowTooLongError(str(exc)) from exc
+            raise
+
+
+def _published(reading: RowReading, columns: list[Any]) -> ScannedRows:
+    keys = [_texts(columns[i]) for i in reading.key_indices]
+    values = [_read_texts(reading.table, column, columns[index]) for index, column in reading.values]
+    return ScannedRows(keys, values)
+
+
+def _texts(column: pa.Array | list[Any]) -> pa.Array:
+    """A key column's texts, as the row's key is spelled from them (`str` of what was read)."""
+    if isinstance(column, pa.Array):
+        return column
+    return pa.array([None if value is None else str(value) for value in column], pa.string())
+
+
+def _read_texts(table: TableInfo, column: ColumnInfo, values: pa.Array | list[Any]) -> pa.Array:
+    """A value column as text: as read where it is text (a published text read again publishes
+    the same), else (SQLite's BLOB as bytes, INTEGER as int) published from what was read."""
+    if isinstance(values, pa.Array):
+        return values
+    texts = as_texts(values)
+    if texts is not None:
+        return texts
+    published, _ = published_column(table, column, values)
+    return published
