@@ -62,3 +62,20 @@ def test_compared_operations_equal_the_oracle(drawn):
     built = compared_operations("t", columns, associations, kinds_of(old_present, new_present), olds, news, event_ids)
     expected = [oracle("t", columns, k, old, new, 100 + i) for i, (k, (old, new)) in enumerate(zip(keys, found))]
     assert built.to_pylist() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=40), st.text(max_size=3)), min_size=1, max_size=30), st.integers(0, 29))
+def test_a_keys_hash_is_its_own_whatever_rows_it_is_hashed_with(rows, start):
+    """A row lands in the same bucket in every cycle: its hash depends on its key texts alone,
+    not on the rows read with it, nor on where its batch begins in memory."""
+    from publisher.outputs.comparison_state import key_hashes
+
+    columns = [pa.array([row[0] for row in rows]), pa.array([row[1] for row in rows])]
+    together = key_hashes(columns)
+    for index, row in enumerate(rows):
+        alone = key_hashes([pa.array([row[0]]), pa.array([row[1]])])
+        assert alone[0] == together[index]
+    start = min(start, len(rows) - 1)
+    sliced = key_hashes([column[start:] for column in columns])
+    assert list(sliced) == list(together[start:])

@@ -23,8 +23,11 @@ def run(args: argparse.Namespace) -> int:
     from publisher.bench.run import BenchOptions, run_benchmark
     from publisher.bench.writers import Dialect
 
-    if args.capture and args.snapshot:
-        raise BenchArgumentError("bench: --capture and --snapshot measure different things; choose one")
+    chosen = [name for name in ("capture", "snapshot", "triggerless") if getattr(args, name)]
+    if len(chosen) > 1:
+        raise BenchArgumentError(f"bench: --{' and --'.join(chosen)} measure different things; choose one")
+    if args.triggerless:
+        return _bench_triggerless(args)
     if args.capture:
         return _bench_capture(args)
     if args.snapshot_logged and not args.snapshot:
@@ -84,4 +87,20 @@ def _bench_snapshot(args: argparse.Namespace) -> int:
     except WorkloadError as exc:
         raise BenchArgumentError(str(exc)) from None
     print(json.dumps(report.summary()) if args.json else format_snapshot_report(report))
+    return 0
+
+
+def _bench_triggerless(args: argparse.Namespace) -> int:
+    from publisher.bench.mix import WorkloadError
+    from publisher.bench.triggerless import TriggerlessOptions, format_triggerless_report, run_triggerless_bench
+
+    scheme = (args.url or "postgresql").split(":", 1)[0].split("+", 1)[0]
+    if args.database not in (None, "postgresql") or scheme not in ("postgresql", "postgres"):
+        raise BenchArgumentError("bench --triggerless: measured on postgresql only")
+    options = TriggerlessOptions(url=args.url, rows=args.rows or 1_000_000, master=args.master)
+    try:
+        report = run_triggerless_bench(options)
+    except WorkloadError as exc:
+        raise BenchArgumentError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else format_triggerless_report(report))
     return 0

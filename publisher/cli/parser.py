@@ -258,6 +258,7 @@ reading the --snapshot report:
 
   publisher bench --snapshot                             1000000 rows, query_limit 200000
   publisher bench --snapshot --rows 5000000 --json
+  publisher bench --triggerless --rows 1000000   a triggerless cycle against COPY of the table
 """
 
 
@@ -278,6 +279,10 @@ def _add_bench(commands: Any) -> None:
     bench.add_argument("--snapshot", action="store_true",
                        help="measure what a snapshot of a table of --rows rows costs instead (see above), on "
                        "PostgreSQL; uses only --url, --rows, --query-limit, --master and --json")
+    bench.add_argument("--triggerless", action="store_true",
+                       help="measure a triggerless cycle over a table of --rows rows instead: one with 1%% of "
+                       "the rows changed and an idle one, against PostgreSQL's COPY of the table; uses only "
+                       "--url, --rows, --master and --json")
     bench.add_argument("--snapshot-logged", action="store_true",
                        help="--snapshot: measure the logged path (every row a row query-back the cycles publish) "
                        "instead of `snapshot --direct`")

@@ -74,37 +74,39 @@ def buckets_for(rows: int) -> int:
 FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
 HASHED_BYTES = 16
-"""A key's hash reads this many bytes of each key column (past its end: zeros) and its length:
-it spreads keys over buckets, and the comparison joins on the keys themselves."""
+"""A key's hash reads the first 16 bytes of each key column's UTF-8 (zeros past its end) and its
+length: it spreads keys over buckets, and the comparison joins on the keys themselves."""
+_ZEROS = b"\0" * HASHED_BYTES
 
 
 def key_hashes(keys: Sequence[pa.Array]) -> np.ndarray:
-    """FNV-1a of each row's key texts, as columns: the bucket a row falls in is its hash's low
-    bits (`bucket_of`), and the hash is stored, so that a table whose bucket count changes is
-    still compared with its old state."""
+    """An FNV-1a of each row's key texts taken eight bytes at a time, as columns: the bucket a row
+    falls in is its hash's low bits (`bucket_of`), and the hash is stored, so that a table whose
+    bucket count changes is still compared with its old state."""
     count = len(keys[0]) if keys else 0
     hashes = np.full(count, FNV_OFFSET, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for column in keys:
-            offsets, data = _utf8_buffers(column)
-            starts = offsets[:-1].astype(np.int64)
-            lengths = (offsets[1:] - offsets[:-1]).astype(np.int64)
-            padded = np.concatenate([data, np.zeros(HASHED_BYTES, np.uint8)])
-            for place in range(HASHED_BYTES):
-                byte = np.where(lengths > place, padded[starts + place], 0).astype(np.uint64)
-                hashes = (hashes ^ byte) * FNV_PRIME
-            hashes = (hashes ^ lengths.astype(np.uint64)) * FNV_PRIME
+            binary = pc.fill_null(column, "").cast(pa.binary())
+            lengths = pc.binary_length(binary).to_numpy(zero_copy_only=False).astype(np.uint64)
+            padded = pc.binary_slice(pc.binary_join_element_wise(binary, _ZEROS, b""), 0, HASHED_BYTES)
+            offsets, data = _buffers(padded)
+            if not np.all(offsets[1:] - offsets[:-1] == HASHED_BYTES):  # every text is made 16 bytes long above
+                raise AssertionError("a padded key text is not 16 bytes long")
+            block = data[offsets[0]: offsets[0] + HASHED_BYTES * count].reshape(count, HASHED_BYTES)
+            for word in np.ascontiguousarray(block).view(np.uint64).T:
+                hashes = (hashes ^ word) * FNV_PRIME
+            hashes = (hashes ^ lengths) * FNV_PRIME
     return hashes
 
 
-def _utf8_buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def _buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A binary column's offsets (as int64) and bytes."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
-    if column.null_count:
-        column = pc.fill_null(column, "")
     _, offsets, data = column.buffers()
-    width = np.int64 if pa.types.is_large_string(column.type) else np.int32
-    positions = np.frombuffer(offsets, dtype=width)[column.offset: column.offset + len(column) + 1]
+    width = np.int64 if pa.types.is_large_binary(column.type) else np.int32
+    positions = np.frombuffer(offsets, dtype=width)[column.offset: column.offset + len(column) + 1].astype(np.int64)
     values = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
     return positions, values
 
@@ -161,7 +163,7 @@ class BucketWriter:
         """Rows read: their key texts (key order) and value texts, a column each."""
         if not len(keys[0]):
             return
-        hashes = pa.array(key_hashes(keys), pa.uint64())
+        hashes = pa.nulls(len(keys[0]), pa.uint64())  # filled in by _flush, many rows at once
         self.gathered.append(pa.Table.from_arrays([*keys, hashes, *values], schema=self.schema))
         self.rows += len(hashes)
         if sum(len(t) for t in self.gathered) >= FLUSH_ROWS:
@@ -172,6 +174,8 @@ class BucketWriter:
             return
         table = pa.concat_tables(self.gathered).combine_chunks()
         self.gathered = []
+        keys = [table.column(name).combine_chunks() for name in key_names(self.layout)]
+        table = table.set_column(table.schema.get_field_index(HASH), HASH, pa.array(key_hashes(keys), pa.uint64()))
         buckets = bucket_of(table.column(HASH), self.layout.buckets)
         order = np.argsort(buckets, kind="stable")
         table = table.take(pa.array(order))
