@@ -197,7 +197,31 @@ def test_snapshot_bench_publishes_every_row_once_and_drops_its_schema(spark, tmp
     (["--snapshot", "--database", "sqlite"], "postgresql only"),
     (["--snapshot", "--url", "sqlite:///x.db"], "postgresql only"),
     (["--snapshot-logged"], "it needs --snapshot"),
+    (["--triggerless", "--snapshot"], "choose one"),
+    (["--triggerless", "--database", "mariadb"], "postgresql only"),
+    (["--triggerless", "--url", "sqlite:///x.db"], "postgresql only"),
 ])
 def test_snapshot_bench_refuses_what_it_cannot_measure(capsys, argv: list[str], why: str) -> None:
     assert main(["bench", *argv]) == 2
     assert why in capsys.readouterr().err
+
+
+# --- bench --triggerless: a triggerless cycle over a large table, on PostgreSQL ------------------
+
+
+def test_triggerless_bench_publishes_exactly_the_changed_rows_and_drops_its_schema(spark, tmp_path: Path) -> None:
+    from publisher.bench.triggerless import TriggerlessOptions, format_triggerless_report, run_triggerless_bench
+
+    schema = "triggerless_bench_test"
+    report = run_triggerless_bench(TriggerlessOptions(url=POSTGRES_URL, rows=3000, schema=schema,
+                                                      workdir=tmp_path), spark)
+    assert report.changed_rows == 30 and report.changed.tables["usr"].modify == 30
+    assert report.first.recorded_only and report.first.operations == 0 and report.idle.operations == 0
+    assert report.complete and report.floor.rows == 3000
+    assert re.search(r"exactly the changed rows published +yes", format_triggerless_report(report))
+    engine = create_engine(DatabaseConfig(url=POSTGRES_URL).sqlalchemy_url())
+    with engine.connect() as conn:
+        left = conn.execute(text("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = :s"),
+                            {"s": schema}).scalar_one()
+    engine.dispose()
+    assert left == 0

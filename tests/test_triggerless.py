@@ -84,6 +84,7 @@ def on_spark(request, spark, monkeypatch):
     if request.param == "driver":
         return None
     monkeypatch.setattr(comparison, "PARALLEL_ROWS", 0)
+    monkeypatch.setattr(comparison, "DRIVER_MASTERS", ())
     monkeypatch.setattr(comparison_state, "BUCKET_ROWS", 3)
     return lambda: spark
 
@@ -372,6 +373,7 @@ def test_the_driver_and_spark_publish_the_same_operations_under_the_same_event_i
     """Two publishers of the same tables, one comparing every bucket in the driver, the other
     each on a Spark task: after every change, the same operations, the same event-ids, in the
     same order."""
+    assert not comparison.on_spark("local[*]", 10**9, 100) and comparison.on_spark("spark://h:7077", 10**7, 4)
     db = postgresql_database
     monkeypatch.setattr(comparison_state, "BUCKET_ROWS", 5)
     create_tables(db)
@@ -388,8 +390,10 @@ def test_the_driver_and_spark_publish_the_same_operations_under_the_same_event_i
     for statements in steps:
         db.execute(*statements)
         _, by_driver = cycle(driver, db)
+        monkeypatch.setattr(comparison, "DRIVER_MASTERS", ())
         monkeypatch.setattr(comparison, "PARALLEL_ROWS", 0)
         _, by_spark = cycle(on_spark, db, lambda: spark)
-        monkeypatch.setattr(comparison, "PARALLEL_ROWS", 200_000)
+        monkeypatch.setattr(comparison, "DRIVER_MASTERS", ("local",))
+        monkeypatch.setattr(comparison, "PARALLEL_ROWS", 1_000_000)
         assert by_spark == by_driver and by_driver
     assert verify(driver, db.engine) == [] and verify(on_spark, db.engine) == []

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from typing import Any
 
 
 class BenchArgumentError(ValueError):
@@ -74,33 +76,35 @@ def _bench_capture(args: argparse.Namespace) -> int:
 
 
 def _bench_snapshot(args: argparse.Namespace) -> int:
-    from publisher.bench.mix import WorkloadError
     from publisher.bench.snapshot import SnapshotOptions, format_snapshot_report, run_snapshot_bench
 
-    scheme = (args.url or "postgresql").split(":", 1)[0].split("+", 1)[0]
-    if args.database not in (None, "postgresql") or scheme not in ("postgresql", "postgres"):
-        raise BenchArgumentError("bench --snapshot: measured on postgresql only")
+    _require_postgresql(args, "--snapshot")
     options = SnapshotOptions(url=args.url, rows=args.rows or 1_000_000, query_limit=args.query_limit,
                               master=args.master, direct=not args.snapshot_logged)
-    try:
-        report = run_snapshot_bench(options)
-    except WorkloadError as exc:
-        raise BenchArgumentError(str(exc)) from None
-    print(json.dumps(report.summary()) if args.json else format_snapshot_report(report))
-    return 0
+    return _report(args, lambda: run_snapshot_bench(options), format_snapshot_report)
 
 
 def _bench_triggerless(args: argparse.Namespace) -> int:
-    from publisher.bench.mix import WorkloadError
     from publisher.bench.triggerless import TriggerlessOptions, format_triggerless_report, run_triggerless_bench
 
+    _require_postgresql(args, "--triggerless")
+    options = TriggerlessOptions(url=args.url, rows=args.rows or 1_000_000, master=args.master)
+    return _report(args, lambda: run_triggerless_bench(options), format_triggerless_report)
+
+
+def _require_postgresql(args: argparse.Namespace, flag: str) -> None:
     scheme = (args.url or "postgresql").split(":", 1)[0].split("+", 1)[0]
     if args.database not in (None, "postgresql") or scheme not in ("postgresql", "postgres"):
-        raise BenchArgumentError("bench --triggerless: measured on postgresql only")
-    options = TriggerlessOptions(url=args.url, rows=args.rows or 1_000_000, master=args.master)
+        raise BenchArgumentError(f"bench {flag}: measured on postgresql only")
+
+
+def _report(args: argparse.Namespace, run: Callable[[], Any], formatted: Callable[[Any], str]) -> int:
+    """Run a benchmark; print its report, or its summary as JSON with --json."""
+    from publisher.bench.mix import WorkloadError
+
     try:
-        report = run_triggerless_bench(options)
+        report = run()
     except WorkloadError as exc:
         raise BenchArgumentError(str(exc)) from None
-    print(json.dumps(report.summary()) if args.json else format_triggerless_report(report))
+    print(json.dumps(report.summary()) if args.json else formatted(report))
     return 0
