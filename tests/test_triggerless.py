@@ -225,6 +225,10 @@ def test_a_value_that_cannot_be_published_is_rejected_and_the_rest_of_the_row_pu
     reject = json.loads(line)
     assert (reject["table_name"], reject["table_key"], reject["column_name"]) == ("acct", "id=1", "name")
     assert "XML" in reject["reason"] or "character" in reject["reason"]
+    db.execute(f"UPDATE {db.qualified('acct')} SET name = 'other' || char(8) WHERE id = 1")
+    summary, ops = cycle(config, db)
+    assert ops == [] and summary["operations"] == 0, "one value no document carries for another: nothing to say"
+    assert len((Path(config.output.directory) / "rejects.jsonl").read_text().splitlines()) == 2
 
 
 def _poll_process(config: Path, failpoint: str | None = None, markers: Path | None = None) -> subprocess.Popen:

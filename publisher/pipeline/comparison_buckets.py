@@ -96,15 +96,23 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
     if len(keys) > 1 << BUCKET_BITS:
         raise ComparisonLimitError(f"{table.name}: {len(keys)} differences in one bucket, more than an event-id "
                                    f"numbers ({1 << BUCKET_BITS}); the table grew while it was read")
+    columns = [*table.value_columns, *lost_columns(layout, job.old)]
+    old_texts = [published(table, c, found.column(f"o{i}"), keys, None) for i, c in enumerate(columns)]
+    new_texts = [published(table, c, found.column(f"n{i}"), keys, done.rejects) for i, c in enumerate(columns)]
+    says = pc.not_equal(kinds, OperationKind.MODIFY.value)
+    for before, after in zip(old_texts, new_texts, strict=True):
+        says = pc.or_(says, changed(before, after))
+    if not pc.all(says).as_py():  # texts that differ and publish alike (one value no document carries, another)
+        keys = [key for key, kept in zip(keys, says.to_pylist(), strict=True) if kept]
+        kinds = kinds.filter(says)
+        old_texts = [texts.filter(says) for texts in old_texts]
+        new_texts = [texts.filter(says) for texts in new_texts]
     for kind in OperationKind:
         done.counts[kind.value] = pc.sum(pc.equal(kinds, kind.value)).as_py() or 0
     first = (job.generation << GENERATION_BITS) + ((job.first_bucket + bucket) << BUCKET_BITS)
     event_ids = pa.array(range(first, first + len(keys)), pa.int64())
     associations = pc.binary_join_element_wise(
         pa.array(keys, pa.string()), f",table={table.name},schema={job.schema_label}", "")
-    columns = [*table.value_columns, *lost_columns(layout, job.old)]
-    old_texts = [published(table, c, found.column(f"o{i}"), keys, None) for i, c in enumerate(columns)]
-    new_texts = [published(table, c, found.column(f"n{i}"), keys, done.rejects) for i, c in enumerate(columns)]
     done.operations = compared_operations(table.name, columns, associations, kinds, old_texts, new_texts,
                                           event_ids).to_pylist()
     return done
