@@ -256,10 +256,12 @@ class ComparisonState:
         number = int(text)
         return self._generation(number, self.root / f"g{number:012d}")
 
-    def read_done(self, number: int) -> Generation | None:
-        """Generation `number`'s tables, read whole by an earlier try of this cycle, or None."""
-        directory = self.root / f"g{number:012d}.read"
-        return self._generation(number, directory) if (directory / MANIFEST_FILE).exists() else None
+    def read_done(self) -> Generation | None:
+        """The tables a cycle read whole and did not get to publish (it was killed), or None."""
+        for directory in sorted(self.root.glob("g*.read")):
+            if (directory / MANIFEST_FILE).exists():
+                return self._generation(int(directory.name[1:13]), directory)
+        return None
 
     def reading(self, number: int) -> Path:
         """An empty directory to read generation `number` into (what a killed read left, gone)."""

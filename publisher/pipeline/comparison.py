@@ -130,17 +130,16 @@ def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any
     settings = ComparisonSettings.of(config, engine)
     state = ComparisonState(settings.output)
     current = state.current()
-    number = 1 if current is None else current.number + 1
     layouts = [layout_of(table) for table in settings.tables]
     if current is not None:
         refuse_foreign(current, layouts, state)
-    result = ComparisonResult(number)
-    read = state.read_done(number)
+    read = state.read_done()
+    repeated = read is not None
     if read is None:
-        read = read_tables(engine, settings, state, number, layouts)
+        read = read_tables(engine, settings, state, next_cycle_number(settings.output), layouts)
     else:
-        result.repeated = True
         refuse_foreign(read, layouts, state)
+    result = ComparisonResult(read.number, repeated=repeated)
     if current is None and settings.startup == StartupOption.FUTURE:
         result.recorded_only = True
         for layout in read.tables:
@@ -162,7 +161,7 @@ def refuse_foreign(kept: Generation, layouts: Sequence[TableLayout], state: Comp
     """A state kept for other tables or other keys is never compared with (it would publish
     every row as changed, or objects under other names): say what differs and what to do."""
     def named(layouts: Sequence[TableLayout]) -> dict[str, TableLayout]:
-        return {layout.name.lower(): layout for layout in layouts}
+        return {layout.name: layout for layout in layouts}
 
     kept_tables, tables = named(kept.tables), named(layouts)
     remedy = (f"to publish these tables from a new start, move {state.root} away (the next cycle then "
@@ -172,7 +171,7 @@ def refuse_foreign(kept: Generation, layouts: Sequence[TableLayout], state: Comp
             f"the triggerless state in {state.root} was kept for the tables {sorted(kept_tables)}, and "
             f"publisher.tables now names {sorted(tables)}: {remedy}")
     for name, layout in tables.items():
-        if [c.lower() for c, _ in kept_tables[name].key] != [c.lower() for c, _ in layout.key]:
+        if [c for c, _ in kept_tables[name].key] != [c for c, _ in layout.key]:
             raise ForeignStateError(
                 f"the triggerless state in {state.root} keys table {layout.name} by "
                 f"{[c for c, _ in kept_tables[name].key]}, and its key is now {[c for c, _ in layout.key]}: {remedy}")

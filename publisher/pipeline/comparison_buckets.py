@@ -22,7 +22,7 @@ from publisher.model.canonical import canonical_key_of
 from publisher.model.catalog import ColumnInfo, TableInfo
 from publisher.model.keys import KeyPart, format_key
 from publisher.model.operation import OperationKind
-from publisher.model.values import ValueType
+from publisher.model.values import ValueType, xml_problem
 from publisher.outputs.comparison_state import Generation, TableLayout, key_name, key_names, read_bucket, value_name
 from publisher.pipeline.queryback import published_column
 from publisher.rules.comparison import changed, compared_operations, kinds_of
@@ -65,12 +65,12 @@ class BucketDone:
 
 def bucket_jobs(tables: Sequence[TableInfo], schema_label: str, current: Generation | None,
                 read: Generation) -> list[BucketJob]:
-    kept = {layout.name.lower(): (index, layout) for index, layout in enumerate(current.tables)} if current else {}
+    kept = {layout.name: (index, layout) for index, layout in enumerate(current.tables)} if current else {}
     jobs = []
     first = 0
     for index, layout in enumerate(read.tables):
-        table = next(t for t in tables if t.name.lower() == layout.name.lower())
-        kept_index, old = kept.get(layout.name.lower(), (0, None))
+        table = next(t for t in tables if t.name == layout.name)
+        kept_index, old = kept.get(layout.name, (0, None))
         jobs.append(BucketJob(table, schema_label, layout, read.directory, index, old,
                               current.directory if current is not None else None, kept_index, read.number, first))
         first += layout.buckets
@@ -140,6 +140,9 @@ def published_keys(table: TableInfo, differences: pa.Table,
     for row, key_texts in enumerate(zip(*texts, strict=True)):
         try:
             key = canonical_key_of([str(t) for t in key_texts], spelling)
+            problem = xml_problem(key)
+            if problem is not None:
+                raise ValueError(problem)
         except ValueError as exc:
             shown = format_key(KeyPart(name, str(t)) for (name, _), t in zip(spelling, key_texts, strict=True))
             rejects.append({"table_name": table.name, "table_key": shown, "column_name": None,
@@ -147,7 +150,7 @@ def published_keys(table: TableInfo, differences: pa.Table,
             continue
         keys.append(key)
         kept.append(row)
-    found = differences if len(kept) == len(differences) else differences.take(kept)
+    found = differences if len(kept) == len(differences) else differences.take(pa.array(kept, pa.int64()))
     return keys, found.column("kind").combine_chunks(), found
 
 
@@ -156,8 +159,8 @@ def lost_columns(layout: TableLayout, old_layout: TableLayout | None) -> list[Co
     consumer's values of them are removed, as if they had become NULL."""
     if old_layout is None:
         return []
-    now = {name.lower() for name, _ in layout.columns}
-    return [ColumnInfo(name, ValueType(kind), False) for name, kind in old_layout.columns if name.lower() not in now]
+    now = {name for name, _ in layout.columns}
+    return [ColumnInfo(name, ValueType(kind), False) for name, kind in old_layout.columns if name not in now]
 
 
 def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableLayout | None,
@@ -177,10 +180,10 @@ def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableL
     if old is None or old_layout is None:
         old_columns = [pa.array([], pa.string()) for _ in old_names[:-1]] + [pa.array([], pa.bool_())]
     else:
-        positions = {name.lower(): i for i, (name, _) in enumerate(old_layout.columns)}
+        positions = {name: i for i, (name, _) in enumerate(old_layout.columns)}
         old_columns = [old.column(k) for k in keys]
         for name in [*(name for name, _ in layout.columns), *(c.name for c in lost)]:
-            at = positions.get(name.lower())
+            at = positions.get(name)
             old_columns.append(old.column(value_name(at)) if at is not None else pa.nulls(len(old), pa.string()))
         old_columns.append(pa.array(np.ones(len(old), bool)))
     renamed_old = pa.table(old_columns, names=old_names)

@@ -71,15 +71,15 @@ def _copied(conn: Connection, reading: RowReading, block_bytes: int) -> Iterator
         first = next(chunks, None)
         if first is None:
             return  # pyarrow refuses an empty CSV stream
-        reader = pacsv.open_csv(
-            io.BufferedReader(Chunks(itertools.chain([first], chunks)), buffer_size=1 << 20),
-            read_options=pacsv.ReadOptions(column_names=names, block_size=block_bytes),
-            parse_options=pacsv.ParseOptions(newlines_in_values=True),
-            convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names}, null_values=[""],
-                                                 strings_can_be_null=True, quoted_strings_can_be_null=False),
-        )
         try:
-            for batch in reader:
+            reader = pacsv.open_csv(
+                io.BufferedReader(Chunks(itertools.chain([first], chunks)), buffer_size=1 << 20),
+                read_options=pacsv.ReadOptions(column_names=names, block_size=block_bytes),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names}, null_values=[""],
+                                                     strings_can_be_null=True, quoted_strings_can_be_null=False),
+            )
+            for batch in reader:  # the first block is parsed by open_csv, the others here
                 if batch.num_rows:
                     yield _published(reading, batch.columns)
         except pa.ArrowInvalid as exc:
