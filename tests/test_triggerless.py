@@ -476,3 +476,23 @@ def test_a_row_longer_than_the_copy_block_first_in_its_table_is_read_in_a_larger
     _, ops = cycle(config, db)
     assert sorted(key for _, key, _, _ in ops) == ["k=1", "k=2"]
     assert verify(config, db.engine) == []
+
+
+def test_rows_that_share_a_key_are_rejected_and_the_others_published(sqlite_database, tmp_path):
+    """SQLite's untyped key columns hold 1 and '1', which read alike: no object can be told apart
+    by that key, so no row of it is published (each cycle says so), and nothing churns."""
+    db = sqlite_database
+    db.execute("CREATE TABLE dup (a, b, v, PRIMARY KEY (a, b))",
+               "INSERT INTO dup VALUES (1, '1', 'x'), ('1', 1, 'y'), (2, 2, 'z'), (NULL, 3, 'n')")
+    config = dataclasses.replace(config_of(db, tmp_path), publisher=PublisherSettings(
+        publication_mode=PublicationMode.TRIGGERLESS, tables=("dup",)))
+    summary, ops = cycle(config, db)
+    assert [(kind, key) for kind, key, _, _ in ops] == [("add", "a=2+b=2")]
+    reasons = [json.loads(line)["reason"] for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    assert len(reasons) == 2
+    assert any("2 rows share this key" in r for r in reasons) and any("NULL" in r for r in reasons)
+    summary, ops = cycle(config, db)
+    assert ops == [], "rows that share a key do not come and go from cycle to cycle"
+    db.execute("DELETE FROM dup WHERE v = 'y'")
+    _, ops = cycle(config, db)
+    assert [(kind, key) for kind, key, _, _ in ops] == [("add", "a=1+b=1")], "once one row's, it is published"

@@ -88,8 +88,9 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
     new_rows = read_bucket(job.read, job.table_index, layout, bucket, layout.buckets)
     old_rows = None if job.old is None or job.kept is None else read_bucket(
         job.kept, job.kept_index, job.old, bucket, layout.buckets)
-    differences = compare_bucket(layout, old_rows, job.old, new_rows)
+    differences, unkeyed = compare_bucket(layout, old_rows, job.old, new_rows)
     done = BucketDone(table.name, [])
+    done.rejects += unkeyed_rejects(table, unkeyed)
     if not len(differences):
         return done
     keys, kinds, found = published_keys(table, differences, done.rejects)
@@ -154,6 +155,19 @@ def published_keys(table: TableInfo, differences: pa.Table,
     return keys, found.column("kind").combine_chunks(), found
 
 
+def unkeyed_rejects(table: TableInfo, unkeyed: pa.Table) -> list[dict[str, Any]]:
+    spelling = table.key_columns
+    texts = [unkeyed.column(key_name(i)).to_pylist() for i in range(len(spelling))]
+    rejects = []
+    for key_texts, count in zip(zip(*texts, strict=True), unkeyed.column("count_all").to_pylist(), strict=True):
+        shown = format_key(KeyPart(name, str(t)) for (name, _), t in zip(spelling, key_texts, strict=True))
+        reason = (f"{table.name}: a key column is NULL" if None in key_texts else
+                  f"{table.name}: {count} rows share this key (as the table's key columns read)")
+        rejects.append({"table_name": table.name, "table_key": shown, "column_name": None,
+                        "reason": f"{reason}; no object can be told apart by it, none of them is published"})
+    return rejects
+
+
 def lost_columns(layout: TableLayout, old_layout: TableLayout | None) -> list[ColumnInfo]:
     """Value columns the state kept and the table no longer has (a migration dropped them): the
     consumer's values of them are removed, as if they had become NULL."""
@@ -164,10 +178,11 @@ def lost_columns(layout: TableLayout, old_layout: TableLayout | None) -> list[Co
 
 
 def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableLayout | None,
-                   new: pa.Table) -> pa.Table:
+                   new: pa.Table) -> tuple[pa.Table, pa.Table]:
     """The bucket's objects that differ, in key order: their key texts, `kind`, and each value
-    column's old (`o<i>`) and new (`n<i>`) text. The old state's columns are matched by name: a
-    column the table gained has no old values, one it lost (`lost_columns`) no new ones."""
+    column's old (`o<i>`) and new (`n<i>`) text; and the keys of the rows read that name no one
+    object (`unkeyed_rows`), left out. The old state's columns are matched by name: a column the
+    table gained has no old values, one it lost (`lost_columns`) no new ones."""
     keys = key_names(layout)
     lost = lost_columns(layout, old_layout)
     count = len(layout.columns) + len(lost)
@@ -187,6 +202,11 @@ def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableL
             old_columns.append(old.column(value_name(at)) if at is not None else pa.nulls(len(old), pa.string()))
         old_columns.append(pa.array(np.ones(len(old), bool)))
     renamed_old = pa.table(old_columns, names=old_names)
+    unkeyed = unkeyed_rows(renamed_new, keys)
+    if len(unkeyed):  # left as the consumer holds them, said in rejects.jsonl
+        renamed_new = keyed_only(renamed_new, unkeyed, keys)
+        renamed_old = keyed_only(renamed_old, unkeyed, keys)
+    renamed_old = keyed_only(renamed_old, unkeyed_rows(renamed_old, keys), keys)
     joined = renamed_old.join(renamed_new, keys, join_type="full outer")
     in_old = pc.fill_null(joined.column("in_old"), False)
     in_new = pc.fill_null(joined.column("in_new"), False)
@@ -196,6 +216,28 @@ def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableL
     found = joined.filter(differs)
     kinds = kinds_of(pc.fill_null(found.column("in_old"), False), pc.fill_null(found.column("in_new"), False))
     found = found.append_column("kind", kinds).drop_columns(["in_old", "in_new"])
-    return found.sort_by([(k, "ascending") for k in keys])
+    return found.sort_by([(k, "ascending") for k in keys]), unkeyed
+
+
+def keyed_only(rows: pa.Table, unkeyed: pa.Table, keys: list[str]) -> pa.Table:
+    """`rows` without those whose key is NULL or among `unkeyed`'s (a join never matches NULLs)."""
+    if not len(unkeyed):
+        return rows
+    valid = pc.is_valid(rows.column(keys[0]))
+    for key in keys[1:]:
+        valid = pc.and_(valid, pc.is_valid(rows.column(key)))
+    return rows.filter(valid).join(unkeyed.select(keys), keys, join_type="left anti")
+
+
+def unkeyed_rows(rows: pa.Table, keys: list[str]) -> pa.Table:
+    """The key texts of rows that name no one object, with how many rows share each: a key
+    other rows have too (a view whose pk_ columns are not unique; SQLite's untyped key columns
+    holding 1 and '1') or a NULL in a key column. Such rows cannot be told apart from one cycle
+    to the next."""
+    counted = rows.group_by(keys, use_threads=False).aggregate([([], "count_all")])
+    shared = pc.greater(counted.column("count_all"), 1)
+    for key in keys:
+        shared = pc.or_(shared, pc.is_null(counted.column(key)))
+    return counted.filter(shared)
 
 
