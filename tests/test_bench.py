@@ -184,12 +184,7 @@ def test_snapshot_bench_publishes_every_row_once_and_drops_its_schema(spark, tmp
     assert len({op.findtext("association") for op in operations}) == rows
     assert re.search(r"every row published +yes", format_snapshot_report(report))
 
-    engine = create_engine(DatabaseConfig(url=POSTGRES_URL).sqlalchemy_url())
-    with engine.connect() as conn:
-        left = conn.execute(text("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = :s"),
-                            {"s": schema}).scalar_one()
-    engine.dispose()
-    assert left == 0
+    assert_schema_dropped(schema)
 
 
 @pytest.mark.parametrize(("argv", "why"), [
@@ -219,6 +214,10 @@ def test_triggerless_bench_publishes_exactly_the_changed_rows_and_drops_its_sche
     assert report.first.recorded_only and report.first.operations == 0 and report.idle.operations == 0
     assert report.complete and report.floor.rows == 3000
     assert re.search(r"exactly the changed rows published +yes", format_triggerless_report(report))
+    assert_schema_dropped(schema)
+
+
+def assert_schema_dropped(schema: str) -> None:
     engine = create_engine(DatabaseConfig(url=POSTGRES_URL).sqlalchemy_url())
     with engine.connect() as conn:
         left = conn.execute(text("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = :s"),

@@ -53,8 +53,8 @@ def binary(db, hex_digits: str) -> str:
 
 
 def config_of(db, tmp_path: Path, **settings) -> Config:
-    publisher = PublisherSettings(publication_mode=PublicationMode.TRIGGERLESS, tables=("acct", "slot"),
-                                  batch_size=5, **settings)
+    settings = {"tables": ("acct", "slot"), "batch_size": 5, **settings}
+    publisher = PublisherSettings(publication_mode=PublicationMode.TRIGGERLESS, **settings)
     return Config(database=DatabaseConfig(url=db.url, schema=db.schema), publisher=publisher,
                   output=OutputConfig(directory=str(tmp_path / "out")))
 
@@ -420,8 +420,7 @@ def test_a_key_no_document_can_carry_is_rejected_and_its_table_published_all_the
     db = postgresql_database
     db.execute(f"CREATE TABLE {db.qualified('ck')} (k TEXT PRIMARY KEY, v TEXT)",
                f"INSERT INTO {db.qualified('ck')} VALUES ('a' || chr(2), 'x'), ('b', 'ok')")
-    config = dataclasses.replace(config_of(db, tmp_path), publisher=PublisherSettings(
-        publication_mode=PublicationMode.TRIGGERLESS, tables=("ck",)))
+    config = config_of(db, tmp_path, tables=("ck",))
     summary, ops = cycle(config, db)
     assert [(kind, key) for kind, key, _, _ in ops] == [("add", "k=b")] and summary["rejected"] == 1
     assert "key cannot be published" in (tmp_path / "out" / "rejects.jsonl").read_text()
@@ -436,8 +435,7 @@ def test_columns_and_tables_whose_names_differ_only_in_case_stay_apart(postgresq
                f"INSERT INTO {db.qualified('t')} VALUES (1, 'upper', 'lower')",
                f'CREATE TABLE {db.qualified(chr(34) + "T" + chr(34))} (id INT PRIMARY KEY)',
                f'INSERT INTO {db.qualified(chr(34) + "T" + chr(34))} VALUES (2)')
-    config = dataclasses.replace(config_of(db, tmp_path), publisher=PublisherSettings(
-        publication_mode=PublicationMode.TRIGGERLESS, tables=("T", "t")))
+    config = config_of(db, tmp_path, tables=("T", "t"))
     summary, _ = cycle(config, db)
     assert (summary["tables"]["T"]["add"], summary["tables"]["t"]["add"]) == (1, 1)
     db.execute(f'ALTER TABLE {db.qualified("t")} DROP COLUMN "V"')
@@ -471,8 +469,7 @@ def test_a_row_longer_than_the_copy_block_first_in_its_table_is_read_in_a_larger
     db = postgresql_database
     db.execute(f"CREATE TABLE {db.qualified('big')} (k INT PRIMARY KEY, v TEXT)",
                f"INSERT INTO {db.qualified('big')} VALUES (1, repeat('x', 3000000)), (2, 'small')")
-    config = dataclasses.replace(config_of(db, tmp_path), publisher=PublisherSettings(
-        publication_mode=PublicationMode.TRIGGERLESS, tables=("big",)))
+    config = config_of(db, tmp_path, tables=("big",))
     _, ops = cycle(config, db)
     assert sorted(key for _, key, _, _ in ops) == ["k=1", "k=2"]
     assert verify(config, db.engine) == []
@@ -484,8 +481,7 @@ def test_rows_that_share_a_key_are_rejected_and_the_others_published(sqlite_data
     db = sqlite_database
     db.execute("CREATE TABLE dup (a, b, v, PRIMARY KEY (a, b))",
                "INSERT INTO dup VALUES (1, '1', 'x'), ('1', 1, 'y'), (2, 2, 'z'), (NULL, 3, 'n')")
-    config = dataclasses.replace(config_of(db, tmp_path), publisher=PublisherSettings(
-        publication_mode=PublicationMode.TRIGGERLESS, tables=("dup",)))
+    config = config_of(db, tmp_path, tables=("dup",))
     summary, ops = cycle(config, db)
     assert [(kind, key) for kind, key, _, _ in ops] == [("add", "a=2+b=2")]
     reasons = [json.loads(line)["reason"] for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
