@@ -136,7 +136,7 @@ def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any
     read = state.read_done()
     repeated = read is not None
     if read is None:
-        read = read_tables(engine, settings, state, next_cycle_number(settings.output), layouts)
+        read = read_tables(engine, settings, state, next_cycle_number(settings.output), layouts, current)
     else:
         refuse_foreign(read, layouts, state)
     result = ComparisonResult(read.number, repeated=repeated)
@@ -178,13 +178,17 @@ def refuse_foreign(kept: Generation, layouts: Sequence[TableLayout], state: Comp
 
 
 def read_tables(engine: Engine, settings: ComparisonSettings, state: ComparisonState, number: int,
-                layouts: Sequence[TableLayout]) -> Generation:
-    """Every published table read whole into generation `number`'s buckets, made durable."""
+                layouts: Sequence[TableLayout], current: Generation | None) -> Generation:
+    """Every published table read whole into generation `number`'s buckets, made durable. A
+    table's buckets are cut for the rows the last cycle read (counted only the first time)."""
+    read_before = {layout.name: layout.rows for layout in current.tables} if current is not None else {}
     directory = state.reading(number)
     ctx = QueryBackContext(settings.url, settings.schema, {t.name: t for t in settings.tables})
     read = []
     for index, (table, layout) in enumerate(zip(settings.tables, layouts, strict=True)):
-        layout = dataclasses.replace(layout, buckets=buckets_for(count_rows(engine, settings, table)))
+        rows = read_before.get(table.name)
+        layout = dataclasses.replace(layout, buckets=buckets_for(
+            count_rows(engine, settings, table) if rows is None else rows))
         for block_bytes in BLOCK_BYTES:
             writer = BucketWriter(directory, index, layout)
             try:
