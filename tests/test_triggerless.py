@@ -27,6 +27,7 @@ from publisher.config import (
     PublisherSettings,
     StartupOption,
 )
+from publisher.database import association_schema
 from publisher.outputs import comparison_state
 from publisher.outputs.comparison_state import ForeignStateError
 from publisher.pipeline import comparison
@@ -334,14 +335,14 @@ def run_triggerless_scenario(scenario, root: Path) -> tuple[list, str]:
                 for statement in ddl:
                     runner.run(conn, statement)
             config = config_of(db, folder)
-            config = dataclasses.replace(config, publisher=dataclasses.replace(
+            config = dataclasses.replace(config, classes=scenario.classes(), publisher=dataclasses.replace(
                 config.publisher, tables=tuple(scenario.published)))
 
             def poll(step) -> None:
                 settings = dataclasses.replace(config.publisher, batch_size=step.batch_size)
                 run_comparison_cycle(db.engine, dataclasses.replace(config, publisher=settings))
 
-            execution = Execution(runner, scenario.tables, poll)
+            execution = Execution(runner, scenario.tables, poll, scenario.children)
             for step in scenario.steps:
                 execution.step(step)
             run_comparison_cycle(db.engine, config)
@@ -366,6 +367,27 @@ def test_consumer_mirror_equals_the_tables_in_triggerless_mode(dialect, tmp_path
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                      HealthCheck.data_too_large])
     @given(scenarios(dialect))
+    def check(scenario):
+        differences, case = run_triggerless_scenario(scenario, tmp_path)
+        assert [d for d in differences if CANNOT_PUBLISH not in d] == [], case
+
+    check()
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql", "mariadb"])
+def test_consumer_mirror_equals_logical_classes_in_triggerless_mode(dialect, tmp_path):
+    """The same with the logical scenarios of the mirror property: parents with child tables
+    (values added, removed, moved between parents, parents deleted and re-inserted with them)
+    and references, compared at random moments."""
+    from hypothesis import HealthCheck, given, settings
+    from schemas import allowed, logical_scenarios
+
+    from publisher.service.mirror import CANNOT_PUBLISH
+
+    @settings(max_examples=PROPERTY_EXAMPLES or 20, deadline=None, derandomize=not PROPERTY_EXAMPLES, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                     HealthCheck.data_too_large])
+    @given(logical_scenarios(dialect, allowed(dialect, "row")))
     def check(scenario):
         differences, case = run_triggerless_scenario(scenario, tmp_path)
         assert [d for d in differences if CANNOT_PUBLISH not in d] == [], case
@@ -492,3 +514,70 @@ def test_rows_that_share_a_key_are_rejected_and_the_others_published(sqlite_data
     db.execute("DELETE FROM dup WHERE v = 'y'")
     _, ops = cycle(config, db)
     assert [(kind, key) for kind, key, _, _ in ops] == [("add", "a=1+b=1")], "once one row's, it is published"
+
+
+# --- logical classes -----------------------------------------------------------------------------
+
+
+def create_class_tables(db) -> None:
+    """`person` with a manager (a reference to another person) and phones (a child table with a
+    foreign key); `team` whose members (a child table without one) are persons."""
+    q = db.qualified
+    db.execute(
+        f"CREATE TABLE {q('person')} (pid INTEGER PRIMARY KEY, name VARCHAR(40), boss INTEGER)",
+        f"CREATE TABLE {q('person_phone')} (pid INTEGER NOT NULL REFERENCES {q('person')} (pid) ON DELETE CASCADE, "
+        "phone VARCHAR(20) NOT NULL, PRIMARY KEY (pid, phone))",
+        f"CREATE TABLE {q('team')} (tid VARCHAR(10) PRIMARY KEY, title VARCHAR(40))",
+        f"CREATE TABLE {q('team_member')} (tid VARCHAR(10) NOT NULL, pid INTEGER NOT NULL, PRIMARY KEY (tid, pid))",
+    )
+
+
+def class_config(db, tmp_path: Path) -> Config:
+    from publisher.config import ClassConfig
+
+    config = config_of(db, tmp_path, tables=("person", "team"))
+    return dataclasses.replace(config, classes={
+        "person": ClassConfig(multi_valued={"phone": "person_phone.phone"}, references={"boss": "person"}),
+        "team": ClassConfig(multi_valued={"member": "team_member.pid"}, references={"member": "person"}),
+    })
+
+
+def test_a_logical_class_publishes_its_child_rows_as_values_added_and_removed(database, tmp_path, on_spark):
+    """A new object's <add> carries its values; a child row inserted or deleted is a value added
+    or removed of its parent's <modify>, alone or beside a column's change; a parent deleted
+    with its children one <delete>; references the associations of the objects they name."""
+    db = database
+    q = db.qualified
+    create_class_tables(db)
+    config = class_config(db, tmp_path)
+    label = association_schema(config, db.engine)
+    db.execute(f"INSERT INTO {q('person')} VALUES (1, 'ann', NULL)", f"INSERT INTO {q('person')} VALUES (2, 'bob', 1)",
+               f"INSERT INTO {q('person_phone')} VALUES (1, '555-1')",
+               f"INSERT INTO {q('person_phone')} VALUES (1, '555-2')",
+               f"INSERT INTO {q('team')} VALUES ('t1', 'ops')", f"INSERT INTO {q('team_member')} VALUES ('t1', 1)",
+               f"INSERT INTO {q('team_member')} VALUES ('t1', 9)")
+    _, ops = cycle(config, db, on_spark)
+    by_key = {key: (kind, attrs) for kind, key, _, attrs in ops}
+    assert by_key["pid=1"] == ("add", {"name": ([], ["ann"]), "phone": ([], ["555-1", "555-2"])})
+    assert by_key["pid=2"][1]["boss"] == ([], [f"pid=1,table=person,schema={label}"])
+    assert by_key["tid=t1"][1]["member"] == ([], [f"pid=1,table=person,schema={label}",
+                                                  f"pid=9,table=person,schema={label}"])
+    refs = [v.get("association-ref") for p in documents(Path(config.output.directory))
+            for v in etree.parse(str(p)).getroot().iter("value") if v.text and v.text.startswith("pid=")]
+    assert sorted(refs, key=str) == sorted([f"pid=1,table=person,schema={label}"] * 2 + [None], key=str)
+
+    db.execute(f"INSERT INTO {q('person_phone')} VALUES (2, '555-9')",
+               f"DELETE FROM {q('person_phone')} WHERE phone = '555-1'",
+               f"UPDATE {q('person')} SET name = 'bo' WHERE pid = 2", f"DELETE FROM {q('team_member')} WHERE pid = 9")
+    _, ops = cycle(config, db, on_spark)
+    assert sorted((kind, key, attrs) for kind, key, _, attrs in ops) == [
+        ("modify", "pid=1", {"phone": (["555-1"], [])}),
+        ("modify", "pid=2", {"name": (["bob"], ["bo"]), "phone": ([], ["555-9"])}),
+        ("modify", "tid=t1", {"member": ([f"pid=9,table=person,schema={label}"], [])}),
+    ]
+    db.execute(f"DELETE FROM {q('person_phone')} WHERE pid = 2", f"DELETE FROM {q('person')} WHERE pid = 2")
+    _, ops = cycle(config, db, on_spark)
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [("delete", "pid=2", {})]
+    _, ops = cycle(config, db, on_spark)
+    assert ops == []
+    assert verify(config, db.engine) == []

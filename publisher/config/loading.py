@@ -383,7 +383,6 @@ def parse_time_of_day(text: str, key: str = "time_of_day") -> dt.time:
 
 TRIGGERLESS_NOT_YET = {
     "subscribers": "subscribers",
-    "classes": "logical classes",
     "output.change_tables.enabled": "change tables",
     "output.messages.enabled": "messages",
     "metrics.port": "metrics",
@@ -407,7 +406,6 @@ def _check_triggerless(config: Config) -> None:
                           "= \"resync\"; set initial_snapshot to false")
     present = {
         "subscribers": bool(config.subscribers),
-        "classes": bool(config.classes),
         "output.change_tables.enabled": config.output.change_tables.enabled,
         "output.messages.enabled": config.output.messages.enabled,
         "metrics.port": bool(config.metrics.port),

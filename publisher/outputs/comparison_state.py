@@ -54,6 +54,16 @@ class TableLayout:
     """(column, value type) of the published value columns, in the table's order."""
     buckets: int
     rows: int = 0
+    parent: str = ""
+    """A logical class's child table: the class (parent table) whose multi-valued attribute its
+    rows are, bucketed by the parent's key (its link columns) beside the parent's rows."""
+    attribute: str = ""
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        """What the table is to the state: a published table by its name, a child table by the
+        attribute it holds (another child table may hold it next)."""
+        return (self.parent, self.attribute) if self.parent else ("", self.name)
 
     @classmethod
     def of(cls, raw: dict[str, object]) -> TableLayout:
@@ -62,7 +72,7 @@ class TableLayout:
             return tuple((str(a), str(b)) for a, b in value)
 
         return cls(str(raw["name"]), pairs(raw["key"]), pairs(raw["columns"]), int(str(raw["buckets"])),
-                   int(str(raw.get("rows", 0))))
+                   int(str(raw.get("rows", 0))), str(raw.get("parent", "")), str(raw.get("attribute", "")))
 
 
 def buckets_for(rows: int) -> int:

@@ -22,7 +22,7 @@ from publisher import failpoints
 from publisher.capture.install import published_tables
 from publisher.config import Config, StartupOption
 from publisher.database import association_schema, table_schema
-from publisher.model.catalog import TableInfo, reflect_catalog
+from publisher.model.catalog import TableInfo, child_table, reflect_catalog
 from publisher.outputs.comparison_state import (
     BucketWriter,
     ComparisonState,
@@ -67,7 +67,7 @@ class ComparisonSettings:
     @classmethod
     def of(cls, config: Config, engine: Engine) -> ComparisonSettings:
         schema = table_schema(config, engine)
-        catalog = reflect_catalog(engine, schema, published_tables(config, engine))
+        catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
         found = {name.lower() for name in catalog.tables}
         missing = [name for name in config.publisher.tables if name.lower() not in found]
         if missing:
@@ -130,13 +130,13 @@ def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any
     settings = ComparisonSettings.of(config, engine)
     state = ComparisonState(settings.output)
     current = state.current()
-    layouts = [layout_of(table) for table in settings.tables]
+    layouts = [layout for table in settings.tables for _, layout in class_layouts(table)]
     if current is not None:
         refuse_foreign(current, layouts, state)
     read = state.read_done()
     repeated = read is not None
     if read is None:
-        read = read_tables(engine, settings, state, next_cycle_number(settings.output), layouts, current)
+        read = read_tables(engine, settings, state, next_cycle_number(settings.output), current)
     else:
         refuse_foreign(read, layouts, state)
     result = ComparisonResult(read.number, repeated=repeated)
@@ -157,13 +157,26 @@ def layout_of(table: TableInfo) -> TableLayout:
                        tuple((c.name, c.value_type.value) for c in table.value_columns), 0)
 
 
+def class_layouts(table: TableInfo) -> list[tuple[TableInfo, TableLayout]]:
+    """The tables read for a published table, as read and as kept: the table, then (a logical
+    class) each child table, keyed by its link columns, with the attribute's one value column."""
+    members = [(table, layout_of(table))]
+    for multi in table.multi_valued:
+        child = child_table(multi)
+        members.append((child, dataclasses.replace(
+            layout_of(child), columns=((multi.value.name, multi.attribute.value_type.value),),
+            parent=table.name, attribute=multi.attribute.name)))
+    return members
+
+
 def refuse_foreign(kept: Generation, layouts: Sequence[TableLayout], state: ComparisonState) -> None:
     """A state kept for other tables or other keys is never compared with (it would publish
     every row as changed, or objects under other names): say what differs and what to do."""
     def named(layouts: Sequence[TableLayout]) -> dict[str, TableLayout]:
         return {layout.name: layout for layout in layouts}
 
-    kept_tables, tables = named(kept.tables), named(layouts)
+    kept_tables = named([layout for layout in kept.tables if not layout.parent])
+    tables = named([layout for layout in layouts if not layout.parent])
     remedy = (f"to publish these tables from a new start, move {state.root} away (the next cycle then "
               "follows publisher.startup_option), or point output.directory at a new directory")
     if kept_tables.keys() != tables.keys():
@@ -178,28 +191,38 @@ def refuse_foreign(kept: Generation, layouts: Sequence[TableLayout], state: Comp
 
 
 def read_tables(engine: Engine, settings: ComparisonSettings, state: ComparisonState, number: int,
-                layouts: Sequence[TableLayout], current: Generation | None) -> Generation:
-    """Every published table read whole into generation `number`'s buckets, made durable. A
-    table's buckets are cut for the rows the last cycle read (counted only the first time)."""
-    read_before = {layout.name: layout.rows for layout in current.tables} if current is not None else {}
+                current: Generation | None) -> Generation:
+    """Every published table (and child table) read whole into generation `number`'s buckets,
+    made durable. A class's tables share its buckets, cut for the most rows one of them held
+    when the last cycle read it (counted only the first time), so that an object's child rows
+    are compared in its bucket."""
+    read_before = {layout.identity: layout.rows for layout in current.tables} if current is not None else {}
     directory = state.reading(number)
     ctx = QueryBackContext(settings.url, settings.schema, {t.name: t for t in settings.tables})
-    read = []
-    for index, (table, layout) in enumerate(zip(settings.tables, layouts, strict=True)):
-        rows = read_before.get(table.name)
-        layout = dataclasses.replace(layout, buckets=buckets_for(
-            count_rows(engine, settings, table) if rows is None else rows))
-        for block_bytes in BLOCK_BYTES:
-            writer = BucketWriter(directory, index, layout)
-            try:
-                write_while_reading(writer, scan_table_columns(ctx, table, READ_ROWS, block_bytes))
-                break
-            except RowTooLongError:
-                writer.discard()
-            finally:
-                writer.close()
-        read.append(dataclasses.replace(layout, rows=writer.rows))
+    read: list[TableLayout] = []
+    for table in settings.tables:
+        members = class_layouts(table)
+        rows = [read_before.get(layout.identity) for _, layout in members]
+        buckets = buckets_for(max(count_rows(engine, settings, scanned) if held is None else held
+                                  for (scanned, _), held in zip(members, rows, strict=True)))
+        for scanned, layout in members:
+            read.append(read_table(ctx, directory, len(read), scanned, dataclasses.replace(layout, buckets=buckets)))
     return state.finish_read(number, directory, read)
+
+
+def read_table(ctx: QueryBackContext, directory: Path, index: int, table: TableInfo,
+               layout: TableLayout) -> TableLayout:
+    """One table read whole into its buckets (again, in a larger block, past a row too long)."""
+    for block_bytes in BLOCK_BYTES:
+        writer = BucketWriter(directory, index, layout)
+        try:
+            write_while_reading(writer, scan_table_columns(ctx, table, READ_ROWS, block_bytes))
+            break
+        except RowTooLongError:
+            writer.discard()
+        finally:
+            writer.close()
+    return dataclasses.replace(layout, rows=writer.rows)
 
 
 def write_while_reading(writer: BucketWriter, scanned: Iterator[ScannedRows]) -> None:

@@ -24,6 +24,13 @@ from publisher.model.keys import KeyPart, format_key
 from publisher.model.operation import OperationKind
 from publisher.model.values import ValueType, xml_problem
 from publisher.outputs.comparison_state import Generation, TableLayout, key_name, key_names, read_bucket, value_name
+from publisher.pipeline.comparison_children import (
+    ChildJob,
+    Referenced,
+    child_rows,
+    multi_valued_changes,
+    objects_changed,
+)
 from publisher.pipeline.queryback import published_column
 from publisher.rules.comparison import changed, compared_operations, kinds_of
 
@@ -53,6 +60,11 @@ class BucketJob:
     generation: int
     first_bucket: int
     """The number of the table's first bucket among the cycle's."""
+    children: tuple[ChildJob, ...] = ()
+    """A logical class's multi-valued attributes."""
+    referenced: tuple[TableInfo, ...] = ()
+    """The classes its references name, and where the read holds them."""
+    referenced_at: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -65,20 +77,41 @@ class BucketDone:
 
 def bucket_jobs(tables: Sequence[TableInfo], schema_label: str, current: Generation | None,
                 read: Generation) -> list[BucketJob]:
-    kept = {layout.name: (index, layout) for index, layout in enumerate(current.tables)} if current else {}
+    """A job per published table of the read; a class's child tables go with their parent."""
+    kept = {layout.identity: (index, layout) for index, layout in enumerate(current.tables)} if current else {}
+    at = {layout.name: index for index, layout in enumerate(read.tables) if not layout.parent}
+    named = {t.name: t for t in tables}
     jobs = []
     first = 0
     for index, layout in enumerate(read.tables):
-        table = next(t for t in tables if t.name == layout.name)
-        kept_index, old = kept.get(layout.name, (0, None))
+        if layout.parent:
+            continue
+        table = named[layout.name]
+        kept_index, old = kept.get(layout.identity, (0, None))
+        targets = sorted({target for _, target in table.references})
         jobs.append(BucketJob(table, schema_label, layout, read.directory, index, old,
-                              current.directory if current is not None else None, kept_index, read.number, first))
+                              current.directory if current is not None else None, kept_index, read.number, first,
+                              child_jobs(table, read, kept), tuple(named[t] for t in targets),
+                              tuple((t, at[t]) for t in targets)))
         first += layout.buckets
     if first > MAX_BUCKETS:
         raise ComparisonLimitError(f"the published tables hold {first} buckets of about "
                                    f"{read.tables[0].rows // max(1, read.tables[0].buckets)} rows, and an event-id "
                                    f"numbers at most {MAX_BUCKETS}: publish fewer tables per configuration")
     return jobs
+
+
+def child_jobs(table: TableInfo, read: Generation,
+               kept: dict[tuple[str, str], tuple[int, TableLayout]]) -> tuple[ChildJob, ...]:
+    """The class's attributes the read holds child rows of (a read made before an attribute was
+    configured holds none: the next cycle's publishes its values)."""
+    multi = {m.attribute.name: m for m in table.multi_valued}
+    jobs = []
+    for index, layout in enumerate(read.tables):
+        if layout.parent == table.name and layout.attribute in multi:
+            kept_index, old = kept.get(layout.identity, (0, None))
+            jobs.append(ChildJob(multi[layout.attribute], layout, index, old, kept_index))
+    return tuple(jobs)
 
 
 def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
@@ -88,7 +121,9 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
     new_rows = read_bucket(job.read, job.table_index, layout, bucket, layout.buckets)
     old_rows = None if job.old is None or job.kept is None else read_bucket(
         job.kept, job.kept_index, job.old, bucket, layout.buckets)
-    differences, unkeyed = compare_bucket(layout, old_rows, job.old, new_rows)
+    children = [child_rows(child, job.read, job.kept, bucket, layout.buckets) for child in job.children]
+    differences, unkeyed = compare_bucket(layout, old_rows, job.old, new_rows, objects_changed(children,
+                                                                                              key_names(layout)))
     done = BucketDone(table.name, [])
     done.rejects += unkeyed_rejects(table, unkeyed)
     if not len(differences):
@@ -100,14 +135,30 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
     columns = [*table.value_columns, *lost_columns(layout, job.old)]
     old_texts = [published(table, c, found.column(f"o{i}"), keys, None) for i, c in enumerate(columns)]
     new_texts = [published(table, c, found.column(f"n{i}"), keys, done.rejects) for i, c in enumerate(columns)]
+    referenced = Referenced({t.name: t for t in job.referenced}, job.schema_label, job.read, dict(job.referenced_at))
+    refs: list[tuple[pa.Array | None, pa.Array | None]] = []
+    for index, column in enumerate(columns):
+        target = table.reference(column.name)
+        if target is None:
+            refs.append((None, None))
+            continue
+        old_texts[index], old_refs = referenced.published(target, old_texts[index])
+        new_texts[index], new_refs = referenced.published(target, new_texts[index])
+        refs.append((old_refs, new_refs))
+    more = [multi_valued_changes(table, child, rows, found, keys, kinds, done.rejects, referenced)
+            for child, rows in zip(job.children, children, strict=True)]
     says = pc.not_equal(kinds, OperationKind.MODIFY.value)
     for before, after in zip(old_texts, new_texts, strict=True):
         says = pc.or_(says, changed(before, after))
+    for fragment in more:
+        says = pc.or_(says, pc.not_equal(fragment, ""))
     if not pc.all(says).as_py():  # texts that differ and publish alike (one value no document carries, another)
         keys = [key for key, kept in zip(keys, says.to_pylist(), strict=True) if kept]
         kinds = kinds.filter(says)
         old_texts = [texts.filter(says) for texts in old_texts]
         new_texts = [texts.filter(says) for texts in new_texts]
+        refs = [tuple(None if r is None else r.filter(says) for r in pair) for pair in refs]  # type: ignore[misc]
+        more = [fragment.filter(says) for fragment in more]
     for kind in OperationKind:
         done.counts[kind.value] = pc.sum(pc.equal(kinds, kind.value)).as_py() or 0
     first = (job.generation << GENERATION_BITS) + ((job.first_bucket + bucket) << BUCKET_BITS)
@@ -115,7 +166,7 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
     associations = pc.binary_join_element_wise(
         pa.array(keys, pa.string()), f",table={table.name},schema={job.schema_label}", "")
     done.operations = compared_operations(table.name, columns, associations, kinds, old_texts, new_texts,
-                                          event_ids).to_pylist()
+                                          event_ids, refs, more).to_pylist()
     return done
 
 
@@ -178,11 +229,12 @@ def lost_columns(layout: TableLayout, old_layout: TableLayout | None) -> list[Co
 
 
 def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableLayout | None,
-                   new: pa.Table) -> tuple[pa.Table, pa.Table]:
+                   new: pa.Table, also: pa.Table | None = None) -> tuple[pa.Table, pa.Table]:
     """The bucket's objects that differ, in key order: their key texts, `kind`, and each value
     column's old (`o<i>`) and new (`n<i>`) text; and the keys of the rows read that name no one
     object (`unkeyed_rows`), left out. The old state's columns are matched by name: a column the
-    table gained has no old values, one it lost (`lost_columns`) no new ones."""
+    table gained has no old values, one it lost (`lost_columns`) no new ones. `also`: the keys of
+    objects whose other attributes changed (a class's values), which differ where both hold them."""
     keys = key_names(layout)
     lost = lost_columns(layout, old_layout)
     count = len(layout.columns) + len(lost)
@@ -208,9 +260,15 @@ def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableL
         renamed_old = keyed_only(renamed_old, unkeyed, keys)
     renamed_old = keyed_only(renamed_old, unkeyed_rows(renamed_old, keys), keys)
     joined = renamed_old.join(renamed_new, keys, join_type="full outer")
+    if also is not None:
+        joined = joined.join(also.append_column("also", pa.array(np.ones(len(also), bool))), keys,
+                             join_type="left outer")
     in_old = pc.fill_null(joined.column("in_old"), False)
     in_new = pc.fill_null(joined.column("in_new"), False)
     differs = pc.not_equal(in_old, in_new)
+    if also is not None:
+        differs = pc.or_(differs, pc.and_(pc.and_(in_old, in_new), pc.fill_null(joined.column("also"), False)))
+        joined = joined.drop_columns(["also"])
     for i in range(count):
         differs = pc.or_(differs, pc.and_(in_new, changed(joined.column(f"o{i}"), joined.column(f"n{i}"))))
     found = joined.filter(differs)

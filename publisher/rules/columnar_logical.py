@@ -180,7 +180,7 @@ def _targets(classes: pa.Array | pa.ChunkedArray, names: pa.Array | pa.ChunkedAr
     return _array(targets)
 
 
-def _published(targets: pa.Array, texts: pa.Array, referenced: References) -> tuple[pa.Array, pa.Array]:
+def published_references(targets: pa.Array, texts: pa.Array, referenced: References) -> tuple[pa.Array, pa.Array]:
     """Each text as published, and its association-ref or null: a reference's as the association
     of the object it keys, with association-ref when that object exists (`operations.References`);
     another text as it is."""
@@ -231,9 +231,9 @@ def value_changes(events: pa.Table, codes: np.ndarray, kinds: pa.Array, expanded
     event, names, adds = (_array(rows[c]) for c in ("event", "name", "adds"))
     targets = _targets(events["class_name"].take(event), names, tables)
     value_types = pc.if_else(pc.is_valid(targets), ValueType.DN.value, _array(rows["value_type"]))
-    removes, remove_refs = _published(targets, _array(rows["remove"]), referenced)
+    removes, remove_refs = published_references(targets, _array(rows["remove"]), referenced)
     parents = pc.list_parent_indices(adds)
-    texts, refs = _published(targets.take(parents), pc.list_flatten(adds), referenced)
+    texts, refs = published_references(targets.take(parents), pc.list_flatten(adds), referenced)
     counts = np.asarray(pc.list_value_length(adds))
     offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
     each = column_values(value_types.take(parents), texts, refs)

@@ -34,22 +34,26 @@ def kinds_of(old_present: pa.Array, new_present: pa.Array) -> pa.Array:
 def compared_operations(
     class_name: str, columns: Sequence[ColumnInfo], associations: pa.Array, kinds: pa.Array,
     old: Sequence[pa.Array], new: Sequence[pa.Array], event_ids: pa.Array,
+    refs: Sequence[tuple[pa.Array | None, pa.Array | None]] = (), more: Sequence[pa.Array] = (),
 ) -> pa.Array:
     """Each object's operation (binary XML): `kinds` from `kinds_of`, `old` and `new` the
     published texts of each value column (null: NULL, or no such object), one row per object
-    that changed."""
+    that changed; `refs` a reference column's old and new association-refs (null: none);
+    `more` the changes of other attributes, as `column_value_changes` writes them."""
     count = len(kinds)
     is_add = pc.equal(kinds, OperationKind.ADD.value)
     no_remove_all = pa.array([False] * count, pa.bool_())
     fragments = []
-    for column, before, after in zip(columns, old, new, strict=True):
+    for index, (column, before, after) in enumerate(zip(columns, old, new, strict=True)):
+        old_refs, new_refs = refs[index] if index < len(refs) else (None, None)
         types = pa.array([column.value_type.value] * count, pa.string())
         names = pa.array([column.name] * count, pa.string())
         differs = changed(before, after)
         removes = pc.if_else(pc.and_(differs, pc.invert(is_add)), before, pa.nulls(count, pa.string()))
         adds = pc.if_else(pc.or_(is_add, differs), after, pa.nulls(count, pa.string()))
-        fragments.append(column_value_changes(kinds, names, no_remove_all, column_values(types, removes),
-                                              column_values(types, adds)))
+        fragments.append(column_value_changes(kinds, names, no_remove_all, column_values(types, removes, old_refs),
+                                              column_values(types, adds, new_refs)))
+    fragments += more
     bodies = pc.binary_join_element_wise(*fragments, "") if fragments else pa.array([""] * count, pa.string())
     class_names = pa.array([class_name] * count, pa.string())
     xml = column_operations(kinds, class_names, event_ids, associations, bodies)

@@ -1,0 +1,157 @@
+"""A logical class in a triggerless cycle (README, "Logical classes", "Triggerless publication"):
+its child tables' rows compared with the state's as sets of values per object, and its
+references published as the associations of the objects they name.
+
+A child table is kept in its parent's buckets, by a hash of its link columns (the parent's key),
+so the values of the objects of one bucket are compared in that bucket: a value added or removed
+is a `<modify>` of the object's attribute (the object's other attributes may change with it),
+a new object's `<add>` carries every value it has, a deleted one's `<delete>` takes them along.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from publisher.model.catalog import MultiValued, TableInfo, child_table
+from publisher.model.operation import OperationKind
+from publisher.model.xds import column_value_changes, column_values
+from publisher.outputs.comparison_state import TableLayout, key_name, key_names, read_bucket, value_name
+from publisher.pipeline.queryback import published_column
+from publisher.rules.columnar_logical import published_references
+from publisher.rules.operations import References
+
+VALUE = "value"
+
+
+@dataclass(frozen=True)
+class ChildJob:
+    """One multi-valued attribute of a bucket job's class: its child rows in the read, and in the
+    state (`old` None: the state holds none, the attribute is new)."""
+
+    multi: MultiValued
+    layout: TableLayout
+    table_index: int
+    old: TableLayout | None
+    kept_index: int
+
+
+@dataclass(frozen=True)
+class ChildRows:
+    """One attribute's child rows of a bucket: `current` the values now (key texts, VALUE), one
+    row per object and value; `changed` those added or removed since the state (`added`)."""
+
+    current: pa.Table
+    changed: pa.Table
+
+
+def child_rows(child: ChildJob, read: Path, kept: Path | None, bucket: int, buckets: int) -> ChildRows:
+    new = distinct(read_bucket(read, child.table_index, child.layout, bucket, buckets), child.layout)
+    if child.old is None or kept is None:
+        old = new.schema.empty_table()
+    else:
+        old = distinct(read_bucket(kept, child.kept_index, child.old, bucket, buckets), child.old)
+    names = new.column_names
+    joined = _present(old, "in_old").join(_present(new, "in_new"), names, join_type="full outer")
+    in_old = pc.fill_null(joined.column("in_old"), False)
+    in_new = pc.fill_null(joined.column("in_new"), False)
+    changed = joined.filter(pc.not_equal(in_old, in_new))
+    added = pc.fill_null(changed.column("in_new"), False)
+    return ChildRows(new, changed.select(names).append_column("added", added))
+
+
+def _present(rows: pa.Table, name: str) -> pa.Table:
+    return rows.append_column(name, pa.array(np.ones(len(rows), bool)))
+
+
+def distinct(rows: pa.Table, layout: TableLayout) -> pa.Table:
+    """A child's rows as (key texts, VALUE), each pair once; a row with a NULL names no value."""
+    keys = key_names(layout)
+    rows = rows.select([*keys, value_name(0)]).rename_columns([*keys, VALUE])
+    valid = pc.is_valid(rows.column(VALUE))
+    for key in keys:
+        valid = pc.and_(valid, pc.is_valid(rows.column(key)))
+    return rows.filter(valid).group_by([*keys, VALUE], use_threads=False).aggregate([])
+
+
+def objects_changed(children: Sequence[ChildRows], keys: list[str]) -> pa.Table | None:
+    """The key texts of the objects whose values of some attribute changed, each once."""
+    changed = [rows.changed.select(keys) for rows in children if len(rows.changed)]
+    if not changed:
+        return None
+    return pa.concat_tables(changed).group_by(keys, use_threads=False).aggregate([])
+
+
+class Referenced:
+    """How the references of a bucket's objects are published: as the association of the object
+    a value names, with association-ref where the tables hold that object now (the read's keys)."""
+
+    def __init__(self, tables: Mapping[str, TableInfo], schema_label: str, read: Path,
+                 indices: Mapping[str, int]) -> None:
+        self.references = References(tables, schema_label)
+        self.read = read
+        self.indices = indices
+
+    def published(self, target: str, texts: pa.Array) -> tuple[pa.Array, pa.Array]:
+        distinct_texts = pc.unique(texts.drop_null())
+        held = pc.is_in(distinct_texts, value_set=read_keys(self.read, self.indices[target]))
+        existing = [found for text, there in zip(distinct_texts.to_pylist(), held.to_pylist(), strict=True)
+                    if there and (found := self.references.target(target, text)) is not None]
+        targets = pa.array([target] * len(texts), pa.string())
+        return published_references(targets, texts, self.references.found(existing))
+
+
+@functools.lru_cache(maxsize=4)
+def read_keys(directory: Path, table_index: int) -> pa.Array:
+    """The key texts of a table (keyed by one column) as a generation read it: whether an object
+    a reference names exists. Read once per process and generation."""
+    files = sorted((directory / f"t{table_index}").glob("b*.parquet"))
+    if not files:
+        return pa.array([], pa.string())
+    return pa.concat_arrays([pq.read_table(path, columns=[key_name(0)]).column(0).combine_chunks()
+                             for path in files])
+
+
+def multi_valued_changes(table: TableInfo, child: ChildJob, rows: ChildRows, found: pa.Table, keys: Sequence[str],
+                         kinds: pa.Array, rejects: list[dict[str, Any]], referenced: Referenced) -> pa.Array:
+    """Each differing object's change of one multi-valued attribute, as its operation's body
+    holds it: an `<add>` every value the object has, a `<modify>` the values removed and added."""
+    names = key_names(child.layout)
+    objects = found.select(names).append_column("object", pa.array(np.arange(len(found)), pa.int64()))
+    objects = objects.append_column("kind", kinds)
+
+    def of(kind: OperationKind, values: pa.Table) -> pa.Table:
+        chosen = objects.filter(pc.equal(objects.column("kind"), kind.value)).drop_columns(["kind"])
+        return values.join(chosen, names, join_type="inner").select(["object", VALUE, "added"])
+
+    everything = rows.current.append_column("added", pa.array(np.ones(len(rows.current), bool)))
+    values = pa.concat_tables([of(OperationKind.ADD, everything), of(OperationKind.MODIFY, rows.changed)])
+    values = values.sort_by([("object", "ascending"), ("added", "ascending"), (VALUE, "ascending")])
+    multi = child.multi
+    texts, problems = published_column(child_table(multi), multi.value, values.column(VALUE).combine_chunks())
+    owners = values.column("object").to_pylist()
+    added = values.column("added").to_pylist()
+    rejects += [{"table_name": table.name, "table_key": keys[owners[row]], "column_name": multi.attribute.name,
+                 "reason": reason} for row, reason in problems.items() if added[row]]
+    target = table.reference(multi.attribute.name)
+    refs = None
+    if target is not None:
+        texts, refs = referenced.published(target, texts)
+    xml = column_values(pa.array([multi.attribute.value_type.value] * len(texts), pa.string()), texts, refs)
+    removes: list[list[str]] = [[] for _ in range(len(found))]
+    adds: list[list[str]] = [[] for _ in range(len(found))]
+    for owner, is_added, value in zip(owners, added, xml.to_pylist(), strict=True):
+        if value is not None:
+            (adds if is_added else removes)[owner].append(value)
+    count = len(found)
+    return column_value_changes(
+        kinds, pa.array([multi.attribute.name] * count, pa.string()), pa.array([False] * count, pa.bool_()),
+        pa.array(["".join(v) if v else None for v in removes], pa.string()),
+        pa.array(["".join(v) if v else None for v in adds], pa.string()))
