@@ -6,6 +6,7 @@ triggers and the rows it writes into the event log by hand.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import signal
@@ -25,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import event, text
 
 from publisher.cli import main
-from publisher.config import STATUS_MODE, ConfigError
+from publisher.config import STATUS_MODE, ConfigError, PublicationMode
 from publisher.config.loading import load_config
 from publisher.database import connect
 from publisher.service.loop import run_forever
@@ -288,9 +289,13 @@ def test_the_dashboard_and_the_readme_name_only_metrics_that_are_served(tmp_path
     config = load_config(path, environ={})
     metrics = PublisherMetrics(config, connect(config))
     metrics.reader(STATUS_MODE)
-    families = list(text_string_to_metric_families(generate_latest(metrics.registry).decode()))
-    served = {family.name + ("_total" if family.type == "counter" else "") for family in families
-              if not family.name.endswith("_created")}
+    triggerless = dataclasses.replace(config, publisher=dataclasses.replace(
+        config.publisher, publication_mode=PublicationMode.TRIGGERLESS, tables=("usr",)))
+    served = set()
+    for registry in (metrics.registry, PublisherMetrics(triggerless, connect(config)).registry):
+        families = list(text_string_to_metric_families(generate_latest(registry).decode()))
+        served |= {family.name + ("_total" if family.type == "counter" else "") for family in families
+                   if not family.name.endswith("_created")}
     dashboard = json.loads((root / "examples" / "grafana-dashboard.json").read_text(encoding="utf-8"))
     assert {"datasource"} == {v["name"] for v in dashboard["templating"]["list"] if v["type"] == "datasource"}
     expressions = " ".join(t["expr"] for panel in dashboard["panels"] for t in panel["targets"])

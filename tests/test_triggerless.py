@@ -288,7 +288,7 @@ def test_the_command_line_refuses_what_triggerless_cannot_do(sqlite_database, tm
     db = sqlite_database
     create_tables(db)
     path = write_config(db, tmp_path)
-    for command in (["install"], ["snapshot"], ["purge"], ["stats"], ["verify", "--repair"]):
+    for command in (["install"], ["snapshot"], ["purge"], ["verify", "--repair"]):
         assert main([*command, "-c", str(path)]) == 2, command
         assert "triggerless" in capsys.readouterr().err
     assert main(["poll", "-c", str(path), "--subscriber", "x"]) == 2
@@ -299,6 +299,10 @@ def test_the_command_line_refuses_what_triggerless_cannot_do(sqlite_database, tm
     loop = write_config(db, tmp_path, "allow_loopback = true\n")
     assert main(["poll", "-c", str(loop)]) == 2
     assert "perpetrator" in capsys.readouterr().err
+    formats = write_config(db, tmp_path)
+    formats.write_text(formats.read_text(encoding="utf-8") + "[output.change_tables]\nenabled = true\n", encoding="utf-8")
+    assert main(["poll", "-c", str(formats)]) == 2
+    assert "does not publish change tables yet" in capsys.readouterr().err
     missing = write_config(db, tmp_path, 'startup_option = "later"\n')
     assert main(["poll", "-c", str(missing)]) == 2
     assert "'resync', 'future'" in capsys.readouterr().err
@@ -581,3 +585,81 @@ def test_a_logical_class_publishes_its_child_rows_as_values_added_and_removed(da
     _, ops = cycle(config, db, on_spark)
     assert ops == []
     assert verify(config, db.engine) == []
+
+
+# --- stats and metrics ---------------------------------------------------------------------------
+
+
+def test_stats_shows_the_state_the_consumer_holds_and_what_the_last_cycle_published(database, tmp_path, capsys):
+    db = database
+    create_tables(db)
+    path = write_config(db, tmp_path)
+    assert main(["stats", "-c", str(path)]) == 0
+    assert "none kept yet" in capsys.readouterr().out
+    db.execute(*(f"INSERT INTO {db.qualified('acct')} (id, name) VALUES ({i}, 'n{i}')" for i in range(1, 8)))
+    assert main(["poll", "-c", str(path)]) == 0
+    db.execute(f"UPDATE {db.qualified('acct')} SET name = 'x' WHERE id < 3", f"DELETE FROM {db.qualified('acct')} "
+               "WHERE id = 7")
+    assert main(["poll", "-c", str(path)]) == 0
+    generation = json.loads(capsys.readouterr().out.splitlines()[-1])["generation"]
+    assert main(["stats", "-c", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["generation"] == generation and report["interrupted_read"] is None
+    assert report["tables"]["acct"]["rows"] == 6 and report["tables"]["slot"]["rows"] == 0
+    assert 0 <= report["kept_age_seconds"] < 600
+    assert report["last_cycle"]["tables"]["acct"] == {"rows": 6, "add": 0, "modify": 2, "delete": 1}
+    assert main(["stats", "-c", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert f"generation {generation}" in shown and "3 operations (0 add, 2 modify, 1 delete)" in shown
+    assert main(["stats", "-c", str(path), "--prometheus"]) == 0
+    from test_metrics import samples, value
+
+    found = samples(capsys.readouterr().out)
+    assert value(found, "publisher_triggerless_generation") == generation
+    assert value(found, "publisher_triggerless_rows", table="acct", attribute="") == 6
+
+
+def test_run_serves_the_cycles_and_the_state_as_metrics(sqlite_database, tmp_path):
+    from test_metrics import free_port, scrape, value
+
+    db = sqlite_database
+    create_class_tables(db)
+    port = free_port()
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "{db.url}"\n[publisher]\npublication_mode = "triggerless"\n'
+                    'tables = ["person"]\npolling_interval = 0.3\n'
+                    '[classes.person.multi_valued]\nphone = "person_phone.phone"\n'
+                    f'[output]\ndirectory = "{tmp_path / "out"}"\n[metrics]\nport = {port}\n', encoding="utf-8")
+    db.execute(*(f"INSERT INTO person VALUES ({i}, 'p{i}', NULL)" for i in range(1, 5)),
+               "INSERT INTO person_phone VALUES (1, '1'), (1, '2'), (2, '3')")
+    log_path = tmp_path / "run.log"
+    with log_path.open("w") as log_file:
+        run = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", str(path)],
+                               stdout=subprocess.DEVNULL, stderr=log_file)
+    found = None
+    try:
+        deadline = time.monotonic() + 90
+        changed = False
+        while time.monotonic() < deadline:
+            assert run.poll() is None, log_path.read_text()
+            found = scrape(port)
+            if found and value(found, "publisher_operations_total", subscriber="", kind="add") == 4 and not changed:
+                db.execute("DELETE FROM person_phone WHERE phone = '2'", "DELETE FROM person WHERE pid = 4")
+                changed = True
+            if found and value(found, "publisher_operations_total", subscriber="", kind="delete") == 1:
+                break
+            time.sleep(0.2)
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert found is not None, log_path.read_text()
+    assert value(found, "publisher_operations_total", subscriber="", kind="modify") == 1, log_path.read_text()
+    assert value(found, "publisher_triggerless_rows", table="person", attribute="") == 3
+    assert value(found, "publisher_triggerless_rows", table="person", attribute="phone") == 2
+    assert (value(found, "publisher_triggerless_generation") or 0) >= 2
+    assert value(found, "publisher_lock_held", subscriber="") == 1
+    assert (value(found, "publisher_cycle_stage_duration_seconds_count", subscriber="", stage="compare") or 0) >= 2
+    assert run.returncode == 0, log_path.read_text()

@@ -57,7 +57,7 @@ class TriggerlessReport:
     spark_seconds: float
 
     def ratio(self, result: ComparisonResult) -> float:
-        return result.seconds / self.floor.seconds if self.floor.seconds else 0.0
+        return result.elapsed / self.floor.seconds if self.floor.seconds else 0.0
 
     @property
     def complete(self) -> bool:
@@ -85,12 +85,12 @@ def format_triggerless_report(report: TriggerlessReport) -> str:
     rows = [
         ("floor: COPY of the table", f"{format_seconds(f.seconds)} ({format_count(f.rows)} rows, "
                                      f"{format_size(f.bytes_read)})"),
-        ("first cycle (records the table)", format_seconds(report.first.seconds)),
+        ("first cycle (records the table)", format_seconds(report.first.elapsed)),
         (f"cycle, {format_count(report.changed_rows)} rows changed",
-         f"{format_seconds(report.changed.seconds)} ({format_count(report.changed.operations)} operations, "
+         f"{format_seconds(report.changed.elapsed)} ({format_count(report.changed.operations)} operations, "
          f"{format_count(report.changed.documents)} documents)"),
         ("  / floor", f"{report.ratio(report.changed):,.1f}x"),
-        ("idle cycle", format_seconds(report.idle.seconds)),
+        ("idle cycle", format_seconds(report.idle.elapsed)),
         ("  / floor", f"{report.ratio(report.idle):,.1f}x"),
         ("peak RSS driver / JVM / worker", f"{format_size(report.memory.driver)} / {format_size(report.memory.jvm)}"
                                            f" / {format_size(report.memory.python_worker)}"),

@@ -141,7 +141,7 @@ def refuse_triggerless(config: Config, command: str) -> None:
 TRIGGERED_ONLY = {
     "install": "install", "snapshot": "log a snapshot in (its first cycle publishes every row: "
     "startup_option = \"resync\")", "purge": "purge", "requeue": "requeue", "checkin": "check in",
-    "stats": "count", "verify --repair": "repair through",
+    "verify --repair": "repair through",
 }
 
 
@@ -269,7 +269,14 @@ def _run_triggerless(config: Config, subscriber: str | None) -> int:
         raise UsageError("run --subscriber: a triggerless publisher has no subscribers yet")
     engine = connect(config)
     _check_reachable(engine)
-    serve_triggerless(config, engine)
+    with contextlib.ExitStack() as serving:  # the metrics server stops on every way out
+        metrics = None
+        if config.metrics.port:
+            from publisher.service.metrics import PublisherMetrics
+
+            metrics = PublisherMetrics(config, engine)
+            serving.enter_context(metrics.serving(config.metrics))
+        serve_triggerless(config, engine, metrics)
     logging.getLogger("publisher").info("stopped")
     return 0
 
@@ -284,8 +291,12 @@ def prometheus_command(config: Config) -> int:
 
 def stats_command(config: Config, as_json: bool) -> int:
     from publisher.database import connect
-    from publisher.service.stats import backlog, format_backlog
+    from publisher.service.stats import backlog, format_backlog, format_triggerless_state, triggerless_state
 
+    if config.triggerless:
+        state = triggerless_state(config)
+        print(json.dumps(state, default=str) if as_json else format_triggerless_state(state))
+        return 0
     report = backlog(config, connect(config))
     print(json.dumps(report, default=str) if as_json else format_backlog(report))
     return 0

@@ -160,12 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
         "stats", help="show the backlog of the event log",
         description="Rows per status and per table, and the age of the oldest new row; per subscriber, the events "
         "waiting for its next check-out, the oldest one's age, its last check-out, and the rows it alone holds back "
-        "from purge.",
+        "from purge. A triggerless publisher (publication_mode = \"triggerless\") has no event log: it shows its "
+        "state instead (the generation the consumer holds, when it was kept, the rows of each table, what the last "
+        "cycle published), read from the output directory.",
     ))
     stats_format = stats.add_mutually_exclusive_group()
     stats_format.add_argument("--json", action="store_true", help="print JSON instead of a table")
     stats_format.add_argument("--prometheus", action="store_true",
-                              help="print the event log's gauges in the Prometheus text format (README, Metrics)")
+                              help="print the event log's gauges (a triggerless publisher's: its state's) in the "
+                              "Prometheus text format (README, Metrics)")
     verify = with_config(commands.add_parser(
         "verify", help="replay the published documents and compare them with the tables",
         description="Replays the XDS documents of the output directory in order into a model of the "

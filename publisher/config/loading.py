@@ -385,7 +385,6 @@ TRIGGERLESS_NOT_YET = {
     "subscribers": "subscribers",
     "output.change_tables.enabled": "change tables",
     "output.messages.enabled": "messages",
-    "metrics.port": "metrics",
 }
 
 
@@ -408,7 +407,6 @@ def _check_triggerless(config: Config) -> None:
         "subscribers": bool(config.subscribers),
         "output.change_tables.enabled": config.output.change_tables.enabled,
         "output.messages.enabled": config.output.messages.enabled,
-        "metrics.port": bool(config.metrics.port),
     }
     for key, on in present.items():
         if on:

@@ -21,6 +21,7 @@ import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +33,8 @@ from publisher.outputs.durable import fsync_directory, sync_file_system, write_a
 STATE_DIRECTORY = ".publisher-triggerless"
 CURRENT_FILE = "CURRENT"
 MANIFEST_FILE = "manifest.json"
+LAST_CYCLE_FILE = "cycle.json"
+"""The summary of the cycle that made a generation the state (`publisher stats`)."""
 KEY = "key"
 HASH = "hash"
 BUCKET_ROWS = 100_000
@@ -291,16 +294,34 @@ class ComparisonState:
         fsync_directory(self.root)
         return Generation(number, done, tuple(tables))
 
-    def promote(self, read: Generation) -> None:
+    def promote(self, read: Generation, summary: dict[str, Any] | None = None) -> None:
         """The consumer now holds generation `read`: it becomes the current state, and the
-        generations before it go."""
+        generations before it go. `summary`: what the cycle published, for `stats`."""
         final = self.root / f"g{read.number:012d}"
         os.replace(read.directory, final)
         fsync_directory(self.root)
+        if summary is not None:
+            write_atomically(final / LAST_CYCLE_FILE, json.dumps(summary).encode("utf-8"))
         write_atomically(self.root / CURRENT_FILE, f"{read.number}\n".encode("ascii"))
         for stale in self.root.iterdir():
             if stale.is_dir() and stale != final and stale.name.startswith("g"):
                 shutil.rmtree(stale)
+
+    def written_at(self) -> float | None:
+        """When the current state became it (Unix time), or None."""
+        try:
+            return (self.root / CURRENT_FILE).stat().st_mtime
+        except FileNotFoundError:
+            return None
+
+    @staticmethod
+    def last_cycle(generation: Generation) -> dict[str, Any] | None:
+        """The summary of the cycle that made `generation` the state (None before it was kept)."""
+        try:
+            found: dict[str, Any] = json.loads((generation.directory / LAST_CYCLE_FILE).read_text(encoding="utf-8"))
+            return found
+        except FileNotFoundError:
+            return None
 
     def _generation(self, number: int, directory: Path) -> Generation:
         raw = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))

@@ -99,11 +99,25 @@ class ComparisonResult:
     """The cycle compared a read an earlier, interrupted try made (and published it again)."""
     recorded_only: bool = False
     """The first cycle under startup_option = "future": the tables recorded, nothing published."""
-    seconds: float = 0.0
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Per stage: `read` the tables into the new state, `compare` and write the documents, `state` promote it."""
 
     @property
     def operations(self) -> int:
         return sum(t.add + t.modify + t.delete for t in self.tables.values())
+
+    @property
+    def operation_kinds(self) -> dict[str, int]:
+        return {kind: sum(getattr(t, kind) for t in self.tables.values()) for kind in ("add", "modify", "delete")}
+
+    @property
+    def statuses(self) -> dict[str, int]:
+        """No event log rows are acknowledged: there are none."""
+        return {}
+
+    @property
+    def elapsed(self) -> float:
+        return sum(self.seconds.values())
 
     @property
     def idle(self) -> bool:
@@ -119,7 +133,8 @@ class ComparisonResult:
             "mode": "triggerless", "generation": self.generation, "operations": self.operations,
             "documents": self.documents, "rejected": self.rejected, "repeated": self.repeated,
             "recorded_only": self.recorded_only,
-            "tables": {name: vars(t) for name, t in self.tables.items()}, "seconds": round(self.seconds, 3),
+            "tables": {name: vars(t) for name, t in self.tables.items()},
+            "seconds": {stage: round(seconds, 3) for stage, seconds in self.seconds.items()},
         }
 
 
@@ -140,15 +155,20 @@ def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any
     else:
         refuse_foreign(read, layouts, state)
     result = ComparisonResult(read.number, repeated=repeated)
+    result.seconds["read"] = time.monotonic() - started
+    started = time.monotonic()
     if current is None and settings.startup == StartupOption.FUTURE:
         result.recorded_only = True
         for layout in read.tables:
-            result.tables[layout.name] = TableCompared(rows=layout.rows)
+            if not layout.parent:
+                result.tables[layout.name] = TableCompared(rows=layout.rows)
     else:
         publish_differences(settings, current, read, result, spark)
+    result.seconds["compare"] = time.monotonic() - started
+    started = time.monotonic()
     failpoints.reached("triggerless_state")
-    state.promote(read)
-    result.seconds = time.monotonic() - started
+    state.promote(read, result.summary())
+    result.seconds["state"] = time.monotonic() - started
     return result
 
 

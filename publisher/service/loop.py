@@ -239,9 +239,9 @@ def serve_readers(
     return failed
 
 
-def serve_triggerless(config: Config, engine: Engine) -> None:
+def serve_triggerless(config: Config, engine: Engine, metrics: PublisherMetrics | None = None) -> None:
     """Compare the tables at the interval or times of day until a signal stops it, holding the
-    lock of the output directory's state."""
+    lock of the output directory's state. `metrics`: told of the lock and of each cycle."""
     from publisher.outputs.comparison_state import state_lock
     from publisher.pipeline.comparison import run_comparison_cycle
     from publisher.pipeline.spark import get_spark
@@ -249,8 +249,16 @@ def serve_triggerless(config: Config, engine: Engine) -> None:
     stop = threading.Event()
     install_stop_handlers([stop])
     output = Path(config.output.directory)
+    counted = None if metrics is None else metrics.reader(STATUS_MODE)
     with state_lock(output, config.publisher.when_locked == "wait"):
         log.info("publishing %s from %s by comparing them, to %s", ", ".join(config.publisher.tables),
                  config.database.display_url(), output)
+        if counted is not None:
+            counted.lock_held(True)
         spark = functools.cache(lambda: get_spark(config.spark))
-        run_forever(spark, engine, config, stop, lambda _spark, e, c: run_comparison_cycle(e, c, spark), output)
+        try:
+            run_forever(spark, engine, config, stop, lambda _spark, e, c: run_comparison_cycle(e, c, spark), output,
+                        counted)
+        finally:
+            if counted is not None:
+                counted.lock_held(False)

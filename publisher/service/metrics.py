@@ -36,7 +36,7 @@ from publisher.pipeline.event_log import event_log_table
 from publisher.pipeline.subscribers import subscriber_backlog
 from publisher.rules.classify import is_loopback
 from publisher.service.snapshot_state import RecordedSnapshot, recorded_snapshots
-from publisher.service.stats import decoded, summed, utc_of
+from publisher.service.stats import decoded, summed, triggerless_state, utc_of
 
 log = logging.getLogger("publisher")
 ACKNOWLEDGED = (Status.SUCCESS, Status.WARNING, Status.ERROR)
@@ -132,6 +132,32 @@ class EventLogCollector(Collector):
         yield waiting
         yield lag
         yield from _snapshots(recorded_snapshots(self.config, self.engine))
+
+
+class TriggerlessCollector(Collector):
+    """A triggerless publisher's state, read at scrape time from its files (`stats.triggerless_state`):
+    the generation the consumer holds, how old it is, and the rows of each table in it."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def collect(self) -> Iterator[Metric]:
+        state = triggerless_state(self.config)
+        generation = GaugeMetricFamily("publisher_triggerless_generation",
+                                       "The generation of the state the consumer holds (0: none kept yet)")
+        generation.add_metric([], state["generation"] or 0)
+        yield generation
+        age = GaugeMetricFamily("publisher_triggerless_state_age_seconds",
+                                "Seconds since the state was last kept (a cycle published what changed)")
+        age.add_metric([], state["kept_age_seconds"] or 0.0)
+        yield age
+        rows = GaugeMetricFamily("publisher_triggerless_rows", "Rows of each table in the state (a child table's "
+                                 "under its class and attribute)", labels=["table", "attribute"])
+        for name, table in state["tables"].items():
+            rows.add_metric([name, ""], table["rows"])
+            for attribute, child in table["attributes"].items():
+                rows.add_metric([name, attribute], child["rows"])
+        yield rows
 
 
 def _snapshots(recorded: Iterable[RecordedSnapshot]) -> Iterator[GaugeMetricFamily]:
@@ -325,9 +351,11 @@ class ReaderMetrics:
 
 
 def event_log_registry(config: Config, engine: Engine, tolerant: bool = True) -> CollectorRegistry:
-    """A registry of its own (not the process-wide default) with the event log's gauges."""
+    """A registry of its own (not the process-wide default) with the event log's gauges (a
+    triggerless publisher's: its state's)."""
     registry = CollectorRegistry()
-    registry.register(EventLogCollector(config, engine, tolerant))
+    collector = TriggerlessCollector(config) if config.triggerless else EventLogCollector(config, engine, tolerant)
+    registry.register(collector)
     return registry
 
 

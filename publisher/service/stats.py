@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, func, select
@@ -52,6 +53,59 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
         "subscribers": {name: _subscriber(config, engine, name) for name in sorted(config.subscribers)},
         "snapshots": [_snapshot(recorded) for recorded in recorded_snapshots(config, engine)],
     }
+
+
+def triggerless_state(config: Config) -> dict[str, Any]:
+    """A triggerless publisher's state: the generation the consumer holds, when it was kept, the
+    rows of each table (and child table) in it, a read an interrupted cycle left, and what the
+    last cycle published. Read from the output directory alone: the database is not touched."""
+    from publisher.outputs.comparison_state import ComparisonState
+
+    state = ComparisonState(Path(config.output.directory).resolve())
+    current = state.current()
+    interrupted = state.read_done()
+    written = state.written_at()
+    tables: dict[str, Any] = {}
+    for layout in current.tables if current is not None else ():
+        if not layout.parent:
+            tables[layout.name] = {"rows": layout.rows, "buckets": layout.buckets, "attributes": {}}
+    for layout in current.tables if current is not None else ():
+        if layout.parent in tables:
+            tables[layout.parent]["attributes"][layout.attribute] = {"table": layout.name, "rows": layout.rows}
+    written_time = None if written is None else dt.datetime.fromtimestamp(written, dt.UTC)
+    return {
+        "mode": "triggerless",
+        "state": str(state.root),
+        "generation": None if current is None else current.number,
+        "kept_at": None if written_time is None else written_time.isoformat(),
+        "kept_age_seconds": _age(written_time),
+        "tables": tables,
+        "interrupted_read": None if interrupted is None else interrupted.number,
+        "last_cycle": None if current is None else state.last_cycle(current),
+    }
+
+
+def format_triggerless_state(report: dict[str, Any]) -> str:
+    if report["generation"] is None:
+        lines = [f"triggerless state {report['state']}: none kept yet "
+                 "(the next cycle follows publisher.startup_option)"]
+    else:
+        lines = [f"triggerless state {report['state']}: generation {report['generation']}, kept "
+                 f"{report['kept_at']} ({report['kept_age_seconds']:.0f} s ago)", "rows by table:"]
+        for name, table in report["tables"].items():
+            lines.append(f"  {name:<30} {table['rows']:>10}  ({table['buckets']} buckets)")
+            lines += [f"    {attribute:<28} {child['rows']:>10}  ({child['table']})"
+                      for attribute, child in table["attributes"].items()]
+    if report["interrupted_read"] is not None:
+        lines.append(f"a cycle read generation {report['interrupted_read']} and was interrupted before its "
+                     "state was kept: the next cycle publishes it again, under the same event-ids")
+    last = report["last_cycle"]
+    if last:
+        kinds = {kind: sum(t.get(kind, 0) for t in last["tables"].values()) for kind in ("add", "modify", "delete")}
+        lines.append(f"last cycle: {last['operations']} operations ({kinds['add']} add, {kinds['modify']} modify, "
+                     f"{kinds['delete']} delete), {last['documents']} documents, {last['rejected']} rejected"
+                     + (", recorded only" if last.get("recorded_only") else ""))
+    return "\n".join(lines)
 
 
 def _snapshot(recorded: RecordedSnapshot) -> dict[str, Any]:
