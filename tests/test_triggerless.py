@@ -27,6 +27,7 @@ from publisher.config import (
     PublisherSettings,
     StartupOption,
 )
+from publisher.config.loading import load_config
 from publisher.database import association_schema
 from publisher.outputs import comparison_state
 from publisher.outputs.comparison_state import ForeignStateError
@@ -300,7 +301,8 @@ def test_the_command_line_refuses_what_triggerless_cannot_do(sqlite_database, tm
     assert main(["poll", "-c", str(loop)]) == 2
     assert "perpetrator" in capsys.readouterr().err
     formats = write_config(db, tmp_path)
-    formats.write_text(formats.read_text(encoding="utf-8") + "[output.change_tables]\nenabled = true\n", encoding="utf-8")
+    formats.write_text(formats.read_text(encoding="utf-8") + "[output.change_tables]\nenabled = true\n",
+                       encoding="utf-8")
     assert main(["poll", "-c", str(formats)]) == 2
     assert "does not publish change tables yet" in capsys.readouterr().err
     missing = write_config(db, tmp_path, 'startup_option = "later"\n')
@@ -615,8 +617,8 @@ def test_stats_shows_the_state_the_consumer_holds_and_what_the_last_cycle_publis
     from test_metrics import samples, value
 
     found = samples(capsys.readouterr().out)
-    assert value(found, "publisher_triggerless_generation") == generation
-    assert value(found, "publisher_triggerless_rows", table="acct", attribute="") == 6
+    assert value(found, "publisher_triggerless_generation", subscriber="") == generation
+    assert value(found, "publisher_triggerless_rows", subscriber="", table="acct", attribute="") == 6
 
 
 def test_run_serves_the_cycles_and_the_state_as_metrics(sqlite_database, tmp_path):
@@ -629,7 +631,9 @@ def test_run_serves_the_cycles_and_the_state_as_metrics(sqlite_database, tmp_pat
     path.write_text(f'[database]\nurl = "{db.url}"\n[publisher]\npublication_mode = "triggerless"\n'
                     'tables = ["person"]\npolling_interval = 0.3\n'
                     '[classes.person.multi_valued]\nphone = "person_phone.phone"\n'
-                    f'[output]\ndirectory = "{tmp_path / "out"}"\n[metrics]\nport = {port}\n', encoding="utf-8")
+                    f'[output]\ndirectory = "{tmp_path / "out"}"\n[metrics]\nport = {port}\n'
+                    '[subscriptions.all]\ntables = ["person"]\noperations = ["delete"]\n'
+                    f'[subscribers.audit]\nsubscription = "all"\noutput = "{tmp_path / "audit"}"\n', encoding="utf-8")
     db.execute(*(f"INSERT INTO person VALUES ({i}, 'p{i}', NULL)" for i in range(1, 5)),
                "INSERT INTO person_phone VALUES (1, '1'), (1, '2'), (2, '3')")
     log_path = tmp_path / "run.log"
@@ -657,9 +661,77 @@ def test_run_serves_the_cycles_and_the_state_as_metrics(sqlite_database, tmp_pat
             run.wait()
     assert found is not None, log_path.read_text()
     assert value(found, "publisher_operations_total", subscriber="", kind="modify") == 1, log_path.read_text()
-    assert value(found, "publisher_triggerless_rows", table="person", attribute="") == 3
-    assert value(found, "publisher_triggerless_rows", table="person", attribute="phone") == 2
-    assert (value(found, "publisher_triggerless_generation") or 0) >= 2
+    assert value(found, "publisher_triggerless_rows", subscriber="", table="person", attribute="") == 3
+    assert value(found, "publisher_triggerless_rows", subscriber="", table="person", attribute="phone") == 2
+    assert (value(found, "publisher_triggerless_generation", subscriber="") or 0) >= 2
     assert value(found, "publisher_lock_held", subscriber="") == 1
+    assert value(found, "publisher_lock_held", subscriber="audit") == 1
+    assert (value(found, "publisher_triggerless_generation", subscriber="audit") or 0) >= 1
+    assert [(kind, key) for kind, key, _, _ in operations(documents(tmp_path / "audit"))] in ([], [("delete", "pid=4")])
     assert (value(found, "publisher_cycle_stage_duration_seconds_count", subscriber="", stage="compare") or 0) >= 2
     assert run.returncode == 0, log_path.read_text()
+
+
+# --- subscribers ---------------------------------------------------------------------------------
+
+
+def subscriber_config(db, tmp_path: Path) -> Path:
+    """The status mode publishes acct and slot; subscriber `hr` tracks acct's name only, inserts and
+    deletes only; subscriber `teams` tracks team, whose members reference persons it does not track."""
+    path = write_config(db, tmp_path)
+    text = path.read_text(encoding="utf-8").replace('tables = ["acct", "slot"]',
+                                                    'tables = ["acct", "slot", "person", "team"]')
+    text += (f'[subscriptions.people]\ntables = ["acct"]\ncolumns = {{ acct = ["name"] }}\n'
+             f'operations = ["insert", "delete"]\n'
+             f'[subscriptions.teams]\ntables = ["team"]\n'
+             f'[subscribers.hr]\nsubscription = "people"\noutput = "{tmp_path / "hr"}"\n'
+             f'[subscribers.ops]\nsubscription = "teams"\noutput = "{tmp_path / "ops"}"\n'
+             '[classes.person.multi_valued]\nphone = "person_phone.phone"\n'
+             '[classes.team.multi_valued]\nmember = "team_member.pid"\n[classes.team.references]\nmember = "person"\n')
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_each_subscriber_compares_what_its_subscription_tracks_against_a_state_of_its_own(database, tmp_path, capsys):
+    db = database
+    q = db.qualified
+    create_tables(db)
+    create_class_tables(db)
+    path = subscriber_config(db, tmp_path)
+    db.execute(*(f"INSERT INTO {q('acct')} (id, name, age) VALUES ({i}, 'n{i}', {i})" for i in range(1, 5)),
+               f"INSERT INTO {q('person')} VALUES (1, 'ann', NULL)", f"INSERT INTO {q('team')} VALUES ('t1', 'ops')",
+               f"INSERT INTO {q('team_member')} VALUES ('t1', 1)", f"INSERT INTO {q('team_member')} VALUES ('t1', 2)")
+    for reader in ([], ["--subscriber", "hr"], ["--subscriber", "ops"]):
+        assert main(["poll", "-c", str(path), *reader]) == 0
+    hr = operations(documents(tmp_path / "hr"))
+    assert sorted((kind, key, attrs) for kind, key, _, attrs in hr) == [
+        ("add", f"id={i}", {"name": ([], [f"n{i}"])}) for i in range(1, 5)]
+    ops = operations(documents(tmp_path / "ops"))
+    label = association_schema(load_config(path, environ={}), db.engine)
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [
+        ("add", "tid=t1", {"title": ([], ["ops"]), "member": ([], [f"pid=1,table=person,schema={label}",
+                                                                  f"pid=2,table=person,schema={label}"])})]
+    refs = [v.get("association-ref") for p in documents(tmp_path / "ops")
+            for v in etree.parse(str(p)).getroot().iter("value") if v.text and v.text.startswith("pid=")]
+    assert refs == [f"pid=1,table=person,schema={label}", None]  # person 2 does not exist
+
+    db.execute(f"UPDATE {q('acct')} SET name = 'x', age = 0 WHERE id = 1", f"DELETE FROM {q('acct')} WHERE id = 2",
+               f"INSERT INTO {q('acct')} (id, name) VALUES (9, 'n9')", f"UPDATE {q('acct')} SET age = 7 WHERE id = 3")
+    before = {p.name for p in documents(tmp_path / "hr")}
+    assert main(["poll", "-c", str(path), "--subscriber", "hr"]) == 0
+    assert sorted((kind, key, attrs) for kind, key, _, attrs in operations(documents(tmp_path / "hr", before))) == [
+        ("add", "id=9", {"name": ([], ["n9"])}), ("delete", "id=2", {})]  # the update is not tracked
+    before = {p.name for p in documents(tmp_path / "hr")}
+    assert main(["poll", "-c", str(path), "--subscriber", "hr"]) == 0
+    assert documents(tmp_path / "hr", before) == []  # the untracked update advanced the state all the same
+    assert main(["poll", "-c", str(path)]) == 0
+    assert main(["verify", "-c", str(path)]) == 0
+    assert main(["verify", "-c", str(path), "--subscriber", "ops"]) == 0
+    capsys.readouterr()
+    assert main(["stats", "-c", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tables"]["acct"]["rows"] == 4 and set(report["tables"]) == {"acct", "slot", "person", "team"}
+    assert set(report["subscribers"]["hr"]["tables"]) == {"acct"}
+    assert report["subscribers"]["ops"]["tables"]["team"]["attributes"]["member"]["rows"] == 2
+    assert main(["checkin", "-c", str(path), "--subscriber", "hr", "-e", "SELECT 1"]) == 2
+    assert "triggerless" in capsys.readouterr().err

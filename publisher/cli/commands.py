@@ -123,10 +123,9 @@ def _poll_triggerless(config: Config, engine: Any, reader: Reader) -> int:
     from publisher.pipeline.comparison import run_comparison_cycle
     from publisher.pipeline.spark import get_spark
 
-    if reader.subscriber is not None:
-        raise UsageError("poll --subscriber: a triggerless publisher has no subscribers yet")
-    with state_lock(Path(config.output.directory), config.publisher.when_locked == "wait"):
-        result = run_comparison_cycle(engine, config, lambda: get_spark(config.spark))
+    output = Path(reader.output(config))
+    with state_lock(output, config.publisher.when_locked == "wait"):
+        result = run_comparison_cycle(engine, config, lambda: get_spark(config.spark), reader)
     print(json.dumps(result.summary()))
     return 0
 
@@ -233,8 +232,6 @@ def run_command(config: Config, subscriber: str | None) -> int:
     from publisher.service.loop import serve_readers
 
     log = logging.getLogger("publisher")
-    if config.triggerless:
-        return _run_triggerless(config, subscriber)
     if subscriber is not None:
         config.subscriber(subscriber)
         readers = [Reader(subscriber)]
@@ -243,6 +240,8 @@ def run_command(config: Config, subscriber: str | None) -> int:
         readers += [Reader(name) for name in sorted(config.subscribers)]
     if not readers:
         raise UsageError("nothing to run: publisher.status_mode = false and no [subscribers.NAME] is configured")
+    if config.triggerless:
+        return _run_triggerless(config, readers)
     engine = connect(config)
     _check_reachable(engine)
     if STATUS_MODE in readers:
@@ -261,12 +260,10 @@ def run_command(config: Config, subscriber: str | None) -> int:
     return 0
 
 
-def _run_triggerless(config: Config, subscriber: str | None) -> int:
+def _run_triggerless(config: Config, readers: list[Reader]) -> int:
     from publisher.database import connect
     from publisher.service.loop import serve_triggerless
 
-    if subscriber is not None:
-        raise UsageError("run --subscriber: a triggerless publisher has no subscribers yet")
     engine = connect(config)
     _check_reachable(engine)
     with contextlib.ExitStack() as serving:  # the metrics server stops on every way out
@@ -276,8 +273,10 @@ def _run_triggerless(config: Config, subscriber: str | None) -> int:
 
             metrics = PublisherMetrics(config, engine)
             serving.enter_context(metrics.serving(config.metrics))
-        serve_triggerless(config, engine, metrics)
+        failed = serve_triggerless(config, engine, readers, metrics)
     logging.getLogger("publisher").info("stopped")
+    if failed:
+        raise UnavailableError("; ".join(failed))
     return 0
 
 
@@ -291,11 +290,11 @@ def prometheus_command(config: Config) -> int:
 
 def stats_command(config: Config, as_json: bool) -> int:
     from publisher.database import connect
-    from publisher.service.stats import backlog, format_backlog, format_triggerless_state, triggerless_state
+    from publisher.service.stats import backlog, format_backlog, format_triggerless_states, triggerless_states
 
     if config.triggerless:
-        state = triggerless_state(config)
-        print(json.dumps(state, default=str) if as_json else format_triggerless_state(state))
+        state = triggerless_states(config)
+        print(json.dumps(state, default=str) if as_json else format_triggerless_states(state))
         return 0
     report = backlog(config, connect(config))
     print(json.dumps(report, default=str) if as_json else format_backlog(report))

@@ -382,9 +382,8 @@ def parse_time_of_day(text: str, key: str = "time_of_day") -> dt.time:
 
 
 TRIGGERLESS_NOT_YET = {
-    "subscribers": "subscribers",
-    "output.change_tables.enabled": "change tables",
-    "output.messages.enabled": "messages",
+    "change_tables": "change tables",
+    "messages": "messages",
 }
 
 
@@ -403,12 +402,11 @@ def _check_triggerless(config: Config) -> None:
     if config.publisher.initial_snapshot:
         raise ConfigError(f"publisher.initial_snapshot: {mode} loads the consumer by publisher.startup_option "
                           "= \"resync\"; set initial_snapshot to false")
-    present = {
-        "subscribers": bool(config.subscribers),
-        "output.change_tables.enabled": config.output.change_tables.enabled,
-        "output.messages.enabled": config.output.messages.enabled,
-    }
-    for key, on in present.items():
-        if on:
-            raise ConfigError(f"{key}: {mode} does not publish {TRIGGERLESS_NOT_YET[key]} yet; "
-                              "publish them in the triggered mode, or leave them out")
+    outputs = [("output", config.output)] + [(f"subscribers.{name}.formats", subscriber.output_config())
+                                             for name, subscriber in sorted(config.subscribers.items())]
+    for where, output in outputs:
+        present = {"change_tables": output.change_tables.enabled, "messages": output.messages.enabled}
+        for key, on in present.items():
+            if on:
+                raise ConfigError(f"{where}.{key}.enabled: {mode} does not publish {TRIGGERLESS_NOT_YET[key]} yet; "
+                                  "publish them in the triggered mode, or leave them out")

@@ -20,9 +20,10 @@ from sqlalchemy import Engine, func, select, text
 
 from publisher import failpoints
 from publisher.capture.install import published_tables
-from publisher.config import Config, StartupOption
+from publisher.config import STATUS_MODE, Config, Reader, StartupOption
 from publisher.database import association_schema, table_schema
 from publisher.model.catalog import TableInfo, child_table, reflect_catalog
+from publisher.model.operation import OperationKind
 from publisher.outputs.comparison_state import (
     BucketWriter,
     ComparisonState,
@@ -36,7 +37,9 @@ from publisher.outputs.documents import write_documents
 from publisher.outputs.outcomes import append_rejects
 from publisher.pipeline.comparison_buckets import bucket_jobs, publish_bucket
 from publisher.pipeline.queryback import QueryBackContext
+from publisher.pipeline.subscribers import tracked
 from publisher.pipeline.table_scan import BLOCK_BYTES, RowTooLongError, ScannedRows, scan_table_columns
+from publisher.rules.subscription import tracked_kinds, tracked_tables
 
 READ_ROWS = 20_000
 """Rows a table is read and written to its state's buckets at a time."""
@@ -63,9 +66,13 @@ class ComparisonSettings:
     schema_label: str
     url: str
     master: str
+    kinds: frozenset[str] = frozenset(kind.value for kind in OperationKind)
+    """The operations published (a subscription's); the others only advance the state."""
+    lookups: frozenset[str] = frozenset()
+    """Tables read only for their keys: classes a subscriber's references name and it does not track."""
 
     @classmethod
-    def of(cls, config: Config, engine: Engine) -> ComparisonSettings:
+    def of(cls, config: Config, engine: Engine, reader: Reader = STATUS_MODE) -> ComparisonSettings:
         schema = table_schema(config, engine)
         catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
         found = {name.lower() for name in catalog.tables}
@@ -73,10 +80,25 @@ class ComparisonSettings:
         if missing:
             raise ForeignStateError(f"publisher.tables: {', '.join(missing)} found in no table or view with a key "
                                     f"(a view's key is its pk_ columns) in {schema or 'the database'}")
-        tables = tuple(catalog.tables[name] for name in sorted(catalog.tables, key=str.lower))
-        return cls(Path(config.output.directory).resolve(), config.publisher.batch_size,
-                   config.publisher.startup_option, tables, schema, association_schema(config, engine),
-                   config.database.sqlalchemy_url(), config.spark.master)
+        tables = dict(catalog.tables)
+        kinds = cls.kinds
+        lookups: frozenset[str] = frozenset()
+        if reader.subscriber is not None:
+            subscription = tracked(config, reader.subscriber, catalog)
+            tables = tracked_tables(catalog, subscription)
+            kinds = frozenset(kind.value for kind in tracked_kinds(subscription.event_types))
+            lookups = frozenset(target for table in tables.values() for _, target in table.references) - tables.keys()
+            tables.update({name: keys_only(catalog.tables[name]) for name in lookups})
+        return cls(Path(reader.output(config)).resolve(), config.publisher.batch_size,
+                   config.publisher.startup_option, tuple(tables[name] for name in sorted(tables, key=str.lower)),
+                   schema, association_schema(config, engine), config.database.sqlalchemy_url(), config.spark.master,
+                   kinds, lookups)
+
+
+def keys_only(table: TableInfo) -> TableInfo:
+    """A table as a reference's lookup reads it: its key columns alone."""
+    return dataclasses.replace(table, columns=tuple(c for c in table.columns if c.is_key), multi_valued=(),
+                               references=())
 
 
 @dataclass
@@ -138,11 +160,13 @@ class ComparisonResult:
         }
 
 
-def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any] | None = None) -> ComparisonResult:
-    """One triggerless cycle, start to end; the caller holds the state's lock. `spark`: a
-    session for large tables, started when one is first needed."""
+def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any] | None = None,
+                         reader: Reader = STATUS_MODE) -> ComparisonResult:
+    """One triggerless cycle of `reader` (the status mode's, or a subscriber's, each with a state
+    of its own in its output directory), start to end; the caller holds the state's lock.
+    `spark`: a session for large tables, started when one is first needed."""
     started = time.monotonic()
-    settings = ComparisonSettings.of(config, engine)
+    settings = ComparisonSettings.of(config, engine, reader)
     state = ComparisonState(settings.output)
     current = state.current()
     layouts = [layout for table in settings.tables for _, layout in class_layouts(table)]
@@ -160,7 +184,7 @@ def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any
     if current is None and settings.startup == StartupOption.FUTURE:
         result.recorded_only = True
         for layout in read.tables:
-            if not layout.parent:
+            if not layout.parent and layout.name not in settings.lookups:
                 result.tables[layout.name] = TableCompared(rows=layout.rows)
     else:
         publish_differences(settings, current, read, result, spark)
@@ -269,7 +293,7 @@ def publish_differences(settings: ComparisonSettings, current: Generation | None
                         result: ComparisonResult, spark: Callable[[], Any] | None = None) -> None:
     """Each table's differences, bucket by bucket, written as documents: in the driver, under one
     cycle number, or (a large read, Spark at hand) by Spark's tasks, a cycle number each."""
-    jobs = bucket_jobs(settings.tables, settings.schema_label, current, read)
+    jobs = bucket_jobs(settings.tables, settings.schema_label, current, read, settings.kinds, settings.lookups)
     buckets = [(job, bucket) for job in jobs for bucket in range(job.layout.buckets)]
     if spark is not None and on_spark(settings.master, sum(job.layout.rows for job in jobs), len(buckets)):
         from publisher.pipeline.comparison_spark import publish_on_spark

@@ -65,6 +65,8 @@ class BucketJob:
     referenced: tuple[TableInfo, ...] = ()
     """The classes its references name, and where the read holds them."""
     referenced_at: tuple[tuple[str, int], ...] = ()
+    kinds: frozenset[str] = frozenset(kind.value for kind in OperationKind)
+    """The operations published (a subscription's); the others only advance the state."""
 
 
 @dataclass
@@ -75,16 +77,17 @@ class BucketDone:
     rejects: list[dict[str, Any]] = field(default_factory=list)
 
 
-def bucket_jobs(tables: Sequence[TableInfo], schema_label: str, current: Generation | None,
-                read: Generation) -> list[BucketJob]:
-    """A job per published table of the read; a class's child tables go with their parent."""
+def bucket_jobs(tables: Sequence[TableInfo], schema_label: str, current: Generation | None, read: Generation,
+                kinds: frozenset[str] = BucketJob.kinds, lookups: frozenset[str] = frozenset()) -> list[BucketJob]:
+    """A job per published table of the read; a class's child tables go with their parent, and
+    tables read only for the keys references name (`lookups`) publish nothing."""
     kept = {layout.identity: (index, layout) for index, layout in enumerate(current.tables)} if current else {}
     at = {layout.name: index for index, layout in enumerate(read.tables) if not layout.parent}
     named = {t.name: t for t in tables}
     jobs = []
     first = 0
     for index, layout in enumerate(read.tables):
-        if layout.parent:
+        if layout.parent or layout.name in lookups:
             continue
         table = named[layout.name]
         kept_index, old = kept.get(layout.identity, (0, None))
@@ -92,7 +95,7 @@ def bucket_jobs(tables: Sequence[TableInfo], schema_label: str, current: Generat
         jobs.append(BucketJob(table, schema_label, layout, read.directory, index, old,
                               current.directory if current is not None else None, kept_index, read.number, first,
                               child_jobs(table, read, kept), tuple(named[t] for t in targets),
-                              tuple((t, at[t]) for t in targets)))
+                              tuple((t, at[t]) for t in targets), kinds))
         first += layout.buckets
     if first > MAX_BUCKETS:
         raise ComparisonLimitError(f"the published tables hold {first} buckets of about "
@@ -129,6 +132,10 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
     if not len(differences):
         return done
     keys, kinds, found = published_keys(table, differences, done.rejects)
+    tracked = pc.is_in(kinds, value_set=pa.array(sorted(job.kinds), pa.string()))
+    if not pc.all(tracked).as_py():  # a subscription's untracked kinds of change: the state advances alone
+        keys = [key for key, kept in zip(keys, tracked.to_pylist(), strict=True) if kept]
+        kinds, found = kinds.filter(tracked), found.filter(tracked)
     if len(keys) > 1 << BUCKET_BITS:
         raise ComparisonLimitError(f"{table.name}: {len(keys)} differences in one bucket, more than an event-id "
                                    f"numbers ({1 << BUCKET_BITS}); the table grew while it was read")

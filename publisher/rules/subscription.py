@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from publisher.model.catalog import Catalog, TableInfo
 from publisher.model.events import DELETING, INSERTING, PER_FIELD, UPDATING, EventType
+from publisher.model.operation import OperationKind
 
 OPERATION_TYPES: Mapping[str, frozenset[EventType]] = {
     "insert": INSERTING,
@@ -95,3 +96,10 @@ def tracked_tables(catalog: Catalog, tracked: SubscriptionFilter) -> dict[str, T
             references=tuple((a, target) for a, target in table.references if a in columns),
         )
     return kept
+
+
+def tracked_kinds(event_types: frozenset[EventType]) -> frozenset[OperationKind]:
+    """The operations a triggerless comparison publishes for a subscription: an `<add>` where it
+    tracks inserts, a `<modify>` updates, a `<delete>` deletes."""
+    return frozenset(kind for kind, types in ((OperationKind.ADD, INSERTING), (OperationKind.MODIFY, UPDATING),
+                                              (OperationKind.DELETE, DELETING)) if event_types & types)

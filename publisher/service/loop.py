@@ -239,26 +239,58 @@ def serve_readers(
     return failed
 
 
-def serve_triggerless(config: Config, engine: Engine, metrics: PublisherMetrics | None = None) -> None:
-    """Compare the tables at the interval or times of day until a signal stops it, holding the
-    lock of the output directory's state. `metrics`: told of the lock and of each cycle."""
-    from publisher.outputs.comparison_state import state_lock
-    from publisher.pipeline.comparison import run_comparison_cycle
+def serve_triggerless(config: Config, engine: Engine, readers: Sequence[Reader],
+                      metrics: PublisherMetrics | None = None) -> list[str]:
+    """Compare the tables for each reader (the status mode, subscribers: a state each, in its
+    output directory) at the interval or times of day until a signal stops them, each holding
+    its state's lock; one failing does not stop the others. Returns why each that failed stopped.
+    `metrics`: told of the locks and of each cycle."""
     from publisher.pipeline.spark import get_spark
 
     stop = threading.Event()
     install_stop_handlers([stop])
-    output = Path(config.output.directory)
-    counted = None if metrics is None else metrics.reader(STATUS_MODE)
-    with state_lock(output, config.publisher.when_locked == "wait"):
-        log.info("publishing %s from %s by comparing them, to %s", ", ".join(config.publisher.tables),
-                 config.database.display_url(), output)
-        if counted is not None:
-            counted.lock_held(True)
-        spark = functools.cache(lambda: get_spark(config.spark))
+    spark = functools.cache(lambda: get_spark(config.spark))
+    started = threading.Lock()
+
+    def warm_spark() -> Any:
+        with started:
+            return spark()
+
+    failed: list[str] = []
+
+    def serve_reader(reader: Reader) -> None:
         try:
-            run_forever(spark, engine, config, stop, lambda _spark, e, c: run_comparison_cycle(e, c, spark), output,
-                        counted)
+            _compare_forever(config, engine, reader, warm_spark, stop,
+                             None if metrics is None else metrics.reader(reader))
+        except Exception as exc:  # one reader's failure must not end the others
+            reason = config.database.redact(str(exc))
+            log.error("%s stopped: %s", reader, reason)
+            failed.append(reason if len(readers) == 1 else f"{reader} stopped: {reason}")
+
+    threads = [threading.Thread(target=serve_reader, args=(reader,), name=f"publisher-{reader.subscriber or 'status'}",
+                                daemon=True) for reader in readers]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        for thread in threads:
+            thread.join(timeout=0.5)
+    return failed
+
+
+def _compare_forever(config: Config, engine: Engine, reader: Reader, spark: Callable[[], Any],
+                     stop: threading.Event, metrics: ReaderMetrics | None) -> None:
+    from publisher.outputs.comparison_state import state_lock
+    from publisher.pipeline.comparison import run_comparison_cycle
+
+    output = Path(reader.output(config))
+    with state_lock(output, config.publisher.when_locked == "wait"):
+        log.info("publishing %s from %s by comparing them, for %s to %s", ", ".join(config.publisher.tables),
+                 config.database.display_url(), reader, output)
+        if metrics is not None:
+            metrics.lock_held(True)
+        try:
+            run_forever(spark, engine, config, stop,
+                        lambda _spark, e, c: run_comparison_cycle(e, c, spark, reader), output, metrics)
         finally:
-            if counted is not None:
-                counted.lock_held(False)
+            if metrics is not None:
+                metrics.lock_held(False)

@@ -142,22 +142,23 @@ class TriggerlessCollector(Collector):
         self.config = config
 
     def collect(self) -> Iterator[Metric]:
-        state = triggerless_state(self.config)
-        generation = GaugeMetricFamily("publisher_triggerless_generation",
-                                       "The generation of the state the consumer holds (0: none kept yet)")
-        generation.add_metric([], state["generation"] or 0)
-        yield generation
+        readers = [STATUS_MODE, *(Reader(name) for name in sorted(self.config.subscribers))]
+        generation = GaugeMetricFamily("publisher_triggerless_generation", "The generation of the state the "
+                                       "reader's consumer holds (0: none kept yet)", labels=["subscriber"])
         age = GaugeMetricFamily("publisher_triggerless_state_age_seconds",
-                                "Seconds since the state was last kept (a cycle published what changed)")
-        age.add_metric([], state["kept_age_seconds"] or 0.0)
-        yield age
-        rows = GaugeMetricFamily("publisher_triggerless_rows", "Rows of each table in the state (a child table's "
-                                 "under its class and attribute)", labels=["table", "attribute"])
-        for name, table in state["tables"].items():
-            rows.add_metric([name, ""], table["rows"])
-            for attribute, child in table["attributes"].items():
-                rows.add_metric([name, attribute], child["rows"])
-        yield rows
+                                "Seconds since the reader's state was last kept (a cycle published what changed)",
+                                labels=["subscriber"])
+        rows = GaugeMetricFamily("publisher_triggerless_rows", "Rows of each table in the reader's state (a child "
+                                 "table's under its class and attribute)", labels=["subscriber", "table", "attribute"])
+        for reader in readers:
+            state = triggerless_state(self.config, reader)
+            generation.add_metric([reader.key], state["generation"] or 0)
+            age.add_metric([reader.key], state["kept_age_seconds"] or 0.0)
+            for name, table in state["tables"].items():
+                rows.add_metric([reader.key, name, ""], table["rows"])
+                for attribute, child in table["attributes"].items():
+                    rows.add_metric([reader.key, name, attribute], child["rows"])
+        yield from (generation, age, rows)
 
 
 def _snapshots(recorded: Iterable[RecordedSnapshot]) -> Iterator[GaugeMetricFamily]:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine, func, select
 
-from publisher.config import Config
+from publisher.config import STATUS_MODE, Config, Reader
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
 from publisher.model.events import Status
@@ -55,13 +55,21 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
     }
 
 
-def triggerless_state(config: Config) -> dict[str, Any]:
-    """A triggerless publisher's state: the generation the consumer holds, when it was kept, the
-    rows of each table (and child table) in it, a read an interrupted cycle left, and what the
-    last cycle published. Read from the output directory alone: the database is not touched."""
+def triggerless_states(config: Config) -> dict[str, Any]:
+    """The status mode's triggerless state, with each subscriber's under `subscribers`."""
+    report = triggerless_state(config, STATUS_MODE)
+    report["subscribers"] = {name: triggerless_state(config, Reader(name)) for name in sorted(config.subscribers)}
+    return report
+
+
+def triggerless_state(config: Config, reader: Reader) -> dict[str, Any]:
+    """A triggerless publisher's state for `reader`: the generation its consumer holds, when it
+    was kept, the rows of each table (and child table) in it, a read an interrupted cycle left,
+    and what the last cycle published. Read from the output directory alone: the database is
+    not touched."""
     from publisher.outputs.comparison_state import ComparisonState
 
-    state = ComparisonState(Path(config.output.directory).resolve())
+    state = ComparisonState(Path(reader.output(config)).resolve())
     current = state.current()
     interrupted = state.read_done()
     written = state.written_at()
@@ -83,6 +91,13 @@ def triggerless_state(config: Config) -> dict[str, Any]:
         "interrupted_read": None if interrupted is None else interrupted.number,
         "last_cycle": None if current is None else state.last_cycle(current),
     }
+
+
+def format_triggerless_states(report: dict[str, Any]) -> str:
+    shown = [format_triggerless_state(report)]
+    for name, state in report["subscribers"].items():
+        shown.append(f"subscriber {name}:\n" + format_triggerless_state(state))
+    return "\n".join(shown)
 
 
 def format_triggerless_state(report: dict[str, Any]) -> str:
