@@ -735,3 +735,60 @@ def test_each_subscriber_compares_what_its_subscription_tracks_against_a_state_o
     assert report["subscribers"]["ops"]["tables"]["team"]["attributes"]["member"]["rows"] == 2
     assert main(["checkin", "-c", str(path), "--subscriber", "hr", "-e", "SELECT 1"]) == 2
     assert "triggerless" in capsys.readouterr().err
+
+
+# --- change tables and messages ------------------------------------------------------------------
+
+
+def test_change_tables_and_messages_carry_what_the_comparison_found(database, tmp_path, on_spark):
+    """An <add> an INSERT of every column, a <modify> an UPDATE of the columns that changed with
+    their old values before it, a <delete> a DELETE of the key; numbered by their event-ids, in
+    the documents' order; a cycle repeated after a crash writes the same files again."""
+    from harness import read_change_tables, read_messages
+
+    from publisher.config import ChangeTablesConfig, MessagesConfig
+
+    db = database
+    create_tables(db)
+    config = config_of(db, tmp_path)
+    config = dataclasses.replace(config, output=dataclasses.replace(
+        config.output, change_tables=ChangeTablesConfig(enabled=True),
+        messages=MessagesConfig(enabled=True)))
+    output = Path(config.output.directory)
+    db.execute(f"INSERT INTO {db.qualified('acct')} (id, name, age) VALUES (1, 'ann', 30)",
+               f"INSERT INTO {db.qualified('acct')} (id, name, age) VALUES (2, 'bob', 40)")
+    summary, _ = cycle(config, db, on_spark)
+    assert (summary["change_rows"], summary["messages"]) == (2, 2)
+    db.execute(f"UPDATE {db.qualified('acct')} SET age = 31 WHERE id = 1",
+               f"DELETE FROM {db.qualified('acct')} WHERE id = 2")
+    summary, ops = cycle(config, db, on_spark)
+    assert (summary["change_rows"], summary["messages"]) == (3, 2)  # the update's before-image is a row
+    rows = read_change_tables(output)["acct"]
+    prefix = "header__"
+    assert [(r[prefix + "change_oper"], r["id"], r["name"], r["age"]) for r in rows] == [
+        ("I", 1, "ann", 30), ("I", 2, "bob", 40), ("B", 1, None, 30), ("U", 1, None, 31), ("D", 2, None, None)]
+    data = [m for m in read_messages(output) if "headers" in m]
+    assert [(m["headers"]["operation"], m["data"]["id"]) for m in data] == [
+        ("INSERT", 1), ("INSERT", 2), ("UPDATE", 1), ("DELETE", 2)]
+    sequence = [m["headers"]["changeSequence"] for m in data]
+    assert sequence == sorted(sequence) and len(set(sequence)) == 4
+    assert [int(s[16:]) for s in sequence[2:]] == [int(event_id) for _, _, event_id, _ in ops]
+
+
+    class Killed(Exception):
+        pass
+
+    def kill_at(name: str) -> None:
+        if name == "triggerless_state":
+            raise Killed
+
+    db.execute(f"UPDATE {db.qualified('acct')} SET name = 'anne' WHERE id = 1")
+    with pytest.MonkeyPatch.context() as patch:  # killed once the documents and the changes are durable
+        patch.setattr(comparison.failpoints, "reached", kill_at)
+        with pytest.raises(Killed):
+            cycle(config, db, on_spark)
+    written = read_change_tables(output)["acct"]
+    summary, _ = cycle(config, db, on_spark)
+    assert summary["repeated"] and summary["change_rows"] == 2
+    assert read_change_tables(output)["acct"] == written  # the same files, written again
+    assert [(r[prefix + "change_oper"], r["name"]) for r in written[5:]] == [("B", "ann"), ("U", "anne")]

@@ -381,12 +381,6 @@ def parse_time_of_day(text: str, key: str = "time_of_day") -> dt.time:
     raise ConfigError(f"{key}: expected HH:MM or HH:MM:SS, got {text!r}")
 
 
-TRIGGERLESS_NOT_YET = {
-    "change_tables": "change tables",
-    "messages": "messages",
-}
-
-
 def _check_triggerless(config: Config) -> None:
     """What a triggerless publisher needs, and what it cannot do: loopback is told by the
     perpetrator an event names, and a comparison of tables has none."""
@@ -402,11 +396,3 @@ def _check_triggerless(config: Config) -> None:
     if config.publisher.initial_snapshot:
         raise ConfigError(f"publisher.initial_snapshot: {mode} loads the consumer by publisher.startup_option "
                           "= \"resync\"; set initial_snapshot to false")
-    outputs = [("output", config.output)] + [(f"subscribers.{name}.formats", subscriber.output_config())
-                                             for name, subscriber in sorted(config.subscribers.items())]
-    for where, output in outputs:
-        present = {"change_tables": output.change_tables.enabled, "messages": output.messages.enabled}
-        for key, on in present.items():
-            if on:
-                raise ConfigError(f"{where}.{key}.enabled: {mode} does not publish {TRIGGERLESS_NOT_YET[key]} yet; "
-                                  "publish them in the triggered mode, or leave them out")

@@ -14,6 +14,7 @@ Generations keep a crash from losing or repeating anything (README, "Triggerless
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import json
 import os
@@ -252,6 +253,8 @@ class Generation:
     number: int
     directory: Path
     tables: tuple[TableLayout, ...]
+    read_at: dt.datetime | None = None
+    """When the tables were read (UTC): the time of the changes the generation's cycle publishes."""
 
 
 class ComparisonState:
@@ -284,15 +287,16 @@ class ComparisonState:
         directory.mkdir(parents=True)
         return directory
 
-    def finish_read(self, number: int, directory: Path, tables: Sequence[TableLayout]) -> Generation:
+    def finish_read(self, number: int, directory: Path, tables: Sequence[TableLayout],
+                    read_at: dt.datetime) -> Generation:
         """The read made durable and whole: from here on, the cycle's comparison is fixed."""
-        manifest = {"generation": number, "tables": [asdict(t) for t in tables]}
+        manifest = {"generation": number, "read_at": read_at.isoformat(), "tables": [asdict(t) for t in tables]}
         (directory / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         sync_file_system(directory)
         done = self.root / f"g{number:012d}.read"
         os.replace(directory, done)
         fsync_directory(self.root)
-        return Generation(number, done, tuple(tables))
+        return Generation(number, done, tuple(tables), read_at)
 
     def promote(self, read: Generation, summary: dict[str, Any] | None = None) -> None:
         """The consumer now holds generation `read`: it becomes the current state, and the
@@ -325,7 +329,8 @@ class ComparisonState:
 
     def _generation(self, number: int, directory: Path) -> Generation:
         raw = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
-        return Generation(number, directory, tuple(TableLayout.of(t) for t in raw["tables"]))
+        read_at = dt.datetime.fromisoformat(raw["read_at"]) if raw.get("read_at") else None
+        return Generation(number, directory, tuple(TableLayout.of(t) for t in raw["tables"]), read_at)
 
     def stale_reads(self) -> Iterator[Path]:
         return (path for path in self.root.glob("g*.read.tmp") if path.is_dir())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,7 +21,7 @@ from sqlalchemy import Engine, func, select, text
 
 from publisher import failpoints
 from publisher.capture.install import published_tables
-from publisher.config import STATUS_MODE, Config, Reader, StartupOption
+from publisher.config import STATUS_MODE, Config, OutputConfig, Reader, StartupOption
 from publisher.database import association_schema, table_schema
 from publisher.model.catalog import TableInfo, child_table, reflect_catalog
 from publisher.model.operation import OperationKind
@@ -34,6 +35,7 @@ from publisher.outputs.comparison_state import (
 )
 from publisher.outputs.cycle_files import next_cycle_number
 from publisher.outputs.documents import write_documents
+from publisher.outputs.formats import CycleFormats, FormatsWritten, PartWritten
 from publisher.outputs.outcomes import append_rejects
 from publisher.pipeline.comparison_buckets import bucket_jobs, publish_bucket
 from publisher.pipeline.queryback import QueryBackContext
@@ -70,6 +72,8 @@ class ComparisonSettings:
     """The operations published (a subscription's); the others only advance the state."""
     lookups: frozenset[str] = frozenset()
     """Tables read only for their keys: classes a subscriber's references name and it does not track."""
+    formats: OutputConfig = field(default_factory=OutputConfig)
+    """The change tables and messages of the reader's output."""
 
     @classmethod
     def of(cls, config: Config, engine: Engine, reader: Reader = STATUS_MODE) -> ComparisonSettings:
@@ -92,7 +96,8 @@ class ComparisonSettings:
         return cls(Path(reader.output(config)).resolve(), config.publisher.batch_size,
                    config.publisher.startup_option, tuple(tables[name] for name in sorted(tables, key=str.lower)),
                    schema, association_schema(config, engine), config.database.sqlalchemy_url(), config.spark.master,
-                   kinds, lookups)
+                   kinds, lookups, config.output if reader.subscriber is None else
+                   config.subscriber(reader.subscriber).output_config())
 
 
 def keys_only(table: TableInfo) -> TableInfo:
@@ -117,6 +122,7 @@ class ComparisonResult:
     tables: dict[str, TableCompared] = field(default_factory=dict)
     documents: int = 0
     rejected: int = 0
+    formats: FormatsWritten = field(default_factory=FormatsWritten)
     repeated: bool = False
     """The cycle compared a read an earlier, interrupted try made (and published it again)."""
     recorded_only: bool = False
@@ -153,7 +159,8 @@ class ComparisonResult:
     def summary(self) -> dict[str, Any]:
         return {
             "mode": "triggerless", "generation": self.generation, "operations": self.operations,
-            "documents": self.documents, "rejected": self.rejected, "repeated": self.repeated,
+            "documents": self.documents, "rejected": self.rejected, "change_rows": self.formats.change_rows,
+            "messages": self.formats.messages, "brokered": self.formats.brokered, "repeated": self.repeated,
             "recorded_only": self.recorded_only,
             "tables": {name: vars(t) for name, t in self.tables.items()},
             "seconds": {stage: round(seconds, 3) for stage, seconds in self.seconds.items()},
@@ -241,6 +248,7 @@ def read_tables(engine: Engine, settings: ComparisonSettings, state: ComparisonS
     when the last cycle read it (counted only the first time), so that an object's child rows
     are compared in its bucket."""
     read_before = {layout.identity: layout.rows for layout in current.tables} if current is not None else {}
+    read_at = dt.datetime.now(dt.UTC)
     directory = state.reading(number)
     ctx = QueryBackContext(settings.url, settings.schema, {t.name: t for t in settings.tables})
     read: list[TableLayout] = []
@@ -251,7 +259,7 @@ def read_tables(engine: Engine, settings: ComparisonSettings, state: ComparisonS
                                   for (scanned, _), held in zip(members, rows, strict=True)))
         for scanned, layout in members:
             read.append(read_table(ctx, directory, len(read), scanned, dataclasses.replace(layout, buckets=buckets)))
-    return state.finish_read(number, directory, read)
+    return state.finish_read(number, directory, read, read_at)
 
 
 def read_table(ctx: QueryBackContext, directory: Path, index: int, table: TableInfo,
@@ -291,9 +299,15 @@ def count_rows(engine: Engine, settings: ComparisonSettings, table: TableInfo) -
 
 def publish_differences(settings: ComparisonSettings, current: Generation | None, read: Generation,
                         result: ComparisonResult, spark: Callable[[], Any] | None = None) -> None:
-    """Each table's differences, bucket by bucket, written as documents: in the driver, under one
-    cycle number, or (a large read, Spark at hand) by Spark's tasks, a cycle number each."""
-    jobs = bucket_jobs(settings.tables, settings.schema_label, current, read, settings.kinds, settings.lookups)
+    """Each table's differences, bucket by bucket, written as documents (and changes, where a
+    change format is on): in the driver, under one cycle number, or (a large read, Spark at hand)
+    by Spark's tasks, a cycle number each."""
+    formats = None
+    if settings.formats.publishes_changes:
+        published = {t.name: t for t in settings.tables if t.name not in settings.lookups}
+        formats = CycleFormats(settings.output, read.number, published, settings.schema_label, settings.formats)
+    jobs = bucket_jobs(settings.tables, settings.schema_label, current, read, settings.kinds, settings.lookups,
+                       formats.started if formats is not None else ())
     buckets = [(job, bucket) for job in jobs for bucket in range(job.layout.buckets)]
     if spark is not None and on_spark(settings.master, sum(job.layout.rows for job in jobs), len(buckets)):
         from publisher.pipeline.comparison_spark import publish_on_spark
@@ -302,10 +316,13 @@ def publish_differences(settings: ComparisonSettings, current: Generation | None
     else:
         documents = Documents(settings.output, settings.batch_size)
         done = []
-        for published in in_threads(publish_bucket, buckets):
-            documents.add(published.operations)
-            done.append(published)
+        for published_bucket in in_threads(publish_bucket, buckets):
+            documents.add(published_bucket.operations)
+            done.append(published_bucket)
         result.documents = documents.finish()
+    if formats is not None:
+        result.formats = formats.finish([PartWritten(job.first_bucket + bucket, bucket_done.formats)
+                                         for (job, bucket), bucket_done in zip(buckets, done, strict=True)])
     rejects: list[dict[str, Any]] = []
     for job in jobs:
         result.tables[job.layout.name] = TableCompared(rows=job.layout.rows)

@@ -9,7 +9,8 @@ again, whichever path runs it and however its buckets are spread.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import datetime as dt
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from publisher.model.keys import KeyPart, format_key
 from publisher.model.operation import OperationKind
 from publisher.model.values import ValueType, xml_problem
 from publisher.outputs.comparison_state import Generation, TableLayout, key_name, key_names, read_bucket, value_name
+from publisher.outputs.formats import StartedFormats, write_part
+from publisher.pipeline.comparison_changes import compared_changes
 from publisher.pipeline.comparison_children import (
     ChildJob,
     Referenced,
@@ -67,6 +70,13 @@ class BucketJob:
     referenced_at: tuple[tuple[str, int], ...] = ()
     kinds: frozenset[str] = frozenset(kind.value for kind in OperationKind)
     """The operations published (a subscription's); the others only advance the state."""
+    formats: StartedFormats = ()
+    """The change tables and messages that are on, started for the cycle (its changes a part per bucket)."""
+    read_at: dt.datetime | None = None
+    """When the read was made: the time of the cycle's changes."""
+
+    def references(self) -> Referenced:
+        return Referenced({t.name: t for t in self.referenced}, self.schema_label, self.read, dict(self.referenced_at))
 
 
 @dataclass
@@ -75,10 +85,13 @@ class BucketDone:
     operations: list[bytes]
     counts: dict[str, int] = field(default_factory=dict)
     rejects: list[dict[str, Any]] = field(default_factory=list)
+    formats: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """What the bucket's part of each change format wrote (`formats.PartWritten.counts`)."""
 
 
 def bucket_jobs(tables: Sequence[TableInfo], schema_label: str, current: Generation | None, read: Generation,
-                kinds: frozenset[str] = BucketJob.kinds, lookups: frozenset[str] = frozenset()) -> list[BucketJob]:
+                kinds: frozenset[str] = BucketJob.kinds, lookups: frozenset[str] = frozenset(),
+                formats: StartedFormats = ()) -> list[BucketJob]:
     """A job per published table of the read; a class's child tables go with their parent, and
     tables read only for the keys references name (`lookups`) publish nothing."""
     kept = {layout.identity: (index, layout) for index, layout in enumerate(current.tables)} if current else {}
@@ -95,7 +108,7 @@ def bucket_jobs(tables: Sequence[TableInfo], schema_label: str, current: Generat
         jobs.append(BucketJob(table, schema_label, layout, read.directory, index, old,
                               current.directory if current is not None else None, kept_index, read.number, first,
                               child_jobs(table, read, kept), tuple(named[t] for t in targets),
-                              tuple((t, at[t]) for t in targets), kinds))
+                              tuple((t, at[t]) for t in targets), kinds, formats, read.read_at))
         first += layout.buckets
     if first > MAX_BUCKETS:
         raise ComparisonLimitError(f"the published tables hold {first} buckets of about "
@@ -142,17 +155,9 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
     columns = [*table.value_columns, *lost_columns(layout, job.old)]
     old_texts = [published(table, c, found.column(f"o{i}"), keys, None) for i, c in enumerate(columns)]
     new_texts = [published(table, c, found.column(f"n{i}"), keys, done.rejects) for i, c in enumerate(columns)]
-    referenced = Referenced({t.name: t for t in job.referenced}, job.schema_label, job.read, dict(job.referenced_at))
-    refs: list[tuple[pa.Array | None, pa.Array | None]] = []
-    for index, column in enumerate(columns):
-        target = table.reference(column.name)
-        if target is None:
-            refs.append((None, None))
-            continue
-        old_texts[index], old_refs = referenced.published(target, old_texts[index])
-        new_texts[index], new_refs = referenced.published(target, new_texts[index])
-        refs.append((old_refs, new_refs))
-    more = [multi_valued_changes(table, child, rows, found, keys, kinds, done.rejects, referenced)
+    as_read = (list(old_texts), list(new_texts))  # for the change formats: a reference as its column holds it
+    refs = publish_references(job, columns, old_texts, new_texts)
+    more = [multi_valued_changes(table, child, rows, found, keys, kinds, done.rejects, job.references())
             for child, rows in zip(job.children, children, strict=True)]
     says = pc.not_equal(kinds, OperationKind.MODIFY.value)
     for before, after in zip(old_texts, new_texts, strict=True):
@@ -161,11 +166,10 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
         says = pc.or_(says, pc.not_equal(fragment, ""))
     if not pc.all(says).as_py():  # texts that differ and publish alike (one value no document carries, another)
         keys = [key for key, kept in zip(keys, says.to_pylist(), strict=True) if kept]
-        kinds = kinds.filter(says)
-        old_texts = [texts.filter(says) for texts in old_texts]
-        new_texts = [texts.filter(says) for texts in new_texts]
+        kinds, found = kinds.filter(says), found.filter(says)
+        old_texts, new_texts, more = ([a.filter(says) for a in arrays] for arrays in (old_texts, new_texts, more))
+        as_read = ([a.filter(says) for a in as_read[0]], [a.filter(says) for a in as_read[1]])
         refs = [tuple(None if r is None else r.filter(says) for r in pair) for pair in refs]  # type: ignore[misc]
-        more = [fragment.filter(says) for fragment in more]
     for kind in OperationKind:
         done.counts[kind.value] = pc.sum(pc.equal(kinds, kind.value)).as_py() or 0
     first = (job.generation << GENERATION_BITS) + ((job.first_bucket + bucket) << BUCKET_BITS)
@@ -174,7 +178,28 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
         pa.array(keys, pa.string()), f",table={table.name},schema={job.schema_label}", "")
     done.operations = compared_operations(table.name, columns, associations, kinds, old_texts, new_texts,
                                           event_ids, refs, more).to_pylist()
+    if job.formats and job.read_at is not None:
+        key_texts = [published(table, c, found.column(key_name(i)), keys, None) for i, c in enumerate(
+            c for c in table.columns if c.is_key)]
+        changes = compared_changes(table, columns, kinds, key_texts, *as_read, event_ids, job.read_at)
+        done.formats = write_part(changes, job.formats, job.first_bucket + bucket).counts
     return done
+
+
+def publish_references(job: BucketJob, columns: Sequence[ColumnInfo], old_texts: list[pa.Array],
+                       new_texts: list[pa.Array]) -> list[tuple[pa.Array | None, pa.Array | None]]:
+    """The reference columns' texts replaced by the associations they publish; the old and new
+    association-refs of each column (None for another column)."""
+    refs: list[tuple[pa.Array | None, pa.Array | None]] = []
+    for index, column in enumerate(columns):
+        target = job.table.reference(column.name)
+        if target is None:
+            refs.append((None, None))
+            continue
+        old_texts[index], old_refs = job.references().published(target, old_texts[index])
+        new_texts[index], new_refs = job.references().published(target, new_texts[index])
+        refs.append((old_refs, new_refs))
+    return refs
 
 
 def published(table: TableInfo, column: ColumnInfo, texts: pa.ChunkedArray, keys: list[str],

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-_RESULT = "index int, table string, counts string, rejects string, documents int"
+_RESULT = "index int, table string, counts string, rejects string, documents int, formats string"
 
 
 def publish_on_spark(spark: SparkSession, buckets: Sequence[tuple[BucketJob, int]], output: Path,
@@ -43,6 +43,7 @@ def publish_on_spark(spark: SparkSession, buckets: Sequence[tuple[BucketJob, int
                 yield pa.RecordBatch.from_pylist([{
                     "index": index, "table": done.table, "counts": json.dumps(done.counts),
                     "rejects": json.dumps(done.rejects, ensure_ascii=False), "documents": len(written),
+                    "formats": json.dumps(done.formats),
                 }], schema=schema)
 
     try:
@@ -50,5 +51,6 @@ def publish_on_spark(spark: SparkSession, buckets: Sequence[tuple[BucketJob, int
     except Exception as exc:
         raise TransientError(f"triggerless comparison on Spark: {root_cause(exc)}") from exc
     rows = sorted(rows, key=lambda row: row["index"])
-    done = [BucketDone(row["table"], [], json.loads(row["counts"]), json.loads(row["rejects"])) for row in rows]
+    done = [BucketDone(row["table"], [], json.loads(row["counts"]), json.loads(row["rejects"]),
+                       json.loads(row["formats"])) for row in rows]
     return done, sum(row["documents"] for row in rows)
