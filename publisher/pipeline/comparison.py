@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,34 +16,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Engine
 
 from publisher import failpoints
 from publisher.capture.install import published_tables
 from publisher.config import STATUS_MODE, Config, OutputConfig, Reader, StartupOption
 from publisher.database import association_schema, table_schema
-from publisher.model.catalog import TableInfo, child_table, reflect_catalog
+from publisher.model.catalog import TableInfo, reflect_catalog
 from publisher.model.operation import OperationKind
 from publisher.outputs.comparison_state import (
-    BucketWriter,
     ComparisonState,
     ForeignStateError,
     Generation,
     TableLayout,
-    buckets_for,
 )
 from publisher.outputs.cycle_files import next_cycle_number
 from publisher.outputs.documents import write_documents
 from publisher.outputs.formats import CycleFormats, FormatsWritten, PartWritten
 from publisher.outputs.outcomes import append_rejects
 from publisher.pipeline.comparison_buckets import bucket_jobs, publish_bucket
+from publisher.pipeline.comparison_read import class_layouts, read_tables
 from publisher.pipeline.queryback import QueryBackContext
 from publisher.pipeline.subscribers import tracked
-from publisher.pipeline.table_scan import BLOCK_BYTES, RowTooLongError, ScannedRows, scan_table_columns
 from publisher.rules.subscription import tracked_kinds, tracked_tables
 
-READ_ROWS = 20_000
-"""Rows a table is read and written to its state's buckets at a time."""
 DRIVER_THREADS = 2
 """Buckets the driver compares at once: two, bounded memory (each holds one bucket's old and new
 rows) and most of what two cores give."""
@@ -182,7 +177,8 @@ def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any
     read = state.read_done()
     repeated = read is not None
     if read is None:
-        read = read_tables(engine, settings, state, next_cycle_number(settings.output), current)
+        ctx = QueryBackContext(settings.url, settings.schema, {t.name: t for t in settings.tables})
+        read = read_tables(engine, ctx, state, next_cycle_number(settings.output), current)
     else:
         refuse_foreign(read, layouts, state)
     result = ComparisonResult(read.number, repeated=repeated)
@@ -201,23 +197,6 @@ def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any
     state.promote(read, result.summary())
     result.seconds["state"] = time.monotonic() - started
     return result
-
-
-def layout_of(table: TableInfo) -> TableLayout:
-    return TableLayout(table.name, tuple((name, kind.value) for name, kind in table.key_columns),
-                       tuple((c.name, c.value_type.value) for c in table.value_columns), 0)
-
-
-def class_layouts(table: TableInfo) -> list[tuple[TableInfo, TableLayout]]:
-    """The tables read for a published table, as read and as kept: the table, then (a logical
-    class) each child table, keyed by its link columns, with the attribute's one value column."""
-    members = [(table, layout_of(table))]
-    for multi in table.multi_valued:
-        child = child_table(multi)
-        members.append((child, dataclasses.replace(
-            layout_of(child), columns=((multi.value.name, multi.attribute.value_type.value),),
-            parent=table.name, attribute=multi.attribute.name)))
-    return members
 
 
 def refuse_foreign(kept: Generation, layouts: Sequence[TableLayout], state: ComparisonState) -> None:
@@ -239,62 +218,6 @@ def refuse_foreign(kept: Generation, layouts: Sequence[TableLayout], state: Comp
             raise ForeignStateError(
                 f"the triggerless state in {state.root} keys table {layout.name} by "
                 f"{[c for c, _ in kept_tables[name].key]}, and its key is now {[c for c, _ in layout.key]}: {remedy}")
-
-
-def read_tables(engine: Engine, settings: ComparisonSettings, state: ComparisonState, number: int,
-                current: Generation | None) -> Generation:
-    """Every published table (and child table) read whole into generation `number`'s buckets,
-    made durable. A class's tables share its buckets, cut for the most rows one of them held
-    when the last cycle read it (counted only the first time), so that an object's child rows
-    are compared in its bucket."""
-    read_before = {layout.identity: layout.rows for layout in current.tables} if current is not None else {}
-    read_at = dt.datetime.now(dt.UTC)
-    directory = state.reading(number)
-    ctx = QueryBackContext(settings.url, settings.schema, {t.name: t for t in settings.tables})
-    read: list[TableLayout] = []
-    for table in settings.tables:
-        members = class_layouts(table)
-        rows = [read_before.get(layout.identity) for _, layout in members]
-        buckets = buckets_for(max(count_rows(engine, settings, scanned) if held is None else held
-                                  for (scanned, _), held in zip(members, rows, strict=True)))
-        for scanned, layout in members:
-            read.append(read_table(ctx, directory, len(read), scanned, dataclasses.replace(layout, buckets=buckets)))
-    return state.finish_read(number, directory, read, read_at)
-
-
-def read_table(ctx: QueryBackContext, directory: Path, index: int, table: TableInfo,
-               layout: TableLayout) -> TableLayout:
-    """One table read whole into its buckets (again, in a larger block, past a row too long)."""
-    for block_bytes in BLOCK_BYTES:
-        writer = BucketWriter(directory, index, layout)
-        try:
-            write_while_reading(writer, scan_table_columns(ctx, table, READ_ROWS, block_bytes))
-            break
-        except RowTooLongError:
-            writer.discard()
-        finally:
-            writer.close()
-    return dataclasses.replace(layout, rows=writer.rows)
-
-
-def write_while_reading(writer: BucketWriter, scanned: Iterator[ScannedRows]) -> None:
-    """Each batch of rows written to the buckets by a thread of its own while the next is read."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        writing: Future[None] | None = None
-        for rows in scanned:
-            if writing is not None:
-                writing.result()
-            writing = pool.submit(writer.write, rows.keys, rows.values)
-        if writing is not None:
-            writing.result()
-
-
-def count_rows(engine: Engine, settings: ComparisonSettings, table: TableInfo) -> int:
-    """About how many rows the table holds, to cut its state into buckets."""
-    quoted = engine.dialect.identifier_preparer.quote
-    name = quoted(table.name) if settings.schema is None else f"{quoted(settings.schema)}.{quoted(table.name)}"
-    with engine.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(text(name))).scalar_one())
 
 
 def publish_differences(settings: ComparisonSettings, current: Generation | None, read: Generation,

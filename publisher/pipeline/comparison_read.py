@@ -1,0 +1,92 @@
+"""A triggerless cycle's read: every published table (and a class's child tables) read whole, by
+one statement each, into the buckets of a new generation of the state, made durable before
+anything is compared (`pipeline.comparison`)."""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from sqlalchemy import Engine, func, select, text
+
+from publisher.model.catalog import TableInfo, child_table
+from publisher.outputs.comparison_state import BucketWriter, ComparisonState, Generation, TableLayout, buckets_for
+from publisher.pipeline.queryback import QueryBackContext
+from publisher.pipeline.table_scan import BLOCK_BYTES, RowTooLongError, ScannedRows, scan_table_columns
+
+READ_ROWS = 20_000
+"""Rows a table is read and written to its state's buckets at a time."""
+
+
+def layout_of(table: TableInfo) -> TableLayout:
+    return TableLayout(table.name, tuple((name, kind.value) for name, kind in table.key_columns),
+                       tuple((c.name, c.value_type.value) for c in table.value_columns), 0)
+
+
+def class_layouts(table: TableInfo) -> list[tuple[TableInfo, TableLayout]]:
+    """The tables read for a published table, as read and as kept: the table, then (a logical
+    class) each child table, keyed by its link columns, with the attribute's one value column."""
+    members = [(table, layout_of(table))]
+    for multi in table.multi_valued:
+        child = child_table(multi)
+        members.append((child, dataclasses.replace(
+            layout_of(child), columns=((multi.value.name, multi.attribute.value_type.value),),
+            parent=table.name, attribute=multi.attribute.name)))
+    return members
+
+
+def read_tables(engine: Engine, ctx: QueryBackContext, state: ComparisonState, number: int,
+                current: Generation | None) -> Generation:
+    """Every published table (and child table) read whole into generation `number`'s buckets,
+    made durable. A class's tables share its buckets, cut for the most rows one of them held
+    when the last cycle read it (counted only the first time), so that an object's child rows
+    are compared in its bucket."""
+    read_before = {layout.identity: layout.rows for layout in current.tables} if current is not None else {}
+    read_at = dt.datetime.now(dt.UTC)
+    directory = state.reading(number)
+    read: list[TableLayout] = []
+    for table in ctx.tables.values():
+        members = class_layouts(table)
+        rows = [read_before.get(layout.identity) for _, layout in members]
+        buckets = buckets_for(max(count_rows(engine, ctx.schema, scanned) if held is None else held
+                                  for (scanned, _), held in zip(members, rows, strict=True)))
+        for scanned, layout in members:
+            read.append(read_table(ctx, directory, len(read), scanned, dataclasses.replace(layout, buckets=buckets)))
+    return state.finish_read(number, directory, read, read_at)
+
+
+def read_table(ctx: QueryBackContext, directory: Path, index: int, table: TableInfo,
+               layout: TableLayout) -> TableLayout:
+    """One table read whole into its buckets (again, in a larger block, past a row too long)."""
+    for block_bytes in BLOCK_BYTES:
+        writer = BucketWriter(directory, index, layout)
+        try:
+            write_while_reading(writer, scan_table_columns(ctx, table, READ_ROWS, block_bytes))
+            break
+        except RowTooLongError:
+            writer.discard()
+        finally:
+            writer.close()
+    return dataclasses.replace(layout, rows=writer.rows)
+
+
+def write_while_reading(writer: BucketWriter, scanned: Iterator[ScannedRows]) -> None:
+    """Each batch of rows written to the buckets by a thread of its own while the next is read."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        writing: Future[None] | None = None
+        for rows in scanned:
+            if writing is not None:
+                writing.result()
+            writing = pool.submit(writer.write, rows.keys, rows.values)
+        if writing is not None:
+            writing.result()
+
+
+def count_rows(engine: Engine, schema: str | None, table: TableInfo) -> int:
+    """About how many rows the table holds, to cut its state into buckets."""
+    quoted = engine.dialect.identifier_preparer.quote
+    name = quoted(table.name) if schema is None else f"{quoted(schema)}.{quoted(table.name)}"
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(text(name))).scalar_one())
