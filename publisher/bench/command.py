@@ -88,7 +88,7 @@ def _bench_triggerless(args: argparse.Namespace) -> int:
     from publisher.bench.triggerless import TriggerlessOptions, format_triggerless_report, run_triggerless_bench
 
     _require_postgresql(args, "--triggerless")
-    options = TriggerlessOptions(url=args.url, rows=args.rows or 1_000_000, master=args.master)
+    options = TriggerlessOptions(url=args.url, rows=args.rows or 1_000_000, master=args.master, cluster=args.cluster)
     return _report(args, lambda: run_triggerless_bench(options), format_triggerless_report)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ class TriggerlessOptions:
     master: str = "local[*]"
     schema: str = SCHEMA
     workdir: Path | None = None
+    cluster: bool = False
+    """Start a standalone master and worker (`bench.cluster`) and compare on them (ignores `master`)."""
 
     @property
     def database_url(self) -> str:
@@ -102,30 +105,51 @@ def format_triggerless_report(report: TriggerlessReport) -> str:
 
 
 def run_triggerless_bench(options: TriggerlessOptions, spark: SparkSession | None = None) -> TriggerlessReport:
-    """Load, measure the floor, run the three cycles; the schema is dropped afterwards."""
+    """Load, measure the floor, run the three cycles; the schema is dropped afterwards. With
+    `cluster`, on a standalone master and worker started for the run, whose tasks compare the
+    buckets (a cluster master is where the cycles use them)."""
     with work_directory(options.workdir) as workdir:
-        config = bench_config(options.database_url, options.schema, workdir / "out", 10_000, master=options.master)
-        config = dataclasses.replace(config, publisher=dataclasses.replace(
-            config.publisher, publication_mode=PublicationMode.TRIGGERLESS, startup_option=StartupOption.FUTURE,
-            tables=("usr",)))
-        engine = connect(config)
-        try:
-            return _run(options, config, engine, spark)
-        finally:
-            with engine.begin() as conn:
-                conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {options.schema} CASCADE")
-            engine.dispose()
+        if not options.cluster or spark is not None:
+            return _on_master(options, workdir, spark, {}, ())
+        from pyspark.sql import SparkSession
+
+        from publisher.bench.cluster import StandaloneCluster, spark_conf_for
+
+        with StandaloneCluster(workdir / "cluster") as cluster:
+            options = dataclasses.replace(options, master=cluster.master_url)
+            try:
+                return _on_master(options, workdir, None, spark_conf_for(cluster), cluster.daemon_pids())
+            finally:
+                active = SparkSession.getActiveSession()
+                if active is not None:
+                    active.stop()
 
 
-def _run(options: TriggerlessOptions, config: Config, engine: Engine, spark: SparkSession | None) -> TriggerlessReport:
+def _on_master(options: TriggerlessOptions, workdir: Path, spark: SparkSession | None, conf: dict[str, str],
+               daemons: Sequence[int]) -> TriggerlessReport:
+    config = bench_config(options.database_url, options.schema, workdir / "out", 10_000, master=options.master)
+    config = dataclasses.replace(config, publisher=dataclasses.replace(
+        config.publisher, publication_mode=PublicationMode.TRIGGERLESS, startup_option=StartupOption.FUTURE,
+        tables=("usr",)))
+    engine = connect(config)
+    try:
+        return _run(options, config, engine, spark, conf, daemons)
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {options.schema} CASCADE")
+        engine.dispose()
+
+
+def _run(options: TriggerlessOptions, config: Config, engine: Engine, spark: SparkSession | None,
+         conf: dict[str, str], daemons: Sequence[int]) -> TriggerlessReport:
     started = time.perf_counter()
     load_usr(engine, options.schema, options.rows)
     load_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    session = spark or start_spark(config, {})
+    session = spark or start_spark(config, conf)
     spark_seconds = time.perf_counter() - started
     floor = measure_copy_floor(engine, options.schema)
-    with ProcessSampler(roots=[os.getpid()]) as sampler:
+    with ProcessSampler(roots=[os.getpid(), *daemons]) as sampler:
         first = run_comparison_cycle(engine, config, lambda: session)
         every = max(1, round(100 / options.changed_percent))
         with engine.begin() as conn:

@@ -285,7 +285,7 @@ def _add_bench(commands: Any) -> None:
     bench.add_argument("--triggerless", action="store_true",
                        help="measure a triggerless cycle over a table of --rows rows instead: one with 1%% of "
                        "the rows changed and an idle one, against PostgreSQL's COPY of the table; uses only "
-                       "--url, --rows, --master and --json")
+                       "--url, --rows, --master, --cluster (whose tasks then compare the buckets) and --json")
     bench.add_argument("--snapshot-logged", action="store_true",
                        help="--snapshot: measure the logged path (every row a row query-back the cycles publish) "
                        "instead of `snapshot --direct`")
