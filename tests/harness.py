@@ -1,9 +1,15 @@
 """A publisher wired to a real test database: log events, run cycles, read what came out."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -252,3 +258,21 @@ def assert_mirrored(h: Harness, rejects_allowed: bool = True) -> None:
     if not rejects_allowed:
         assert "E" not in statuses, h.rejects()
     assert [str(d) for d in verify(h.config, h.engine)] == []
+
+
+@contextlib.contextmanager
+def publisher_run(config: Path, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`publisher run -c CONFIG` in a process of its own, its stderr in `log_path`; stopped by
+    SIGTERM when the block ends (killed if it does not stop within a minute)."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    with log_path.open("w") as log_file:
+        run = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", str(config)],
+                               stdout=subprocess.DEVNULL, stderr=log_file, env=env)
+    try:
+        yield run
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()

@@ -8,11 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -22,6 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import TestDatabase
+from harness import publisher_run
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import event, text
 
@@ -108,13 +105,9 @@ def test_run_serves_metrics_that_follow_the_drain(database, tmp_path):
     config = make_site(database, tmp_path, f"[metrics]\nport = {port}\n")
     events = log_backlog(database)
     started = time.time()
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     log_path = tmp_path / "run.log"
-    with log_path.open("w") as log_file:
-        run = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", str(config)],
-                               stdout=subprocess.DEVNULL, stderr=log_file, env=env)
     history: list[Samples] = []
-    try:
+    with publisher_run(config, log_path) as run:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert run.poll() is None, log_path.read_text()
@@ -125,12 +118,6 @@ def test_run_serves_metrics_that_follow_the_drain(database, tmp_path):
                         value(found, "publisher_waiting_events", subscriber="") == 0:
                     break
             time.sleep(0.2)
-        run.send_signal(signal.SIGTERM)
-        run.wait(60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     assert history, log_path.read_text()
     first, last = history[0], history[-1]
     assert value(first, "publisher_event_log_rows", status="N", table="usr") == events

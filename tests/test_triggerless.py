@@ -622,6 +622,7 @@ def test_stats_shows_the_state_the_consumer_holds_and_what_the_last_cycle_publis
 
 
 def test_run_serves_the_cycles_and_the_state_as_metrics(sqlite_database, tmp_path):
+    from harness import publisher_run
     from test_metrics import free_port, scrape, value
 
     db = sqlite_database
@@ -637,11 +638,8 @@ def test_run_serves_the_cycles_and_the_state_as_metrics(sqlite_database, tmp_pat
     db.execute(*(f"INSERT INTO person VALUES ({i}, 'p{i}', NULL)" for i in range(1, 5)),
                "INSERT INTO person_phone VALUES (1, '1'), (1, '2'), (2, '3')")
     log_path = tmp_path / "run.log"
-    with log_path.open("w") as log_file:
-        run = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", str(path)],
-                               stdout=subprocess.DEVNULL, stderr=log_file)
     found = None
-    try:
+    with publisher_run(path, log_path) as run:
         deadline = time.monotonic() + 90
         changed = False
         while time.monotonic() < deadline:
@@ -653,12 +651,6 @@ def test_run_serves_the_cycles_and_the_state_as_metrics(sqlite_database, tmp_pat
             if found and value(found, "publisher_operations_total", subscriber="", kind="delete") == 1:
                 break
             time.sleep(0.2)
-        run.send_signal(signal.SIGTERM)
-        run.wait(60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     assert found is not None, log_path.read_text()
     assert value(found, "publisher_operations_total", subscriber="", kind="modify") == 1, log_path.read_text()
     assert value(found, "publisher_triggerless_rows", subscriber="", table="person", attribute="") == 3

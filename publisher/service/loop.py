@@ -5,7 +5,6 @@ Loop policy lives here; the work of one cycle lives in `cycle.run_cycle`.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import logging
 import signal
@@ -206,6 +205,29 @@ def serve_readers(
     """Serve every reader (the status mode, subscribers) side by side until a signal
     stops them, sharing one Spark session started when the first needs it; one failing does not
     stop the others. Returns why each reader that failed stopped."""
+    def serve_reader(reader: Reader, spark: Callable[[], Any], stop: threading.Event) -> None:
+        serve(spark, engine, config, stop, reader, None if metrics is None else metrics.reader(reader))
+
+    return side_by_side(config, readers, serve_reader)
+
+
+def serve_triggerless(config: Config, engine: Engine, readers: Sequence[Reader],
+                      metrics: PublisherMetrics | None = None) -> list[str]:
+    """Compare the tables for each reader (the status mode, subscribers: a state each, in its
+    output directory) at the interval or times of day until a signal stops them, each holding
+    its state's lock; one failing does not stop the others. Returns why each that failed stopped.
+    `metrics`: told of the locks and of each cycle."""
+    def serve_reader(reader: Reader, spark: Callable[[], Any], stop: threading.Event) -> None:
+        _compare_forever(config, engine, reader, spark, stop, None if metrics is None else metrics.reader(reader))
+
+    return side_by_side(config, readers, serve_reader)
+
+
+def side_by_side(config: Config, readers: Sequence[Reader],
+                 serve_reader: Callable[[Reader, Callable[[], Any], threading.Event], None]) -> list[str]:
+    """`serve_reader` of each reader on a thread of its own until a signal stops them, sharing
+    one Spark session started when the first needs it; one failing does not stop the others.
+    Returns why each reader that failed stopped."""
     from publisher.pipeline.spark import get_spark
 
     stop = threading.Event()
@@ -221,53 +243,15 @@ def serve_readers(
 
     failed: list[str] = []
 
-    def serve_reader(reader: Reader) -> None:
+    def serve_one(reader: Reader) -> None:
         try:
-            serve(warm_spark, engine, config, stop, reader, None if metrics is None else metrics.reader(reader))
+            serve_reader(reader, warm_spark, stop)
         except Exception as exc:  # one reader's failure must not end the others
             reason = config.database.redact(str(exc))
             log.error("%s stopped: %s", reader, reason)
             failed.append(reason if len(readers) == 1 else f"{reader} stopped: {reason}")
 
-    threads = [threading.Thread(target=serve_reader, args=(reader,), name=f"publisher-{reader.subscriber or 'status'}",
-                                daemon=True) for reader in readers]
-    for thread in threads:
-        thread.start()
-    while any(thread.is_alive() for thread in threads):
-        for thread in threads:
-            thread.join(timeout=0.5)
-    return failed
-
-
-def serve_triggerless(config: Config, engine: Engine, readers: Sequence[Reader],
-                      metrics: PublisherMetrics | None = None) -> list[str]:
-    """Compare the tables for each reader (the status mode, subscribers: a state each, in its
-    output directory) at the interval or times of day until a signal stops them, each holding
-    its state's lock; one failing does not stop the others. Returns why each that failed stopped.
-    `metrics`: told of the locks and of each cycle."""
-    from publisher.pipeline.spark import get_spark
-
-    stop = threading.Event()
-    install_stop_handlers([stop])
-    spark = functools.cache(lambda: get_spark(config.spark))
-    started = threading.Lock()
-
-    def warm_spark() -> Any:
-        with started:
-            return spark()
-
-    failed: list[str] = []
-
-    def serve_reader(reader: Reader) -> None:
-        try:
-            _compare_forever(config, engine, reader, warm_spark, stop,
-                             None if metrics is None else metrics.reader(reader))
-        except Exception as exc:  # one reader's failure must not end the others
-            reason = config.database.redact(str(exc))
-            log.error("%s stopped: %s", reader, reason)
-            failed.append(reason if len(readers) == 1 else f"{reader} stopped: {reason}")
-
-    threads = [threading.Thread(target=serve_reader, args=(reader,), name=f"publisher-{reader.subscriber or 'status'}",
+    threads = [threading.Thread(target=serve_one, args=(reader,), name=f"publisher-{reader.subscriber or 'status'}",
                                 daemon=True) for reader in readers]
     for thread in threads:
         thread.start()
