@@ -568,9 +568,10 @@ def test_a_logical_class_publishes_its_child_rows_as_values_added_and_removed(da
     assert by_key["pid=2"][1]["boss"] == ([], [f"pid=1,table=person,schema={label}"])
     assert by_key["tid=t1"][1]["member"] == ([], [f"pid=1,table=person,schema={label}",
                                                   f"pid=9,table=person,schema={label}"])
-    refs = [v.get("association-ref") for p in documents(Path(config.output.directory))
+    refs = [(v.get("type"), v.get("association-ref")) for p in documents(Path(config.output.directory))
             for v in etree.parse(str(p)).getroot().iter("value") if v.text and v.text.startswith("pid=")]
-    assert sorted(refs, key=str) == sorted([f"pid=1,table=person,schema={label}"] * 2 + [None], key=str)
+    assert sorted(refs, key=str) == sorted([("dn", f"pid=1,table=person,schema={label}")] * 2 + [("dn", None)],
+                                           key=str)
 
     db.execute(f"INSERT INTO {q('person_phone')} VALUES (2, '555-9')",
                f"DELETE FROM {q('person_phone')} WHERE phone = '555-1'",
@@ -784,3 +785,56 @@ def test_change_tables_and_messages_carry_what_the_comparison_found(database, tm
     assert summary["repeated"] and summary["change_rows"] == 2
     assert read_change_tables(output)["acct"] == written  # the same files, written again
     assert [(r[prefix + "change_oper"], r["name"]) for r in written[5:]] == [("B", "ann"), ("U", "anne")]
+
+
+def test_child_rows_link_to_their_parent_as_the_database_compares_them(mariadb_database, tmp_path):
+    """Under MariaDB's case-insensitive, space-padded collation, child rows whose link differs from
+    the parent's key only in case or trailing spaces belong to the parent (its foreign key says
+    so): their values are published under the parent's key as the parent holds it."""
+    db = mariadb_database
+    q = db.qualified
+    db.execute(f"CREATE TABLE {q('code')} (code VARCHAR(10) PRIMARY KEY, d VARCHAR(10))",
+               f"CREATE TABLE {q('code_v')} (c VARCHAR(10), v VARCHAR(10), PRIMARY KEY (c, v), "
+               f"FOREIGN KEY (c) REFERENCES {q('code')} (code) ON DELETE CASCADE)",
+               f"INSERT INTO {q('code')} VALUES ('ab', 'x'), ('Straße', 'y')",
+               f"INSERT INTO {q('code_v')} VALUES ('ab ', 'space'), ('AB', 'upper'), ('ab', 'plain'), "
+               "('straße', 'lower')")
+    from publisher.config import ClassConfig
+
+    config = dataclasses.replace(config_of(db, tmp_path, tables=("code",)),
+                                 classes={"code": ClassConfig(multi_valued={"v": "code_v.v"})})
+    _, ops = cycle(config, db)
+    assert {key: attrs["v"] for _, key, _, attrs in ops} == {
+        "code=ab": ([], ["plain", "space", "upper"]), "code=Straße": ([], ["lower"])}
+    db.execute(f"DELETE FROM {q('code_v')} WHERE v = 'upper'")
+    _, ops = cycle(config, db)
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [("modify", "code=ab", {"v": (["upper"], [])})]
+    assert verify(config, db.engine) == []
+
+
+def test_numbers_of_another_scale_link_and_reference_the_objects_they_equal(postgresql_database, tmp_path):
+    """A link column NUMERIC(12,3) to a NUMERIC(10,2) key, and a reference whose text is 1.500 to
+    a key read as 1.50: the value belongs to the parent, and the reference names an object that
+    exists (association-ref), as the database compares the numbers."""
+    from publisher.config import ClassConfig
+
+    db = postgresql_database
+    q = db.qualified
+    db.execute(f"CREATE TABLE {q('pc')} (code CHAR(4), amt NUMERIC(10,2), PRIMARY KEY (code, amt))",
+               f"CREATE TABLE {q('pc_n')} (code CHAR(4), amt NUMERIC(12,3), v TEXT, PRIMARY KEY (code, amt, v), "
+               f"FOREIGN KEY (code, amt) REFERENCES {q('pc')})",
+               f"CREATE TABLE {q('grp')} (gid NUMERIC(10,2) PRIMARY KEY)",
+               f"CREATE TABLE {q('tkt')} (tid INTEGER PRIMARY KEY, grp_ref NUMERIC(12,3))",
+               f"INSERT INTO {q('pc')} VALUES ('AB', 1.5)", f"INSERT INTO {q('pc_n')} VALUES ('AB', 1.5, 'n1')",
+               f"INSERT INTO {q('grp')} VALUES (1.5), (10)",
+               f"INSERT INTO {q('tkt')} VALUES (1, 1.500), (2, 10), (3, 7)")
+    config = dataclasses.replace(config_of(db, tmp_path, tables=("pc", "grp", "tkt")), classes={
+        "pc": ClassConfig(multi_valued={"n": "pc_n.v"}), "tkt": ClassConfig(references={"grp_ref": "grp"})})
+    _, ops = cycle(config, db)
+    assert {key: attrs for kind, key, _, attrs in ops if key.startswith("code=")} == {
+        "code=AB+amt=1.5": {"n": ([], ["n1"])}}
+    refs = {v.text.split(",")[0]: (v.get("type"), v.get("association-ref") is not None)
+            for p in documents(Path(config.output.directory))
+            for v in etree.parse(str(p)).getroot().iter("value") if v.text and v.text.startswith("gid=")}
+    assert refs == {"gid=1.5": ("dn", True), "gid=10": ("dn", True), "gid=7": ("dn", False)}
+    assert verify(config, db.engine) == []

@@ -262,10 +262,13 @@ def run_command(config: Config, subscriber: str | None) -> int:
 
 def _run_triggerless(config: Config, readers: list[Reader]) -> int:
     from publisher.database import connect
+    from publisher.pipeline.comparison import ComparisonSettings
     from publisher.service.loop import serve_triggerless
 
     engine = connect(config)
     _check_reachable(engine)
+    for reader in readers:  # what the configuration names that the database lacks: exit 2 before serving
+        ComparisonSettings.of(config, engine, reader)
     with contextlib.ExitStack() as serving:  # the metrics server stops on every way out
         metrics = None
         if config.metrics.port:

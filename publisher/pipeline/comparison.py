@@ -171,7 +171,7 @@ def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any
     settings = ComparisonSettings.of(config, engine, reader)
     state = ComparisonState(settings.output)
     current = state.current()
-    layouts = [layout for table in settings.tables for _, layout in class_layouts(table)]
+    layouts = [member.layout for table in settings.tables for member in class_layouts(table)]
     if current is not None:
         refuse_foreign(current, layouts, state)
     read = state.read_done()

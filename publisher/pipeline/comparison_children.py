@@ -20,8 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from publisher.model.canonical import canonical_key_of
 from publisher.model.catalog import MultiValued, TableInfo, child_table
 from publisher.model.operation import OperationKind
+from publisher.model.values import ValueType
 from publisher.model.xds import column_value_changes, column_values
 from publisher.outputs.comparison_state import TableLayout, key_name, key_names, read_bucket, value_name
 from publisher.pipeline.queryback import published_column
@@ -100,10 +102,18 @@ class Referenced:
         self.indices = indices
 
     def published(self, target: str, texts: pa.Array) -> tuple[pa.Array, pa.Array]:
+        """The texts as the associations they name, and the association-ref of those that exist:
+        a text the referenced table's key reads as (most), else one naming the same key
+        (`1.500` and a key `1.50`: the canonical keys, worked out only then)."""
         distinct_texts = pc.unique(texts.drop_null())
-        held = pc.is_in(distinct_texts, value_set=read_keys(self.read, self.indices[target]))
-        existing = [found for text, there in zip(distinct_texts.to_pylist(), held.to_pylist(), strict=True)
-                    if there and (found := self.references.target(target, text)) is not None]
+        index = self.indices[target]
+        held = pc.is_in(distinct_texts, value_set=read_keys(self.read, index))
+        existing = []
+        for text, there in zip(distinct_texts.to_pylist(), held.to_pylist(), strict=True):
+            found = self.references.target(target, text)
+            if found is not None and (there or found[1] in canonical_keys(self.read, index,
+                                                                          self.references.tables[target])):
+                existing.append(found)
         targets = pa.array([target] * len(texts), pa.string())
         return published_references(targets, texts, self.references.found(existing))
 
@@ -117,6 +127,19 @@ def read_keys(directory: Path, table_index: int) -> pa.Array:
         return pa.array([], pa.string())
     return pa.concat_arrays([pq.read_table(path, columns=[key_name(0)]).column(0).combine_chunks()
                              for path in files])
+
+
+@functools.lru_cache(maxsize=4)
+def canonical_keys(directory: Path, table_index: int, table: TableInfo) -> frozenset[str]:
+    """The canonical keys of a table as a generation read it (`read_keys`), for the references
+    whose text is not a key text as read."""
+    found = set()
+    for text in read_keys(directory, table_index).drop_null().to_pylist():
+        try:
+            found.add(canonical_key_of([text], table.key_columns))
+        except ValueError:
+            continue
+    return frozenset(found)
 
 
 def multi_valued_changes(table: TableInfo, child: ChildJob, rows: ChildRows, found: pa.Table, keys: Sequence[str],
@@ -142,9 +165,11 @@ def multi_valued_changes(table: TableInfo, child: ChildJob, rows: ChildRows, fou
                  "reason": reason} for row, reason in problems.items() if added[row]]
     target = table.reference(multi.attribute.name)
     refs = None
+    value_type = multi.attribute.value_type
     if target is not None:
         texts, refs = referenced.published(target, texts)
-    xml = column_values(pa.array([multi.attribute.value_type.value] * len(texts), pa.string()), texts, refs)
+        value_type = ValueType.DN
+    xml = column_values(pa.array([value_type.value] * len(texts), pa.string()), texts, refs)
     removes: list[list[str]] = [[] for _ in range(len(found))]
     adds: list[list[str]] = [[] for _ in range(len(found))]
     for owner, is_added, value in zip(owners, added, xml.to_pylist(), strict=True):

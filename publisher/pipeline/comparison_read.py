@@ -7,11 +7,12 @@ import dataclasses
 import datetime as dt
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import Engine, func, select, text
 
-from publisher.model.catalog import TableInfo, child_table
+from publisher.model.catalog import MultiValued, TableInfo
 from publisher.outputs.comparison_state import BucketWriter, ComparisonState, Generation, TableLayout, buckets_for
 from publisher.pipeline.queryback import QueryBackContext
 from publisher.pipeline.table_scan import BLOCK_BYTES, RowTooLongError, ScannedRows, scan_table_columns
@@ -25,15 +26,26 @@ def layout_of(table: TableInfo) -> TableLayout:
                        tuple((c.name, c.value_type.value) for c in table.value_columns), 0)
 
 
-def class_layouts(table: TableInfo) -> list[tuple[TableInfo, TableLayout]]:
+@dataclass(frozen=True)
+class Member:
+    """A table read for a published table: the table itself, or (a logical class) a child table
+    read with its parent's key (`linked`)."""
+
+    table: TableInfo
+    layout: TableLayout
+    linked: tuple[MultiValued, TableInfo] | None = None
+
+
+def class_layouts(table: TableInfo) -> list[Member]:
     """The tables read for a published table, as read and as kept: the table, then (a logical
-    class) each child table, keyed by its link columns, with the attribute's one value column."""
-    members = [(table, layout_of(table))]
+    class) each child table, keyed by its parent's key, with the attribute's one value column."""
+    members = [Member(table, layout_of(table))]
+    keys = tuple(c for c in table.columns if c.is_key)
     for multi in table.multi_valued:
-        child = child_table(multi)
-        members.append((child, dataclasses.replace(
+        child = TableInfo(multi.table, (*keys, multi.value))
+        members.append(Member(child, dataclasses.replace(
             layout_of(child), columns=((multi.value.name, multi.attribute.value_type.value),),
-            parent=table.name, attribute=multi.attribute.name)))
+            parent=table.name, attribute=multi.attribute.name), (multi, table)))
     return members
 
 
@@ -49,21 +61,22 @@ def read_tables(engine: Engine, ctx: QueryBackContext, state: ComparisonState, n
     read: list[TableLayout] = []
     for table in ctx.tables.values():
         members = class_layouts(table)
-        rows = [read_before.get(layout.identity) for _, layout in members]
-        buckets = buckets_for(max(count_rows(engine, ctx.schema, scanned) if held is None else held
-                                  for (scanned, _), held in zip(members, rows, strict=True)))
-        for scanned, layout in members:
-            read.append(read_table(ctx, directory, len(read), scanned, dataclasses.replace(layout, buckets=buckets)))
+        rows = [read_before.get(member.layout.identity) for member in members]
+        buckets = buckets_for(max(count_rows(engine, ctx.schema, member.table) if held is None else held
+                                  for member, held in zip(members, rows, strict=True)))
+        for member in members:
+            read.append(read_table(ctx, directory, len(read), dataclasses.replace(
+                member, layout=dataclasses.replace(member.layout, buckets=buckets))))
     return state.finish_read(number, directory, read, read_at)
 
 
-def read_table(ctx: QueryBackContext, directory: Path, index: int, table: TableInfo,
-               layout: TableLayout) -> TableLayout:
+def read_table(ctx: QueryBackContext, directory: Path, index: int, member: Member) -> TableLayout:
     """One table read whole into its buckets (again, in a larger block, past a row too long)."""
+    layout = member.layout
     for block_bytes in BLOCK_BYTES:
         writer = BucketWriter(directory, index, layout)
         try:
-            write_while_reading(writer, scan_table_columns(ctx, table, READ_ROWS, block_bytes))
+            write_while_reading(writer, scan_table_columns(ctx, member.table, READ_ROWS, block_bytes, member.linked))
             break
         except RowTooLongError:
             writer.discard()

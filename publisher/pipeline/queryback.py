@@ -8,6 +8,7 @@ as its trigger spells it.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -26,6 +27,7 @@ from sqlalchemy import (
     Row,
     Select,
     Table,
+    and_,
     any_,
     bindparam,
     literal_column,
@@ -39,7 +41,7 @@ from publisher.dialects import dialect_of
 from publisher.errors import root_cause
 from publisher.failpoints import reached
 from publisher.model.canonical import bound_value, canonical_key_of, key_values
-from publisher.model.catalog import ColumnInfo, TableInfo, child_table
+from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo, child_table
 from publisher.model.keys import KeyPart, format_key
 from publisher.model.values import BadValueError, ValueType, logged_times, logged_unchanged, shown
 from publisher.model.valuetext import encode_read, value_text_sql
@@ -176,17 +178,22 @@ def scan_columns(ctx: QueryBackContext, table: TableInfo, rows: int) -> Iterator
             yield reading.columns(records)
 
 
-def scan_children(ctx: QueryBackContext, table: TableInfo) -> Iterator[tuple[str, str, str | None, str | None]]:
+def scan_children(ctx: QueryBackContext, table: TableInfo,
+                  linked: bool = False) -> Iterator[tuple[str, str, str | None, str | None]]:
     """Every row of a logical class's child tables as (parent key, attribute, value text,
-    why it cannot be published); what the mirror's objects hold besides their rows."""
+    why it cannot be published); what the mirror's objects hold besides their rows. `linked`:
+    each row under its parent's key as the database links them (`LinkedReading`, as a
+    triggerless cycle reads them), else under its link columns' own texts (as capture logs it)."""
     with reading_session(ctx) as conn:
         for multi in table.multi_valued:
-            reading = RowReading(child_table(multi), ctx.schema, conn.dialect, table)
+            reading = (LinkedReading(multi, table, ctx.schema, conn.dialect) if linked
+                       else RowReading(child_table(multi), ctx.schema, conn.dialect, table))
+            value = reading.table.value_columns[0].name
             streamed = conn.execution_options(stream_results=True, yield_per=CHUNK)
             for records in streamed.execute(reading.select()).partitions():
                 for key, row, problems in reading.published(records):
                     problem = next(iter(problems.values()), None)
-                    yield key, multi.attribute.name, row.get(multi.value.name), problem
+                    yield key, multi.attribute.name, row.get(value), problem
 
 
 @contextmanager
@@ -298,6 +305,34 @@ class RowReading:
                 problem = f"{table.name}: the row's key cannot be published: {exc}"
                 problems[row] = {c.name: problem for c in table.columns}
         return ReadColumns(keys, texts, problems)
+
+
+class LinkedReading(RowReading):
+    """A child table's rows with the key of their parent as the parent holds it: the child joined
+    to its parent on the link columns, so that rows link as the database compares them (a
+    collation that ignores case or trailing spaces, a number of another scale), under the key
+    texts the parent's own read has. A child row whose parent does not exist is not read."""
+
+    def __init__(self, multi: MultiValued, parent: TableInfo, schema: str | None, dialect: Dialect) -> None:
+        keys = tuple(c for c in parent.columns if c.is_key)
+        value = multi.value
+        if value.name in {c.name for c in keys}:  # the row's columns are told apart by name
+            value = dataclasses.replace(value, name=f"{value.name} ({multi.table})")
+        super().__init__(TableInfo(multi.table, (*keys, value)), schema, dialect)
+        quote = dialect.identifier_preparer.quote
+        child = Table(multi.table, MetaData(), *(Column(c.name) for c in (*multi.links, multi.value)),
+                      schema=schema).alias("c")
+        owner = Table(parent.name, MetaData(), *(Column(c.name) for c in keys), schema=schema).alias("p")
+        self.joined = child.join(owner, and_(*(child.c[link.name] == owner.c[key.name]
+                                               for link, key in zip(multi.links, keys, strict=True))))
+        self.selected: list[ColumnElement[Any]] = [
+            literal_column(value_text_sql(dialect.name, f"p.{quote(c.name)}", c.value_type, c.sql_type))
+            for c in keys]
+        self.selected.append(literal_column(value_text_sql(dialect.name, f"c.{quote(multi.value.name)}",
+                                                           multi.value.value_type, multi.value.sql_type)))
+
+    def select(self) -> Select[Any]:
+        return select(*(text.label(f"c{i}") for i, text in enumerate(self.selected))).select_from(self.joined)
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,16 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 from sqlalchemy import Connection
 
-from publisher.model.catalog import ColumnInfo, TableInfo
+from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo
 from publisher.pipeline.copy_read import Chunks, can_copy
-from publisher.pipeline.queryback import QueryBackContext, RowReading, as_texts, published_column, reading_session
+from publisher.pipeline.queryback import (
+    LinkedReading,
+    QueryBackContext,
+    RowReading,
+    as_texts,
+    published_column,
+    reading_session,
+)
 
 BLOCK_BYTES: tuple[int | None, ...] = (1 << 20, 64 << 20, None)
 """CSV bytes pyarrow parses at a time, tried in turn: a block must hold a whole row, so a table
@@ -46,13 +53,16 @@ class RowTooLongError(Exception):
 
 def scan_table_columns(
     ctx: QueryBackContext, table: TableInfo, rows: int, block_bytes: int | None,
+    linked: tuple[MultiValued, TableInfo] | None = None,
 ) -> Iterator[ScannedRows]:
     """Every current row of `table`, about `rows` at a time: through COPY in blocks of
     `block_bytes` where the database can (else, or with None, by a cursor). A row longer than
     the block raises RowTooLongError, after the rows before it were handed over: the caller
-    reads the table again from the start, in a larger block."""
+    reads the table again from the start, in a larger block. `linked`: `table` is the child
+    table of a multi-valued attribute of a parent, read with the parent's key (`LinkedReading`)."""
     with reading_session(ctx) as conn:
-        reading = RowReading(table, ctx.schema, conn.dialect)
+        reading = (RowReading(table, ctx.schema, conn.dialect) if linked is None
+                   else LinkedReading(*linked, ctx.schema, conn.dialect))
         if block_bytes is not None and can_copy(conn):
             yield from _copied(conn, reading, block_bytes)
             return

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from publisher.model.catalog import ColumnInfo
 from publisher.model.operation import OperationKind
+from publisher.model.values import ValueType
 from publisher.model.xds import column_operations, column_refused, column_value_changes, column_values, refusal
 
 
@@ -38,7 +39,8 @@ def compared_operations(
 ) -> pa.Array:
     """Each object's operation (binary XML): `kinds` from `kinds_of`, `old` and `new` the
     published texts of each value column (null: NULL, or no such object), one row per object
-    that changed; `refs` a reference column's old and new association-refs (null: none);
+    that changed; `refs` a reference column's old and new association-refs (null: none), which
+    publishes its values as `dn`;
     `more` the changes of other attributes, as `column_value_changes` writes them."""
     count = len(kinds)
     is_add = pc.equal(kinds, OperationKind.ADD.value)
@@ -46,7 +48,8 @@ def compared_operations(
     fragments = []
     for index, (column, before, after) in enumerate(zip(columns, old, new, strict=True)):
         old_refs, new_refs = refs[index] if index < len(refs) else (None, None)
-        types = pa.array([column.value_type.value] * count, pa.string())
+        value_type = column.value_type if old_refs is None and new_refs is None else ValueType.DN  # a reference
+        types = pa.array([value_type.value] * count, pa.string())
         names = pa.array([column.name] * count, pa.string())
         differs = changed(before, after)
         removes = pc.if_else(pc.and_(differs, pc.invert(is_add)), before, pa.nulls(count, pa.string()))

@@ -153,7 +153,8 @@ class TriggerlessCollector(Collector):
         for reader in readers:
             state = triggerless_state(self.config, reader)
             generation.add_metric([reader.key], state["generation"] or 0)
-            age.add_metric([reader.key], state["kept_age_seconds"] or 0.0)
+            if state["kept_age_seconds"] is not None:  # absent before the first state: no age to alert on
+                age.add_metric([reader.key], state["kept_age_seconds"])
             for name, table in state["tables"].items():
                 rows.add_metric([reader.key, name, ""], table["rows"])
                 for attribute, child in table["attributes"].items():

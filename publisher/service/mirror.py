@@ -185,7 +185,8 @@ def _source(config: Config, engine: Engine, reader: Reader) -> tuple[int, Object
             for column, reason in row_problems.items():
                 objects[name].pop(column, None)
                 problems.append(Difference(name, column, f"{CANNOT_PUBLISH}: {reason}", ""))
-        for key, attribute, value, problem in scan_children(ctx, table) if table.multi_valued else ():
+        for key, attribute, value, problem in scan_children(ctx, table, config.triggerless) if table.multi_valued \
+                else ():
             name = association(key, table.name, label)
             if name not in objects:
                 continue
