@@ -261,10 +261,12 @@ def assert_mirrored(h: Harness, rejects_allowed: bool = True) -> None:
 
 
 @contextlib.contextmanager
-def publisher_run(config: Path, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`publisher run -c CONFIG` in a process of its own, its stderr in `log_path`; stopped by
-    SIGTERM when the block ends (killed if it does not stop within a minute)."""
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+def publisher_run(config: Path, log_path: Path,
+                  env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """`publisher run -c CONFIG` in a process of its own (in `env`, else this one's), its stderr
+    in `log_path`; stopped by SIGTERM when the block ends (killed if it does not stop within a
+    minute)."""
+    env = env or {**os.environ, "PYSPARK_PYTHON": sys.executable}
     with log_path.open("w") as log_file:
         run = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", str(config)],
                                stdout=subprocess.DEVNULL, stderr=log_file, env=env)

@@ -8,7 +8,6 @@ The poison is injected: PUBLISHER_POISON_RECORD_IDS makes the reading of those r
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TestDatabase
-from harness import Harness
+from harness import Harness, publisher_run
 from sqlalchemy.exc import OperationalError
 
 from publisher import failpoints
@@ -261,11 +260,7 @@ def test_run_isolates_a_poison_row_once_and_keeps_serving(database, tmp_path):
     ids = insert(database, 1, 2, 3)
     bad = ids[0]
     log_path = tmp_path / "run.log"
-    with log_path.open("w") as log_file:
-        run = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", str(config)],
-                               stdout=subprocess.DEVNULL, stderr=log_file,
-                               env=cli_env(**{failpoints.POISON_ENV: str(bad)}))
-    try:
+    with publisher_run(config, log_path, cli_env(**{failpoints.POISON_ENV: str(bad)})) as run:
         wait_for(lambda: "N" not in statuses(database).values(), run, log_path)
         assert statuses(database) == {rid: "E" if rid == bad else "S" for rid in ids}
         later = insert(database, 4)
@@ -274,12 +269,6 @@ def test_run_isolates_a_poison_row_once_and_keeps_serving(database, tmp_path):
         found = scrape(port) or {}
         assert value(found, "publisher_isolated_rows_total", subscriber="") == 1
         assert value(found, "publisher_acknowledged_rows_total", subscriber="", status="E") == 1
-        run.send_signal(signal.SIGTERM)
-        run.wait(60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     text = log_path.read_text()
     assert run.returncode == 0, text
     assert "Traceback" not in text

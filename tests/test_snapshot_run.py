@@ -2,12 +2,11 @@
 once, and a snapshot a stop interrupted is continued rather than started again."""
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 
 import pytest
-from harness import Harness, drain
+from harness import Harness, drain, publisher_run
 from test_poison import cli_env, site_config, statuses, wait_for
 
 from publisher.config.loading import load_config
@@ -75,19 +74,10 @@ def test_run_with_initial_snapshot_loads_the_rows_from_before_install(sqlite_dat
                    check=True, capture_output=True, env=cli_env())
     assert statuses(database) == {}
     log_path = tmp_path / "run.log"
-    with log_path.open("w") as log_file:
-        run = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", str(config)],
-                               stdout=subprocess.DEVNULL, stderr=log_file, env=cli_env())
     loaded = load_config(str(config))
-    try:
+    with publisher_run(config, log_path, cli_env()) as run:
         wait_for(lambda: "initial snapshot for the status mode" in log_path.read_text(), run, log_path)
         wait_for(lambda: not check(loaded, connect(loaded)).differences, run, log_path)
-        run.send_signal(signal.SIGTERM)
-        run.wait(60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     text = log_path.read_text()
     assert run.returncode == 0, text
     assert "initial snapshot for the status mode: 30 rows of 1 tables, 30 written directly, 0 logged" in text

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import TestDatabase
-from harness import Published, versions_and_data
+from harness import Published, publisher_run, versions_and_data
 from lxml import etree
 from sqlalchemy import create_engine, text
 
@@ -448,21 +448,13 @@ def test_stats_shows_each_subscriber(spark, database, tmp_path, capsys):
 
 
 def test_run_serves_every_subscriber_and_one_failing_stops_no_other(spark, database, tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
     import time
 
     site = Site(spark, database, tmp_path, {**ALL, "bad": 'tables = ["usr"]\ncolumns = { usr = ["nickname"] }'},
                 {"a": "all", "broken": "bad"}, settings="polling_interval = 0.3")
     site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')")
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     log_path = tmp_path / "run.log"
-    with log_path.open("w") as log_file:
-        run = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", str(site.path)],
-                               stdout=subprocess.DEVNULL, stderr=log_file, env=env)
-    try:
+    with publisher_run(site.path, log_path) as run:
         deadline = time.monotonic() + 120
         while not (site.operations("a") and site.operations()) and time.monotonic() < deadline:
             assert run.poll() is None, log_path.read_text()
@@ -471,12 +463,6 @@ def test_run_serves_every_subscriber_and_one_failing_stops_no_other(spark, datab
         while len(site.operations("a")) < 2 and time.monotonic() < deadline:
             time.sleep(0.3)
         assert len(site.operations("a")) == 2, log_path.read_text()
-        run.send_signal(signal.SIGTERM)
-        run.wait(60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     log = log_path.read_text()
     assert "subscriber broken stopped: subscriptions.bad.columns.usr: table usr has no column 'nickname'" in log
     assert run.returncode == 1, log
