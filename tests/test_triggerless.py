@@ -838,3 +838,16 @@ def test_numbers_of_another_scale_link_and_reference_the_objects_they_equal(post
             for v in etree.parse(str(p)).getroot().iter("value") if v.text and v.text.startswith("gid=")}
     assert refs == {"gid=1.5": ("dn", True), "gid=10": ("dn", True), "gid=7": ("dn", False)}
     assert verify(config, db.engine) == []
+
+
+def test_a_child_table_named_among_the_tables_is_published_as_its_parents_values(sqlite_database, tmp_path):
+    db = sqlite_database
+    create_class_tables(db)
+    db.execute("INSERT INTO person VALUES (1, 'ann', NULL)", "INSERT INTO person_phone VALUES (1, '555')")
+    config = class_config(db, tmp_path)
+    config = dataclasses.replace(config, publisher=dataclasses.replace(
+        config.publisher, tables=("person", "person_phone", "team")))
+    summary, ops = cycle(config, db)
+    assert set(summary["tables"]) == {"person", "team"}
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [
+        ("add", "pid=1", {"name": ([], ["ann"]), "phone": ([], ["555"])})]

@@ -23,6 +23,7 @@ from publisher.capture.install import published_tables
 from publisher.config import STATUS_MODE, Config, OutputConfig, Reader, StartupOption
 from publisher.database import association_schema, table_schema
 from publisher.model.catalog import TableInfo, reflect_catalog
+from publisher.model.logical import child_tables
 from publisher.model.operation import OperationKind
 from publisher.outputs.comparison_state import (
     ComparisonState,
@@ -75,7 +76,8 @@ class ComparisonSettings:
         schema = table_schema(config, engine)
         catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
         found = {name.lower() for name in catalog.tables}
-        missing = [name for name in config.publisher.tables if name.lower() not in found]
+        children = child_tables(config.classes)  # published as their parents' values, as in the triggered mode
+        missing = [name for name in config.publisher.tables if name.lower() not in found | children]
         if missing:
             raise ForeignStateError(f"publisher.tables: {', '.join(missing)} found in no table or view with a key "
                                     f"(a view's key is its pk_ columns) in {schema or 'the database'}")
