@@ -156,8 +156,9 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
     old_texts = [published(table, c, found.column(f"o{i}"), keys, None) for i, c in enumerate(columns)]
     new_texts = [published(table, c, found.column(f"n{i}"), keys, done.rejects) for i, c in enumerate(columns)]
     as_read = (list(old_texts), list(new_texts))  # for the change formats: a reference as its column holds it
-    refs = publish_references(job, columns, old_texts, new_texts)
-    more = [multi_valued_changes(table, child, rows, found, keys, kinds, done.rejects, job.references())
+    referenced = job.references()
+    refs = publish_references(table, referenced, columns, old_texts, new_texts)
+    more = [multi_valued_changes(table, child, rows, found, keys, kinds, done.rejects, referenced)
             for child, rows in zip(job.children, children, strict=True)]
     says = pc.not_equal(kinds, OperationKind.MODIFY.value)
     for before, after in zip(old_texts, new_texts, strict=True):
@@ -186,18 +187,19 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
     return done
 
 
-def publish_references(job: BucketJob, columns: Sequence[ColumnInfo], old_texts: list[pa.Array],
+def publish_references(table: TableInfo, referenced: Referenced, columns: Sequence[ColumnInfo],
+                       old_texts: list[pa.Array],
                        new_texts: list[pa.Array]) -> list[tuple[pa.Array | None, pa.Array | None]]:
     """The reference columns' texts replaced by the associations they publish; the old and new
     association-refs of each column (None for another column)."""
     refs: list[tuple[pa.Array | None, pa.Array | None]] = []
     for index, column in enumerate(columns):
-        target = job.table.reference(column.name)
+        target = table.reference(column.name)
         if target is None:
             refs.append((None, None))
             continue
-        old_texts[index], old_refs = job.references().published(target, old_texts[index])
-        new_texts[index], new_refs = job.references().published(target, new_texts[index])
+        old_texts[index], old_refs = referenced.published(target, old_texts[index])
+        new_texts[index], new_refs = referenced.published(target, new_texts[index])
         refs.append((old_refs, new_refs))
     return refs
 
