@@ -193,7 +193,8 @@ def test_change_seq_increases_across_tables_cycles_and_a_restart(harness):
         conn.execute(text(f"UPDATE {h.table('event_log')} SET event_time = '2001-01-01 00:00:00' "
                           f"WHERE record_id = {late[0]}"))
     h.poll()
-    restarted = Harness(h.spark, h.db, h.output.parent, path="driver" if h.config.spark.small_cycle_events else "spark")
+    path = "spark" if h.config.spark.small_cycle_events == 0 else "driver"
+    restarted = Harness(h.spark, h.db, h.output.parent, path=path)
     restarted.config = h.config
     restarted.log((1, "acct", "id=2", "a", None, "z"))
     restarted.poll()

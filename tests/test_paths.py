@@ -18,6 +18,7 @@ from sqlalchemy import text
 from publisher.bench.workload import discard, generate
 from publisher.config import ChangeTablesConfig, Config, MessagesConfig
 from publisher.database import connect
+from publisher.pipeline import driver
 from publisher.pipeline.cycle import CycleResult, run_cycle
 
 ROWS, EVENTS, QUERY_LIMIT, BATCH_SIZE = 120, 3_000, 1_100, 50
@@ -130,7 +131,11 @@ def with_path(config: Config, output: Path, small_cycle_events: int) -> Config:
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
-def test_driver_and_spark_paths_publish_the_same_operations(spark, tmp_path: Path, dialect: str) -> None:
+def test_driver_and_spark_paths_publish_the_same_operations(spark, tmp_path: Path, dialect: str, monkeypatch) -> None:
+    # The driver classifies and resolves a large cycle in threads, a part each: here, three.
+    monkeypatch.setattr(driver, "THREADS", 3)
+    monkeypatch.setattr(driver, "PART_EVENTS", 100)
+    assert driver._threads(QUERY_LIMIT) == 3
     url = f"sqlite:///{tmp_path / 'paths.db'}" if dialect == "sqlite" else POSTGRES_URL
     workload = generate(dialect, url, ROWS, EVENTS, f"paths_{uuid.uuid4().hex[:10]}")  # type: ignore[arg-type]
     try:

@@ -82,6 +82,8 @@ def config_toml(config: Config, output: Path, query_limit: int) -> str:
     lines += ["[publisher]", f"query_limit = {query_limit}", f"batch_size = {settings.batch_size}",
               "[output]", f"directory = {json.dumps(str(output))}",
               "[spark]", f"master = {json.dumps(config.spark.master)}"]
+    if config.spark.small_cycle_events is not None:
+        lines.append(f"small_cycle_events = {config.spark.small_cycle_events}")
     if formats.change_tables.enabled:
         lines += ["[output.change_tables]", "enabled = true",
                   f"trail_header = {str(formats.change_tables.trail_header).lower()}"]

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         database=database, url=args.url, rows=args.rows or 100_000, events=args.events, query_limit=args.query_limit,
         latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
         cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog), subscribers=args.subscribers,
-        cold=args.cold,
+        cold=args.cold, small_cycle_events=args.small_cycle_events,
     )
     try:
         report = run_benchmark(options)

@@ -122,6 +122,7 @@ def _cold_section(cold: ColdPoll, section: Callable[[str], None], row: Callable[
     section("cold poll (one `publisher poll` process on the whole backlog, before the warm drain)")
     row("events", f"{format_count(cold.cycle.get('events') or 0)}  (" + "  ".join(
         f"{s} {format_count(n)}" for s, n in sorted((cold.cycle.get("statuses") or {}).items())) + ")")
+    row("path", "Spark jobs" if cold.cycle.get("path") == "spark" else "the driver alone")
     row("process, start to exit", format_seconds(cold.seconds))
     row("outside the stages", format_seconds(cold.before_cycle) + " (interpreter, imports, exit)")
     for stage, spent in cold.stage_seconds.items():

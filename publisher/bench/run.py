@@ -69,6 +69,8 @@ class BenchOptions:
     """Subscribers that each check the whole backlog out, timed before the status mode's drain."""
     cold: bool = True
     """Time a `publisher poll` process started cold on the whole backlog first (`bench.cold`)."""
+    small_cycle_events: int | None = None
+    """`spark.small_cycle_events` of the cold poll and the drain; None: the publisher's default."""
 
 
 def with_formats(config: Config) -> Config:
@@ -186,6 +188,7 @@ class BenchReport:
             "events": self.options.events,
             "query_limit": self.options.query_limit,
             "master": self.options.master,
+            "small_cycle_events": self.options.small_cycle_events,
             "spark_seconds": _rounded(self.spark_seconds),
             "warm_up_seconds": round(self.warm_up_seconds, 3),
             "workload": self.workload.summary(),
@@ -252,6 +255,8 @@ def _run(
                         backlog=options.backlog)
     log.info("generated %d events in %.1f s", workload.events, workload.generate_seconds)
     config = workload.config(workdir / "out", options.query_limit, options.batch_size, options.master)
+    config = dataclasses.replace(config, spark=dataclasses.replace(
+        config.spark, small_cycle_events=options.small_cycle_events))
     if options.formats:
         config = with_formats(config)
     engine = connect(config)

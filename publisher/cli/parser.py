@@ -318,6 +318,10 @@ def _add_bench(commands: Any) -> None:
     bench.add_argument("--cold", action=argparse.BooleanOptionalAction, default=True,
                        help="first time a `publisher poll` process started cold on the whole backlog (one "
                        "cycle), from its start to its exit, as a scheduled poll runs; --no-cold skips it")
+    bench.add_argument("--small-cycle-events", type=_not_negative, default=None, metavar="N",
+                       help="spark.small_cycle_events of the cold poll and the drain: cycles of at most N events "
+                       "run in the driver alone, 0 = every cycle as Spark jobs (default: the publisher's, "
+                       "1,000,000 on a local master)")
     bench.add_argument("--subscribers", type=_not_negative, default=0, metavar="N",
                        help="also configure N subscribers of every published table, and time each one's check-out "
                        "of the whole backlog before the status mode drains it (default: 0)")

@@ -205,7 +205,7 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
         )
     if p.heartbeat_interval < 0:
         raise ConfigError(f"publisher.heartbeat_interval: expected minutes >= 0, got {p.heartbeat_interval}")
-    if config.spark.small_cycle_events < 0:
+    if config.spark.small_cycle_events is not None and config.spark.small_cycle_events < 0:
         raise ConfigError(
             f"spark.small_cycle_events: expected 0 (always Spark) or more, got {config.spark.small_cycle_events}"
         )

@@ -2,9 +2,9 @@
 precedence and operations per object) → write documents → write formats → outcomes →
 acknowledge. Nothing is acknowledged before the output is on disk.
 
-Two ways through the same stages (`stages.CyclePath`), chosen by the cycle's size: a large
-cycle runs as Spark jobs (`distributed`); a cycle of at most `spark.small_cycle_events` events
-runs in the driver alone (`driver`), where a Spark job's fixed cost would dominate.
+Two ways through the same stages (`stages.CyclePath`), chosen by the cycle's size: a cycle of
+at most `spark.small_cycle_events` events (`SparkConfig.driver_events`: on a local master, up to
+a million) runs in the driver alone (`driver`); a larger one runs as Spark jobs (`distributed`).
 """
 from __future__ import annotations
 
@@ -322,7 +322,7 @@ def _plan(config: Config, engine: Engine, reader: Reader) -> CyclePlan | None:
         formats=config.output if config.output.publishes_changes else None,
         described=described,
         acknowledgement=acknowledgement,
-        small_cycle_events=config.spark.small_cycle_events,
+        small_cycle_events=config.spark.driver_events,
         read_partitions=config.spark.read_partitions,
     )
 

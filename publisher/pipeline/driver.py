@@ -1,8 +1,12 @@
-"""The driver path: a small cycle's stages in the driver alone, without any Spark job, since
-a job's fixed cost would dominate a cycle of a few events. Each stage's result is an Arrow
-table in the driver's memory."""
+"""The driver path: a cycle's stages in the driver alone, without any Spark job: a small cycle,
+whose latency a job's fixed cost would dominate, and on a local master a large one too, whose
+rows' trip through the JVM costs more than executors sharing the driver's cores give. Each
+stage's result is an Arrow table in the driver's memory; a large cycle is classified and
+resolved by a thread per core."""
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +22,7 @@ from publisher.outputs.formats import FormatsWritten, reserve_change_numbers, wr
 from publisher.outputs.outcomes import append_rejects
 from publisher.pipeline.objects import publishable_fields
 from publisher.pipeline.read import read_batches
-from publisher.pipeline.resolve import RESOLVED_SCHEMA, resolve_batches
+from publisher.pipeline.resolve import RESOLVED_SCHEMA, object_slices, resolve_batches
 from publisher.pipeline.stages import REJECT_FIELDS, CyclePath, Outcomes
 from publisher.pipeline.timing import StepTimer
 from publisher.rules.changes import NO_TIME, Change, stamp, time_prefix, transaction_places
@@ -40,7 +44,13 @@ class InDriver(CyclePath[pa.Table, Resolved]):
     def read_and_classify(self) -> pa.Table:
         window = self.plan.window
         classify = BatchClassifier(self.plan.classify, self.plan.future_events)
-        batches = [classify(batch) for batch in read_batches(window, window.lo, window.hi)]
+        threads = _threads(window.count)
+        read = read_batches(window, window.lo, window.hi)
+        if threads == 1:
+            batches = [classify(batch) for batch in read]
+        else:  # this thread reads while the pool's classify, in the read's order
+            with ThreadPoolExecutor(threads, thread_name_prefix="classify") as pool:
+                batches = list(pool.map(classify, read))
         failpoints.reached("after_read")
         return pa.Table.from_batches(batches, schema=classify.schema)
 
@@ -49,13 +59,35 @@ class InDriver(CyclePath[pa.Table, Resolved]):
         by_object = publishable.select(list(publishable_fields(self.plan.formats is not None))).sort_by(
             [("class_name", "ascending"), ("canonical_key", "ascending")]
         )
-        spent = StepTimer(self.steps.setdefault("resolve", {}))
-        batches = resolve_batches(by_object.to_batches(), self.plan.objects, spent)
-        resolved = pa.Table.from_batches(list(batches), schema=arrow_schema_of(RESOLVED_SCHEMA))
+        resolved = self._resolve_in_parts(by_object)
         is_operation = pc.is_valid(resolved["xml"])
         operations = resolved.filter(is_operation).select(["op_time", "event_id", "xml", "change"])
         decided = resolved.filter(pc.invert(is_operation)).select(["record_id", "status", "reason"])
         return Resolved(decided, publication_order(operations.to_pylist()))
+
+    def _resolve_in_parts(self, by_object: pa.Table) -> pa.Table:
+        """The events sorted by object, cut where an object ends into a part per core and
+        resolved by a thread each (with a connection each), as Spark's tasks resolve their
+        partitions: Arrow's column operations and the database's reads run outside the GIL."""
+        schema = arrow_schema_of(RESOLVED_SCHEMA)
+        threads = _threads(by_object.num_rows)
+        parts = list(object_slices(by_object, -(-by_object.num_rows // threads))) if by_object.num_rows else []
+        timers = [StepTimer() for _ in parts]
+
+        def resolved(part: pa.Table, spent: StepTimer) -> pa.Table:
+            return pa.Table.from_batches(list(resolve_batches(part.to_batches(), self.plan.objects, spent)),
+                                         schema=schema)
+
+        if len(parts) <= 1:
+            tables = [resolved(part, timer) for part, timer in zip(parts, timers, strict=True)]
+        else:
+            with ThreadPoolExecutor(len(parts), thread_name_prefix="resolve") as pool:
+                tables = list(pool.map(resolved, parts, timers))
+        spent = StepTimer(self.steps.setdefault("resolve", {}))
+        for timer in timers:
+            for step, seconds in timer.seconds.items():
+                spent.add(step, seconds)
+        return pa.concat_tables(tables) if tables else schema.empty_table()
 
     def write_documents(self, resolved: Resolved, cycle_number: int) -> list[DocumentWritten]:
         xml = [op["xml"] for op in resolved.operations]
@@ -86,6 +118,16 @@ class InDriver(CyclePath[pa.Table, Resolved]):
             statuses=status_runs(id_runs(classified["record_id"].to_pylist()), exceptions),
             append_rejects=lambda: append_rejects(output, (rejects[rid] for rid in sorted(rejects))),
         )
+
+
+THREADS = os.cpu_count() or 1
+"""Threads a large cycle's classification and resolve take in the driver: one per core."""
+PART_EVENTS = 100_000
+"""Events each thread has at least; a smaller cycle runs in one, for its latency."""
+
+
+def _threads(events: int) -> int:
+    return max(1, min(THREADS, events // PART_EVENTS))
 
 
 def publication_order(operations: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -62,7 +62,7 @@ def resolve_batches(
             spent.add("columnar", time.perf_counter() - started)
             if operations.num_rows:
                 yield from _as_resolved(operations, schema).to_batches(RESOLVED_BATCH_ROWS)
-            for part in _object_slices(read, SLICE_EVENTS):
+            for part in object_slices(read, SLICE_EVENTS):
                 yield from _resolve_read(part, reader, ctx, spent, schema)
 
 
@@ -92,7 +92,7 @@ def _resolve_read(
                              schema).to_batches(RESOLVED_BATCH_ROWS)
 
 
-def _object_slices(events: pa.Table, rows: int) -> Iterator[pa.Table]:
+def object_slices(events: pa.Table, rows: int) -> Iterator[pa.Table]:
     """A table sorted by object in slices of about `rows` rows, each ending where an object does."""
     if events.num_rows == 0:
         return

@@ -63,7 +63,8 @@ class CyclePlan:
     """The output settings when change tables or messages are on, else None."""
     acknowledgement: Acknowledgement
     small_cycle_events: int = 20000
-    """A window of at most this many events is published by the driver alone."""
+    """A window of at most this many events is published by the driver alone
+    (`SparkConfig.driver_events`)."""
     read_partitions: int = 0
     """Partitions of a Spark cycle's read; 0: the session's parallelism."""
     described: Mapping[str, TableInfo] | None = None
