@@ -336,6 +336,24 @@ def test_subscribers_get_the_attributes_they_track_and_resolve_references_they_d
     assert names == {"fname", "phone"}
 
 
+def test_a_subscription_column_no_attribute_is_named_lists_the_multi_valued_ones_too(
+        spark, subscriber_database, tmp_path) -> None:
+    from publisher.config import SubscriberConfig, SubscriptionConfig
+    from publisher.service.checkouts import check_out
+
+    h = Harness(spark, subscriber_database, tmp_path, user=OTHER_USER, tables=())
+    h.config = dataclasses.replace(
+        h.config, classes=CLASSES,
+        subscriptions={"names": SubscriptionConfig(tables=("usr",), columns={"usr": ("fname", "phones")})},
+        subscribers={"n": SubscriberConfig("names", str(tmp_path / "n"))},
+    )
+    h.db.execute(*_ddl(h.dialect, h.db.schema))
+    h.install("usr", "grp")
+    _run(h, "INSERT INTO {usr} (idu, fname, manager) VALUES (1, 'Ann', NULL)")
+    with pytest.raises(Exception, match=r"has no column 'phones' \(it has idu, .*, phone \(multi-valued\)\)"):
+        check_out(spark, h.engine, h.config, "n")
+
+
 def test_a_row_naming_a_child_table_says_it_is_one(spark, sqlite_database, tmp_path) -> None:
     """The child table carries the class's triggers, which log its rows against the parent: a row
     naming the child itself is rejected for that reason, not for a want of triggers."""

@@ -320,6 +320,7 @@ def verify_command(config: Config, documents: str | None, reader: Reader, repair
     if not repair:
         result = check(config, engine, directory, reader)
         _report_verification(result, reader)
+        _note_interrupted_cycle(config, reader)
         return 1 if result.differences else 0
     from publisher.service.repair import repair_consumer
 
@@ -347,6 +348,19 @@ def _report_verification(result: Any, reader: Reader) -> None:
         are = "is" if result.pending == 1 else "are"
         waiting = "still new" if reader.is_status_mode else "not checked out yet"
         print(f"note: {_count(result.pending, 'event')} {are} {waiting}; poll until drained before verifying")
+
+
+def _note_interrupted_cycle(config: Config, reader: Reader) -> None:
+    """Triggerless: a cycle killed before it kept its read may have published part of it, or
+    none; the next cycle publishes it again, so the consumer is only to be judged after that."""
+    if not config.triggerless:
+        return
+    from publisher.outputs.comparison_state import ComparisonState
+
+    interrupted = ComparisonState(Path(reader.output(config)).resolve()).read_done()
+    if interrupted is not None:
+        print(f"note: a cycle read generation {interrupted.number} and was interrupted before keeping it; "
+              "the next poll publishes that read again: poll, then verify")
 
 
 def _count(number: int, noun: str) -> str:

@@ -116,6 +116,10 @@ class Dialect:
         values are written as the triggers write them."""
         return []
 
+    def prepare_reading(self, driver_connection: Any) -> None:
+        """Make the driver's connection hand over what the tables hold, however they hold it:
+        nothing to do where the database keeps each column's type."""
+
     def key_lookups_sql(self) -> list[str]:
         """Statements that make a session look rows up by key rather than scan their table."""
         return []

@@ -67,7 +67,21 @@ class SQLite(Dialect):
     def octets(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         return func.coalesce(func.length(cast(column, LargeBinary)), 0)
 
+    def prepare_reading(self, driver_connection: Any) -> None:
+        """A TEXT column may hold a BLOB (SQLite keeps any value in any column), and its CAST to
+        TEXT bytes that are no UTF-8: read them with the bytes that are not as surrogate
+        escapes, which no document can carry, so the value is rejected with the reason and
+        the rest of its row published, instead of the whole read failing."""
+        driver_connection.text_factory = _lenient_text
+
     def value_text_sql(self, ref: str, binary: bool, sql_type: str) -> str:
         """`CAST(... AS TEXT)`, which is what storing into the event log's TEXT columns does; a
         binary value stays bytes (SQLite has no base64), and query-back encodes it in Python."""
         return super().value_text_sql(ref, binary, sql_type)
+
+
+def _lenient_text(data: bytes) -> str | bytes:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data

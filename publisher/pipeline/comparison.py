@@ -118,6 +118,8 @@ class ComparisonResult:
     generation: int
     tables: dict[str, TableCompared] = field(default_factory=dict)
     documents: int = 0
+    dangling_references: int = 0
+    """References published without association-ref: the object they name does not exist."""
     rejected: int = 0
     formats: FormatsWritten = field(default_factory=FormatsWritten)
     repeated: bool = False
@@ -156,7 +158,8 @@ class ComparisonResult:
     def summary(self) -> dict[str, Any]:
         return {
             "mode": "triggerless", "generation": self.generation, "operations": self.operations,
-            "documents": self.documents, "rejected": self.rejected, "change_rows": self.formats.change_rows,
+            "documents": self.documents, "dangling_references": self.dangling_references,
+            "rejected": self.rejected, "change_rows": self.formats.change_rows,
             "messages": self.formats.messages, "brokered": self.formats.brokered, "repeated": self.repeated,
             "recorded_only": self.recorded_only,
             "tables": {name: vars(t) for name, t in self.tables.items()},
@@ -237,7 +240,8 @@ def publish_differences(settings: ComparisonSettings, current: Generation | None
     if spark is not None and on_spark(settings.master, sum(job.layout.rows for job in jobs), len(buckets)):
         from publisher.pipeline.comparison_spark import publish_on_spark
 
-        done, result.documents = publish_on_spark(spark(), buckets, settings.output, settings.batch_size)
+        done, result.documents, result.dangling_references = publish_on_spark(
+            spark(), buckets, settings.output, settings.batch_size)
     else:
         documents = Documents(settings.output, settings.batch_size)
         done = []
@@ -245,6 +249,7 @@ def publish_differences(settings: ComparisonSettings, current: Generation | None
             documents.add(published_bucket.operations)
             done.append(published_bucket)
         result.documents = documents.finish()
+        result.dangling_references = documents.dangling
     if formats is not None:
         result.formats = formats.finish([PartWritten(job.first_bucket + bucket, bucket_done.formats)
                                          for (job, bucket), bucket_done in zip(buckets, done, strict=True)])
@@ -292,6 +297,7 @@ class Documents:
         self.pending: list[bytes] = []
         self.cycle: int | None = None
         self.written = 0
+        self.dangling = 0
 
     def add(self, operations: list[bytes]) -> None:
         self.pending += operations
@@ -309,4 +315,6 @@ class Documents:
     def _write(self, operations: list[bytes]) -> None:
         if self.cycle is None:
             self.cycle = next_cycle_number(self.output)
-        self.written += len(write_documents(operations, self.output, self.cycle, self.batch_size, self.written))
+        written = write_documents(operations, self.output, self.cycle, self.batch_size, self.written)
+        self.written += len(written)
+        self.dangling += sum(document.dangling for document in written)

@@ -21,13 +21,13 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-_RESULT = "index int, table string, counts string, rejects string, documents int, formats string"
+_RESULT = "index int, table string, counts string, rejects string, documents int, dangling long, formats string"
 
 
 def publish_on_spark(spark: SparkSession, buckets: Sequence[tuple[BucketJob, int]], output: Path,
-                     batch_size: int) -> tuple[list[BucketDone], int]:
+                     batch_size: int) -> tuple[list[BucketDone], int, int]:
     """Every bucket compared and published by a task of its own; what each found, in bucket
-    order, and the documents written."""
+    order, the documents written and the dangling references they hold."""
     import pyarrow as pa
 
     cycles = [next_cycle_number(output) for _ in buckets]
@@ -43,6 +43,7 @@ def publish_on_spark(spark: SparkSession, buckets: Sequence[tuple[BucketJob, int
                 yield pa.RecordBatch.from_pylist([{
                     "index": index, "table": done.table, "counts": json.dumps(done.counts),
                     "rejects": json.dumps(done.rejects, ensure_ascii=False), "documents": len(written),
+                    "dangling": sum(document.dangling for document in written),
                     "formats": json.dumps(done.formats),
                 }], schema=schema)
 
@@ -53,4 +54,4 @@ def publish_on_spark(spark: SparkSession, buckets: Sequence[tuple[BucketJob, int
     rows = sorted(rows, key=lambda row: row["index"])
     done = [BucketDone(row["table"], [], json.loads(row["counts"]), json.loads(row["rejects"]),
                        json.loads(row["formats"])) for row in rows]
-    return done, sum(row["documents"] for row in rows)
+    return done, sum(row["documents"] for row in rows), sum(row["dangling"] for row in rows)

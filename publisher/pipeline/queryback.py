@@ -208,6 +208,7 @@ def reading_session(ctx: QueryBackContext, key_lookups: bool = False) -> Iterato
     engine = engine_for(ctx.url)
     dialect = dialect_of(engine)
     with engine.connect() as conn:
+        dialect.prepare_reading(conn.connection.driver_connection)
         for statement in [*dialect.settings_sql(local=False), *(dialect.key_lookups_sql() if key_lookups else ())]:
             conn.exec_driver_sql(statement)
         conn.commit()

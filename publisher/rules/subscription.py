@@ -74,7 +74,8 @@ def subscription_filter(
             if column is None:
                 raise UntrackableError(
                     f"columns.{wanted_table}: table {table.name} has no column {wanted!r} "
-                    f"(it has {', '.join(c.name for c in table.columns)})"
+                    f"(it has {', '.join(c.name for c in table.columns)}"
+                    + "".join(f", {m.attribute.name} (multi-valued)" for m in table.multi_valued) + ")"
                 )
             tracked.add(column.name)
         tracked_columns[table.name] = frozenset(tracked)
