@@ -37,3 +37,4 @@ def test_column_lines_are_reject_line_s(rows):
                    for r in rows for k in ("event_type", "old_value", "reason")), "only control characters defer"
     else:
         assert made == expected
+        assert column_reject_lines(batch, SCHEMA.names, numbered=False) == "".join(map(reject_line, rows))

@@ -9,6 +9,8 @@ import bisect
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from publisher.model.events import Status
 
 
@@ -74,3 +76,14 @@ def joined_runs(runs: Iterable[StatusRun]) -> Iterator[StatusRun]:
         pending = (status, run)
     if pending is not None:
         yield pending
+
+
+def coded_runs(record_ids: np.ndarray, codes: np.ndarray) -> Iterator[tuple[int, int, int]]:
+    """(code, first, last) of each run of consecutive record_ids (ascending) with one code:
+    columns compared with numpy, so that only a run costs Python work."""
+    if not len(record_ids):
+        return
+    starts = np.flatnonzero(np.concatenate(([True], (np.diff(record_ids) != 1) | (codes[1:] != codes[:-1]))))
+    ends = np.concatenate((starts[1:] - 1, [len(record_ids) - 1]))
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        yield int(codes[start]), int(record_ids[start]), int(record_ids[end])

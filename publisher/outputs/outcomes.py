@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from publisher.errors import OutputStateError
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import Status
-from publisher.model.runs import IdRun, StatusRun, joined_runs
+from publisher.model.runs import IdRun, StatusRun, coded_runs, joined_runs
 from publisher.outputs.durable import JSON_LINE_BREAKS
 from publisher.outputs.reject_lines import column_reject_lines
 
@@ -102,15 +102,39 @@ class StagedOutcome:
 
 def append_lines(directory: Path, lines: Iterable[str]) -> int:
     """Append lines to rejects.jsonl, flushed to disk; the file is made only for a first line."""
+    return _append(directory, ((line, 1) for line in lines))
+
+
+def append_reject_rows(directory: Path, rows: pa.Table) -> int:
+    """Append the lines of rejected rows (REJECT_FIELDS and reason, in record_id order) to
+    rejects.jsonl, built as columns a batch at a time (`reject_lines`), row by row only for a
+    batch holding a value they do not spell."""
+    def pieces() -> Iterator[tuple[str, int]]:
+        for batch in rows.to_batches(max_chunksize=REJECT_BATCH_ROWS):
+            lines = column_reject_lines(batch, batch.schema.names, numbered=False)
+            if lines is None:
+                lines = "".join(reject_line(row) for row in batch.to_pylist())
+            yield lines, batch.num_rows
+
+    return _append(directory, pieces())
+
+
+REJECT_BATCH_ROWS = 10_000
+
+
+def _append(directory: Path, pieces: Iterable[tuple[str, int]]) -> int:
+    """Append texts of a number of lines each; flushed to disk; the file is made only for a first line."""
     count = 0
     handle = None
     try:
-        for line in lines:
+        for text, lines in pieces:
+            if not lines:
+                continue
             if handle is None:
                 directory.mkdir(parents=True, exist_ok=True)
                 handle = open(directory / REJECTS_FILE, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
-            handle.write(line)
-            count += 1
+            handle.write(text)
+            count += lines
         if handle is not None:
             handle.flush()
             os.fsync(handle.fileno())
@@ -309,12 +333,7 @@ class _OutcomeWriter:
             self.rejected += batch.num_rows
 
     def _runs(self, rid: Any, code: Any) -> None:
-        import numpy as np
-
-        starts = np.flatnonzero(np.concatenate(([True], (np.diff(rid) != 1) | (code[1:] != code[:-1]))))
-        ends = np.concatenate((starts[1:] - 1, [len(rid) - 1]))
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-            status, first, last = int(code[start]), int(rid[start]), int(rid[end])
+        for status, first, last in coded_runs(rid, code):
             if self.run is not None and self.run[0] == status and self.run[2] + 1 == first:
                 self.run[2] = last
                 continue

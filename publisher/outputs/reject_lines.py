@@ -24,9 +24,10 @@ _UNESCAPED_CONTROL = "[\x00-\x07\x0b\x0e-\x1f]"
 _UTC = frozenset({"UTC", "Etc/UTC", "+00:00", "Z"})
 
 
-def column_reject_lines(batch: pa.RecordBatch, names: Sequence[str]) -> str | None:
-    """``f"{record_id}\\t{reject_line(row)}"`` of every row, with the row holding `names`,
-    joined; None when some value needs `reject_line` itself."""
+def column_reject_lines(batch: pa.RecordBatch, names: Sequence[str], numbered: bool = True) -> str | None:
+    """``f"{record_id}\\t{reject_line(row)}"`` of every row (without `numbered`, the
+    ``reject_line(row)`` alone), with the row holding `names`, joined; None when some value
+    needs `reject_line` itself."""
     if not batch.num_rows:
         return ""
     members = []
@@ -36,8 +37,11 @@ def column_reject_lines(batch: pa.RecordBatch, names: Sequence[str]) -> str | No
             return None
         members.append(pc.binary_join_element_wise(json.dumps(name, ensure_ascii=False) + ": ", value, ""))
     objects = pc.binary_join_element_wise(*members, ", ")
-    record_ids = pc.cast(batch.column("record_id"), pa.string())
-    lines = pc.binary_join_element_wise(record_ids, "\t{", objects, "}\n", "")
+    if numbered:
+        record_ids = pc.cast(batch.column("record_id"), pa.string())
+        lines = pc.binary_join_element_wise(record_ids, "\t{", objects, "}\n", "")
+    else:
+        lines = pc.binary_join_element_wise("{", objects, "}\n", "")
     if lines.null_count:
         return None
     return pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines), "")[0].as_py()
