@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from harness import Harness
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from publisher.model.events import Status
-from publisher.model.runs import IdRun, StatusRun, id_runs, joined_runs, status_runs
+from publisher.model.runs import IdRun, StatusRun, coded_runs, id_runs, joined_runs, status_runs
+from publisher.outputs.outcomes import STATUS_CODES
 from publisher.pipeline import acknowledge as ack
 from publisher.pipeline.acknowledge import AcknowledgeError, acknowledge_runs
 
@@ -106,6 +108,10 @@ def test_status_runs_give_every_read_id_its_status_in_maximal_runs(outcomes: dic
         later[1].first > earlier[1].last + 1 or later[0] is not earlier[0] for earlier, later in zip(runs, runs[1:])
     )
     assert list(runs_of(sorted(outcomes.items()))) == runs
+    # the same runs found over columns, as the cycles find them (`coded_runs`)
+    ids = np.array(sorted(outcomes), dtype=np.int64)
+    codes = np.array([STATUS_CODES.index(outcomes[rid].value) for rid in sorted(outcomes)], dtype=np.int64)
+    assert [(Status(STATUS_CODES[code]), IdRun(first, last)) for code, first, last in coded_runs(ids, codes)] == runs
 
 
 class Replayed:

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from publisher import failpoints
+from publisher.errors import OutputStateError
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import Status
 from publisher.model.runs import IdRun, coded_runs
@@ -110,7 +111,11 @@ class InDriver(CyclePath[pa.Table, Resolved]):
         codes = np.where(error.to_numpy(zero_copy_only=False), CODES[Status.ERROR], CODES[Status.SUCCESS])
         decided = resolved.decided
         if decided.num_rows:
-            at = pc.index_in(decided["record_id"], value_set=classified["record_id"]).to_numpy(zero_copy_only=False)
+            found = pc.index_in(decided["record_id"], value_set=classified["record_id"])
+            if found.null_count:
+                missing = decided["record_id"].filter(pc.is_null(found))[0].as_py()
+                raise OutputStateError(f"a decided status for record_id {missing} was not read")
+            at = found.to_numpy(zero_copy_only=False)
             codes[at] = pc.index_in(decided["status"], value_set=pa.array(STATUS_CODES)).to_numpy(zero_copy_only=False)
         order = np.argsort(record_ids, kind="stable")
         statuses = [(Status(STATUS_CODES[code]), IdRun(first, last))
