@@ -68,10 +68,9 @@ class SQLite(Dialect):
         return func.coalesce(func.length(cast(column, LargeBinary)), 0)
 
     def prepare_reading(self, driver_connection: Any) -> None:
-        """A TEXT column may hold a BLOB (SQLite keeps any value in any column), and its CAST to
-        TEXT bytes that are no UTF-8: read them with the bytes that are not as surrogate
-        escapes, which no document can carry, so the value is rejected with the reason and
-        the rest of its row published, instead of the whole read failing."""
+        """A TEXT column may hold a BLOB (SQLite keeps any value in any column), whose CAST to
+        TEXT gives bytes that are no UTF-8: hand those over as bytes, which are published as a
+        string attribute's binary value is (base64), instead of the whole read failing."""
         driver_connection.text_factory = _lenient_text
 
     def value_text_sql(self, ref: str, binary: bool, sql_type: str) -> str:
