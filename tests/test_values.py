@@ -550,4 +550,6 @@ def test_plain_date_times_are_encoded_as_columns() -> None:
 
     texts = ["2024-05-01", "2024-05-01 10:00:00", "2024-05-01 10:00:00+00", "1969-12-31 23:59:59"]
     assert logged_times(pa.array(texts)).to_pylist() == ["1714521600", "1714557600", "1714557600", "-1"]
-    assert logged_times(pa.array(["2024-02-30", "2024-05-01 24:00:00", "2024-05-01 10:00:00.5"])).null_count == 3
+    overflowing = ["2024-02-30", "2024-05-01 24:00:00", "2024-05-01 10:00:00.5", "2024-05-01 10:60:00",
+                   "2024-05-01 23:59:60", "2024-13-05", "2024-00-10", "2024-05-00", "2024-12-31 24:00:00"]
+    assert logged_times(pa.array(overflowing)).null_count == len(overflowing)
