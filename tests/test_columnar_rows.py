@@ -38,8 +38,14 @@ TABLES = [
         ColumnInfo("grp", ValueType.STRING, True, ordinal=1),
         ColumnInfo("usr", ValueType.INT, True, ordinal=2),
     )),
+    TableInfo("\ue000t", (  # names holding the characters a fragment is first cut around
+        ColumnInfo("id", ValueType.INT, True, ordinal=1),
+        ColumnInfo("\ue000v\ue001", ValueType.STRING, False, ordinal=2),
+        ColumnInfo("w", ValueType.TIME, False, ordinal=3),
+    )),
 ]
-TEXTS = st.none() | st.sampled_from(["", "plain", "a&b", "<x>", "]]>", "tab\there", "cr\r\nlf", "é ü", "'q'", "1"])
+TEXTS = st.none() | st.sampled_from(["", "plain", "a&b", "<x>", "]]>", "tab\there", "cr\r\nlf", "é ü", "'q'", "1",
+                                     "\ue000", "&amp;&lt;"])
 EVENTS = arrow_schema_of(
     "record_id long, position_time timestamp, class_name string, canonical_key string, event_type_code int, "
     "attr_name string, value_type string, old_text string, new_text string"
@@ -90,3 +96,22 @@ def test_a_value_xml_cannot_carry_is_refused_naming_it() -> None:
     ctx = OperationContext({table.name: table}, "main")
     with pytest.raises(ValueError, match="operation -5: value of attribute 'x\"y'"):
         row_operations(table, ["id=1"], [["bad\x01"]], pa.array([-5], pa.int64()), ctx)
+
+
+def test_the_first_row_with_a_value_xml_cannot_carry_is_the_one_refused() -> None:
+    table = TABLES[0]
+    ctx = OperationContext({table.name: table}, "main")
+    texts = [[f"v{row}" for row in range(4)] for _ in table.value_columns]
+    texts[3][2] = "late\x1f"
+    texts[0][1] = "early\ufffe"
+    with pytest.raises(ValueError, match="operation -11: value of attribute 'fname' contains U\\+FFFE"):
+        row_operations(table, [f"idu={row}" for row in range(4)], texts, pa.array([-10, -11, -12, -13], pa.int64()),
+                       ctx)
+
+
+def test_a_name_xml_cannot_carry_is_refused_naming_it() -> None:
+    table = TableInfo("t\x01", (ColumnInfo("id", ValueType.INT, True, ordinal=1),
+                                 ColumnInfo("v", ValueType.STRING, False, ordinal=2)))
+    ctx = OperationContext({table.name: table}, "main")
+    with pytest.raises(ValueError, match="operation -5: class name contains U\\+0001"):
+        row_operations(table, ["id=1"], [["x"]], pa.array([-5], pa.int64()), ctx)

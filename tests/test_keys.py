@@ -9,12 +9,19 @@ import re
 import string
 from collections.abc import Callable
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from publisher.model import canonical as canonical_module
-from publisher.model.canonical import canonical_key, canonical_key_of, canonical_value, key_values
+from publisher.model.canonical import (
+    canonical_key,
+    canonical_key_column,
+    canonical_key_of,
+    canonical_value,
+    key_values,
+)
 from publisher.model.keys import (
     KeyColumnError,
     KeyKind,
@@ -438,7 +445,7 @@ def _fast_parts(columns: list[tuple[str, KeyKind]]) -> st.SearchStrategy[list[tu
     return in_order | st.lists(st.tuples(names, _FAST_VALUES), min_size=1, max_size=3)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(_FAST_COLUMNS.flatmap(lambda cols: st.tuples(st.just(cols), _fast_parts(cols))))
 def test_a_key_taken_as_already_canonical_is_what_parsing_it_gives(
     case: tuple[list[tuple[str, KeyKind]], list[tuple[str, str]]],
@@ -474,10 +481,30 @@ def _assert_row_key_agrees_with_parsing(values: list[str], columns: list[tuple[s
                           for (name, kind), value in zip(columns, values, strict=True))
 
     assert _outcome(lambda: canonical_key_of(values, columns)) == _outcome(parsed)
+    keys, failures = canonical_key_column([pa.array([value], pa.string()) for value in values], columns)
+    expected = _outcome(parsed)
+    if isinstance(expected, str):
+        assert (keys.to_pylist(), failures) == ([expected], {})
+    else:
+        assert keys.to_pylist() == [None] and list(failures) == [0]
 
 
 _NEAR_CANONICAL = ["0", "7", "-12", "00", "-0", "+1", " 1", "1 ", "9223372036854775808", "1e3", "abc", "a.b@c-d",
                    "a b", 'a"b', "<x>", "a\\b", "", "é", "x=y", "a,b", "a;b", "a+b"]
+
+
+@pytest.mark.parametrize("kinds", [(KeyKind.INTEGER,), (KeyKind.TEXT, KeyKind.INTEGER), (KeyKind.UUID, KeyKind.TEXT)])
+def test_keys_made_canonical_a_column_at_a_time_are_those_made_one_by_one(kinds: tuple[KeyKind, ...]) -> None:
+    """Rows that are spelled canonically and rows that are not, side by side: each row's key,
+    or its failure, is its own, in its place."""
+    columns = [(f"k{i}", kind) for i, kind in enumerate(kinds)]
+    rows = [[_NEAR_CANONICAL[(row + 7 * i) % len(_NEAR_CANONICAL)] for i in range(len(kinds))]
+            for row in range(3 * len(_NEAR_CANONICAL))]
+    keys, failures = canonical_key_column([pa.array(list(texts), pa.string()) for texts in zip(*rows, strict=True)],
+                                          columns)
+    for row, (values, key) in enumerate(zip(rows, keys.to_pylist(), strict=True)):
+        one = _outcome(lambda values=values: canonical_key_of(values, columns))
+        assert (key, row in failures) == ((one, False) if isinstance(one, str) else (None, True)), values
 
 
 @pytest.mark.parametrize("kind", [KeyKind.INTEGER, KeyKind.TEXT, KeyKind.UUID])

@@ -5,7 +5,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 from xml_compare import assert_same_xml
@@ -427,3 +427,32 @@ def test_document_head_and_heartbeat_match_lxml(version: str, monkeypatch: pytes
         assert build_heartbeat() == head + status + b"</input></nds>"
     finally:
         xds._document_head.cache_clear()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(VALID_OPERATION, max_size=30), st.integers(1, 7), st.integers(0, 3))
+def test_documents_cut_from_a_column_are_those_built_from_the_operations(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[Operation], batch_size: int, before: int,
+) -> None:
+    """The documents written from a binary column (its data sliced, the kinds read from each
+    operation's first letter, the dangling references counted in the column) are, byte for
+    byte and in what they report, those written from the operations one by one; the column
+    may begin inside its buffer (`before` operations sliced off)."""
+    import pyarrow as pa
+
+    from publisher.outputs.documents import write_documents
+
+    built = []
+    for op in ops:
+        try:
+            built.append(build_operation(op))
+        except ValueError:
+            continue
+    listed, columned = tmp_path_factory.mktemp("listed"), tmp_path_factory.mktemp("columned")
+    one_by_one = write_documents(built, listed, 3, batch_size, first_index=2)
+    column = pa.array([b"<add/>"] * before + built, pa.binary()).slice(before)
+    from_column = write_documents(column, columned, 3, batch_size, first_index=2)
+    assert from_column == one_by_one
+    assert sorted(p.name for p in columned.iterdir()) == sorted(p.name for p in listed.iterdir())
+    for path in listed.iterdir():
+        assert (columned / path.name).read_bytes() == path.read_bytes()

@@ -11,6 +11,11 @@ import re
 import uuid
 from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from publisher.model.keys import (
     KeyColumnError,
@@ -266,6 +271,41 @@ def canonical_key_of(values: Sequence[str], key_columns: Sequence[tuple[str, Key
     return format_key(
         KeyPart(name, str(canonical_value(kind, value))) for (name, kind), value in zip(columns, values, strict=True)
     )
+
+
+def canonical_key_column(
+    values: Sequence[pa.Array], key_columns: Sequence[tuple[str, KeyKind]],
+) -> tuple[pa.Array, dict[int, str]]:
+    """`canonical_key_of` of each row of columns of key texts (`key_columns` order): a row whose
+    every value is spelled canonically (`_CANONICAL_VALUE`, which holds no `+` or `=`, so the
+    values match one by one as `_spelled_canonically` matches them joined) is joined as it is,
+    the others are made canonical one by one. With the rows whose key cannot be, and why (their
+    key null)."""
+    columns = tuple(key_columns)
+    count = len(values[0])
+    good = pa.array(np.ones(count, np.bool_))
+    pieces: list[Any] = []
+    for index, ((name, kind), texts) in enumerate(zip(columns, values, strict=True)):
+        pieces += ["+" if index else "", f"{name}=", texts]
+        pattern = _CANONICAL_VALUE.get(kind)
+        if pattern is None or not writable_key_column(name):
+            good = pa.array(np.zeros(count, np.bool_))
+        else:
+            good = pc.and_(good, pc.fill_null(pc.match_substring_regex(texts, f"^(?:{pattern})$"), False))
+    written = pc.binary_join_element_wise(*pieces, "")
+    slow = np.flatnonzero(~np.asarray(good))
+    if not len(slow):
+        return written, {}
+    indices = pa.array(slow)
+    made: list[str | None] = []
+    failures: dict[int, str] = {}
+    for row, texts in zip(slow.tolist(), zip(*(v.take(indices).to_pylist() for v in values), strict=True), strict=True):
+        try:
+            made.append(canonical_key_of(texts, columns))
+        except ValueError as exc:
+            made.append(None)
+            failures[row] = str(exc)
+    return pc.replace_with_mask(written, pc.invert(good), pa.array(made, pa.string())), failures
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -200,6 +200,11 @@ def _document_head() -> bytes:
     ).encode("utf-8")
 
 
+def document_parts() -> tuple[bytes, bytes]:
+    """What comes before a document's operations and what after them."""
+    return _document_head(), _INPUT_CLOSE
+
+
 def build_document(operations: Iterable[bytes]) -> bytes:
     """An ``<nds>`` document whose ``<input>`` holds the given serialised operations, in order.
 
@@ -230,11 +235,21 @@ def build_heartbeat() -> bytes:
 # from the catalog and repeat, so they are escaped once per distinct name.
 
 
+_ESCAPED_IN_TEXT = "[&<>\r]"
+
+
 def _column_text(texts: pa.Array) -> pa.Array:
-    """`_text` over a string column."""
+    """`_text` over a string column. Few texts hold a character to escape, and a replacement
+    pass costs several times a search: only the rows that hold one are replaced."""
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    needs = pc.fill_null(pc.match_substring_regex(texts, _ESCAPED_IN_TEXT), False)
+    if not pc.any(needs).as_py():
+        return texts
+    escaped = pc.filter(texts, needs)
     for old, new in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("\r", "&#13;")):
-        texts = pc.replace_substring(texts, old, new)
-    return texts
+        escaped = pc.replace_substring(escaped, old, new)
+    return pc.replace_with_mask(texts, needs, escaped)
 
 
 def _column_names(names: pa.Array | pa.ChunkedArray, escape: Callable[[str], str]) -> pa.Array:
@@ -289,15 +304,34 @@ def column_value_changes(
 
 
 def column_operations(
-    kinds: pa.Array, class_names: pa.Array, event_ids: pa.Array, associations: pa.Array, bodies: pa.Array
+    kinds: pa.Array | str, class_names: pa.Array | str, event_ids: pa.Array, associations: pa.Array,
+    *bodies: pa.Array,
 ) -> pa.Array:
-    """`build_operation` per row, as a string column; each body is its operation's attribute
-    changes joined. Whether the result is text XML can carry is `column_refused`'s to say."""
+    """`build_operation` per row, as a string column; its body is its operation's attribute
+    changes, joined from the `bodies` columns in order. `kinds` and `class_names` may be one
+    for every row. Whether the result is text XML can carry is `column_refused`'s to say."""
+    names = _name(class_names) if isinstance(class_names, str) else _column_names(class_names, _name)
     return pc.binary_join_element_wise(
-        "<", kinds, ' class-name="', _column_names(class_names, _name), '" event-id="',
+        "<", kinds, ' class-name="', names, '" event-id="',
         pc.cast(event_ids, pa.string()), '"><association>', _column_text(associations), "</association>",
-        bodies, "</", kinds, ">", "",
+        *bodies, "</", kinds, ">", "",
     )
+
+
+def column_whole_values(kind: OperationKind, name: str, value_type: ValueType, texts: pa.Array) -> pa.Array:
+    """Attribute `name` given exactly the one value in `texts` (null: NULL, no value), per row,
+    as an operation of `kind` writes it when it replaces every value (`_modify_body`, every
+    value removed first) or adds them (`_add_body`): the fragment the per-row shapes write is
+    cut around the value's text, so the two cannot differ, and the column needs one join."""
+    mark = next(chr(c) for c in range(0xE000, 0xF900) if chr(c) not in name)
+    if kind is OperationKind.ADD:
+        filled = _add_body((AttrChange(name, add=Value(value_type, mark)),))
+        empty = _add_body((AttrChange(name),))
+    else:
+        filled = _modify_body((AttrChange(name, remove_all=True, add=Value(value_type, mark)),))
+        empty = _modify_body((AttrChange(name, remove_all=True),))
+    before, after = filled.split(mark)
+    return pc.fill_null(pc.binary_join_element_wise(before, _column_text(texts), after, ""), empty)
 
 
 _REFUSED = "[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]"

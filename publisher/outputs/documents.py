@@ -3,22 +3,26 @@ large one, renamed into publication order by the driver).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from publisher.failpoints import reached
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.operation import OperationKind
-from publisher.model.xds import DANGLING_REFERENCE, build_document, operation_kinds
+from publisher.model.xds import DANGLING_REFERENCE, build_document, document_parts, operation_kinds
 from publisher.outputs.cycle_files import document_name
 from publisher.outputs.durable import fsync_directory, sync_file_system
 from publisher.rules.order import spark_order
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 
@@ -34,20 +38,23 @@ class DocumentWritten:
 
 
 def write_documents(
-    operations: Sequence[bytes], directory: Path, cycle: int, batch_size: int, first_index: int = 0
+    operations: Sequence[bytes] | pa.Array, directory: Path, cycle: int, batch_size: int, first_index: int = 0,
+    references: bool = True,
 ) -> list[DocumentWritten]:
     """Write a small cycle's serialised operations, in publication order, from the driver: cut
     into documents of `batch_size`, written to temporary names, flushed to disk together, renamed.
-    Their numbers within the cycle begin at `first_index`."""
+    Their numbers within the cycle begin at `first_index`. `operations` may be a binary column,
+    whose documents are written from its buffer as they lie in it, with no copy; where they
+    cannot hold a reference (`references` False), its dangling ones are not looked for."""
+    pieces = _column_pieces(operations, batch_size, references) if isinstance(operations, pa.Array) else (
+        _list_pieces(operations, batch_size))
     staged = []
-    for index, start in enumerate(range(0, len(operations), batch_size), start=first_index):
-        xml = operations[start : start + batch_size]
-        data = build_document(xml)
+    for index, (parts, written) in enumerate(pieces, start=first_index):
         path = directory / document_name(cycle, index)
         tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        staged.append((tmp, path, DocumentWritten(path.name, len(xml), len(data), data.count(DANGLING_REFERENCE),
-                                                  operation_kinds(data))))
+        with open(tmp, "wb") as handle:
+            handle.writelines(parts)
+        staged.append((tmp, path, dataclasses.replace(written, name=path.name)))
     if not staged:
         return []
     sync_file_system(directory)
@@ -57,6 +64,43 @@ def write_documents(
             reached("write")
     fsync_directory(directory)
     return [written for _, _, written in staged]
+
+
+_Piece = tuple[Sequence[Any], DocumentWritten]
+"""A document's bytes in parts, and what it holds (its name set when it is written)."""
+
+
+def _list_pieces(operations: Sequence[bytes], batch_size: int) -> Iterator[_Piece]:
+    for start in range(0, len(operations), batch_size):
+        xml = operations[start : start + batch_size]
+        data = build_document(xml)
+        yield [data], DocumentWritten("", len(xml), len(data), data.count(DANGLING_REFERENCE), operation_kinds(data))
+
+
+_KIND_LETTERS = {ord(kind.value[0]): kind.value for kind in OperationKind}
+"""An operation's kind by the letter after its `<`."""
+
+
+def _column_pieces(operations: pa.Array, batch_size: int, references: bool) -> Iterator[_Piece]:
+    """Each document as its head, a slice of the column's data and its close. The operations'
+    kinds are read from their first letters; the dangling references are counted only where
+    there can be one."""
+    head, close = document_parts()
+    column = operations.cast(pa.large_binary())
+    offsets = np.frombuffer(column.buffers()[1], np.int64)[column.offset : column.offset + len(column) + 1]
+    data = column.buffers()[2]
+    view = memoryview(data) if data is not None else memoryview(b"")
+    letters = np.frombuffer(data, np.uint8)[offsets[:-1] + 1] if len(column) else np.zeros(0, np.uint8)
+    dangling = np.asarray(pc.count_substring(column, DANGLING_REFERENCE.decode()), np.int64) if references else None
+    for start in range(0, len(column), batch_size):
+        end = min(start + batch_size, len(column))
+        lo, hi = int(offsets[start]), int(offsets[end])
+        found = np.unique(letters[start:end], return_counts=True)
+        kinds = {kind: 0 for kind in _KIND_LETTERS.values()}
+        kinds.update({_KIND_LETTERS[int(letter)]: int(n) for letter, n in zip(*found, strict=True)})
+        refs = 0 if dangling is None else int(dangling[start:end].sum())
+        yield ([head, view[lo:hi], close],
+               DocumentWritten("", end - start, len(head) + hi - lo + len(close), refs, kinds))
 
 
 STAGED_KINDS = {kind.value: f"{kind.value}_operations" for kind in OperationKind}
@@ -83,7 +127,6 @@ def write_documents_distributed(
     so names keep publication order and no operation passes through the driver. Staged files
     are flushed to disk before the driver sees them, and the directory after the renames.
     """
-    import pyarrow as pa
     from pyspark.sql import functions as F
 
 

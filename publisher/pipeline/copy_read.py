@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from sqlalchemy import BigInteger, Connection, Integer, String, Table, and_, case, cast, extract, func, null, select
+from sqlalchemy.exc import DBAPIError
 
 from publisher.config import EVENT_LOG_COLUMNS
 from publisher.dialects import dialect_of
@@ -162,3 +163,36 @@ class Chunks(io.RawIOBase):
         buffer[:count] = self._pending[:count]
         self._pending = self._pending[count:]
         return count
+
+
+def text_columns_options(names: list[str], block_bytes: int) -> dict[str, Any]:
+    """pyarrow's CSV options for COPY's CSV of text columns `names`: a NULL is an empty field,
+    an empty text a quoted one, and a text may hold line breaks."""
+    return {
+        "read_options": pacsv.ReadOptions(column_names=names, block_size=block_bytes),
+        "parse_options": pacsv.ParseOptions(newlines_in_values=True),
+        "convert_options": pacsv.ConvertOptions(column_types={n: pa.string() for n in names}, null_values=[""],
+                                                strings_can_be_null=True, quoted_strings_can_be_null=False),
+    }
+
+
+def copy_texts(conn: Connection, query: Any, columns: int) -> list[pa.Array] | None:
+    """A statement's rows, every column text, read whole through COPY as string columns (for a
+    bounded statement: a snapshot's chunk); None where the rows are more than one parse takes
+    (2 GiB), which the caller reads by a cursor instead."""
+    compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    sql = f"COPY ({compiled}) TO STDOUT (FORMAT csv)"
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    driver_error = conn.dialect.loaded_dbapi.Error
+    try:
+        with cursor.copy(sql, compiled.params) as copy:
+            data = b"".join(bytes(chunk) for chunk in copy)
+    except driver_error as exc:  # as SQLAlchemy raises it for a statement of its own (a lock given way)
+        raise DBAPIError.instance(sql, compiled.params, exc, driver_error) from exc
+    names = [f"c{i}" for i in range(columns)]
+    if not data:
+        return [pa.array([], pa.string()) for _ in names]
+    if len(data) >= MAX_BLOCK_BYTES:
+        return None
+    table = pacsv.read_csv(io.BytesIO(data), **text_columns_options(names, len(data) + 1))
+    return [table.column(name).combine_chunks() for name in names]

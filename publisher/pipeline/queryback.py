@@ -40,10 +40,10 @@ from sqlalchemy.types import NullType
 from publisher.dialects import dialect_of
 from publisher.errors import root_cause
 from publisher.failpoints import reached
-from publisher.model.canonical import bound_value, canonical_key_of, key_values
+from publisher.model.canonical import bound_value, canonical_key_column, key_values
 from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo, child_table
 from publisher.model.keys import KeyPart, format_key
-from publisher.model.values import BadValueError, ValueType, logged_times, logged_unchanged, shown
+from publisher.model.values import BadValueError, ValueType, logged_times, logged_unchanged_as, shown
 from publisher.model.valuetext import encode_read, value_text_sql
 from publisher.rules.precedence import CurrentRow
 
@@ -168,16 +168,6 @@ def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[Published]:
             yield from reading.published(records)
 
 
-def scan_columns(ctx: QueryBackContext, table: TableInfo, rows: int) -> Iterator[ReadColumns]:
-    """Every current row of `table`, `rows` at a time, as `RowReading.columns` reads them, by
-    one statement: a read of the whole table as of one moment (the statement's snapshot)."""
-    with reading_session(ctx) as conn:
-        reading = RowReading(table, ctx.schema, conn.dialect)
-        streamed = conn.execution_options(stream_results=True, yield_per=rows)
-        for records in streamed.execute(reading.select()).partitions():
-            yield reading.columns(records)
-
-
 def scan_children(ctx: QueryBackContext, table: TableInfo,
                   linked: bool = False) -> Iterator[tuple[str, str, str | None, str | None]]:
     """Every row of a logical class's child tables as (parent key, attribute, value text,
@@ -270,42 +260,67 @@ class RowReading:
         """Each record as published (`columns`, a row at a time)."""
         read = self.columns(records)
         names = [column.name for _, column in self.values]
-        rows = zip(*read.texts, strict=True) if read.texts else iter([()] * len(records))
+        rows = zip(*(t.to_pylist() for t in read.texts), strict=True) if read.texts else iter([()] * len(records))
         out: list[Published] = []
-        for key, values, troubles in zip(read.keys, rows, read.problems, strict=True):
+        for row, (key, values) in enumerate(zip(read.keys.to_pylist(), rows, strict=True)):
             published: dict[str, str | None] = dict(zip(names, values, strict=True))
+            troubles = read.problems.get(row, {})
             for name in troubles:
                 published.pop(name, None)
             out.append((key, published, troubles))
         return out
 
+    def read(self, conn: Connection, query: Select[Any]) -> ReadColumns:
+        """The rows `query` (of `select`'s columns) reads: through COPY where the database can,
+        so no Python runs per row, else by a cursor."""
+        from publisher.pipeline.copy_read import can_copy, copy_texts
+
+        columns = copy_texts(conn, query, len(query.selected_columns)) if can_copy(conn) else None
+        if columns is None:
+            return self.columns(conn.execute(query).fetchall())
+        return self.read_columns(columns) if len(columns[0]) else self.columns([])
+
     def columns(self, records: Sequence[Sequence[Any]]) -> ReadColumns:
-        """The records' canonical keys, published texts per value column, and problems per row.
-        A column's values that a column check (`logged_unchanged`) vouches for are taken as
-        read; the others are encoded one by one, and say why when they cannot be. A row whose
-        key cannot be published has every column as a problem, its key spelled as read."""
-        table = self.table
+        """`read_columns` of records read a row at a time."""
         if not records:
-            return ReadColumns([], [[] for _ in self.values], [])
-        columns = list(zip(*records, strict=True))
-        problems: list[dict[str, str]] = [{} for _ in records]
-        texts: list[list[Any]] = []
+            return ReadColumns(pa.array([], pa.string()), [pa.array([], pa.string()) for _ in self.values], {})
+        return self.read_columns([list(column) for column in zip(*records, strict=True)])
+
+    def read_columns(self, columns: Sequence[list[Any] | pa.Array]) -> ReadColumns:
+        """Rows read as columns (`select`'s, in its order: values as read, or as COPY's texts):
+        their canonical keys, published texts per value column, and problems per row. A column's
+        values that a column check (`logged_unchanged`) vouches for are taken as read; the others
+        are encoded one by one, and say why when they cannot be. A row whose key cannot be
+        published has every column as a problem, its key spelled as read."""
+        table = self.table
+        problems: dict[int, dict[str, str]] = {}
+        texts: list[pa.Array] = []
         for index, column in self.values:
-            published, troubles = published_column(table, column, list(columns[index]))
+            published, troubles = published_column(table, column, columns[index])
             for row, reason in troubles.items():
-                problems[row][column.name] = reason
-            texts.append(published.to_pylist())
-        keys = []
-        for row, record in enumerate(records):
-            key_texts = [str(record[i]) for i in self.key_indices]
-            try:
-                keys.append(canonical_key_of(key_texts, self.spelling))
-            except ValueError as exc:
-                parts = zip(self.spelling, key_texts, strict=True)
-                keys.append(format_key(KeyPart(name, text) for (name, _), text in parts))
-                problem = f"{table.name}: the row's key cannot be published: {exc}"
+                problems.setdefault(row, {})[column.name] = reason
+            texts.append(published)
+        key_texts = [_key_texts(columns[i]) for i in self.key_indices]
+        keys, failures = canonical_key_column(key_texts, self.spelling)
+        if failures:
+            spelled = []
+            for row, reason in failures.items():
+                parts = zip(self.spelling, (texts[row].as_py() for texts in key_texts), strict=True)
+                spelled.append(format_key(KeyPart(name, text) for (name, _), text in parts))
+                problem = f"{table.name}: the row's key cannot be published: {reason}"
                 problems[row] = {c.name: problem for c in table.columns}
+            mask = np.zeros(len(keys), np.bool_)
+            mask[list(failures)] = True
+            keys = pc.replace_with_mask(keys, pa.array(mask), pa.array(spelled, pa.string()))
         return ReadColumns(keys, texts, problems)
+
+
+def _key_texts(values: list[Any] | pa.Array) -> pa.Array:
+    """A key column's values as the texts a row's key is spelled from: `str` of what was read
+    (a NULL, in a view's key, as `None`)."""
+    if isinstance(values, pa.Array):
+        return pc.fill_null(values, "None")
+    return pa.array([str(value) for value in values], pa.string())
 
 
 class LinkedReading(RowReading):
@@ -338,13 +353,17 @@ class LinkedReading(RowReading):
 
 @dataclass(frozen=True)
 class ReadColumns:
-    """Rows as `RowReading.columns` reads them."""
+    """Rows as `RowReading.read_columns` reads them."""
 
-    keys: list[str]
-    texts: list[list[Any]]
-    """Per value column (the table's order), each row's published text (None: NULL)."""
-    problems: list[dict[str, str]]
-    """Per row, the columns whose value cannot be published, with why."""
+    keys: pa.Array
+    """Each row's canonical key."""
+    texts: list[pa.Array]
+    """Per value column (the table's order), each row's published text (null: NULL)."""
+    problems: dict[int, dict[str, str]]
+    """By row, the columns whose value cannot be published, with why."""
+
+    def __len__(self) -> int:
+        return len(self.keys)
 
 
 def _array_element(text: str) -> str:
@@ -370,7 +389,7 @@ def published_column(
             except BadValueError as exc:
                 problems[row] = f"{table.name}.{column.name}: {exc}"
         return pa.array(encoded, pa.string()), problems
-    vouched = logged_unchanged(pa.array([column.value_type.value] * count, pa.string()), texts)
+    vouched = logged_unchanged_as(column.value_type, texts)
     if column.value_type == ValueType.TIME:
         fast = logged_times(texts)
         texts = pc.if_else(vouched, texts, fast)

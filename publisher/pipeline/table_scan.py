@@ -19,7 +19,7 @@ import pyarrow.csv as pacsv
 from sqlalchemy import Connection
 
 from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo
-from publisher.pipeline.copy_read import Chunks, can_copy
+from publisher.pipeline.copy_read import Chunks, can_copy, text_columns_options
 from publisher.pipeline.queryback import (
     LinkedReading,
     QueryBackContext,
@@ -82,13 +82,8 @@ def _copied(conn: Connection, reading: RowReading, block_bytes: int) -> Iterator
         if first is None:
             return  # pyarrow refuses an empty CSV stream
         try:
-            reader = pacsv.open_csv(
-                io.BufferedReader(Chunks(itertools.chain([first], chunks)), buffer_size=1 << 20),
-                read_options=pacsv.ReadOptions(column_names=names, block_size=block_bytes),
-                parse_options=pacsv.ParseOptions(newlines_in_values=True),
-                convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names}, null_values=[""],
-                                                     strings_can_be_null=True, quoted_strings_can_be_null=False),
-            )
+            reader = pacsv.open_csv(io.BufferedReader(Chunks(itertools.chain([first], chunks)), buffer_size=1 << 20),
+                                    **text_columns_options(names, block_bytes))
             for batch in reader:  # the first block is parsed by open_csv, the others here
                 if batch.num_rows:
                     yield _published(reading, batch.columns)

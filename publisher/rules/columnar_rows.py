@@ -4,9 +4,9 @@ column at a time, for a direct snapshot's chunk (`service.snapshot_direct`).
 `rules.columnar.query_back_operations` lays a row query-back out as one change row per
 attribute, sorted and joined back per object, which is what its general case (several events
 of an object, multi-valued attributes, references) needs. Rows of a plain table read whole, one
-per object, need none of that: each value column is one column of attribute changes, and an
-operation's body is the table's columns joined side by side. The shapes are `model.xds`'s
-column shapes, the same ones; a property in the tests holds the two equal.
+per object, need none of that: each value column is one column of attribute changes
+(`column_whole_values`), and an operation is the table's columns joined side by side, in one
+join. The shapes are `model.xds`'s, the same ones; a property in the tests holds the two equal.
 """
 from __future__ import annotations
 
@@ -19,38 +19,50 @@ import pyarrow.compute as pc
 from publisher.config import InsertRowOperation
 from publisher.model.catalog import TableInfo
 from publisher.model.operation import OperationKind
-from publisher.model.xds import column_operations, column_refused, column_value_changes, column_values, refusal
+from publisher.model.values import xml_problem
+from publisher.model.xds import column_operations, column_refused, column_whole_values, refusal
 from publisher.rules.operations import OperationContext
 
 
 def row_operations(
-    table: TableInfo, keys: Sequence[str], texts: Sequence[Sequence[Any]], event_ids: pa.Array,
+    table: TableInfo, keys: Sequence[str] | pa.Array, texts: Sequence[Sequence[Any] | pa.Array], event_ids: pa.Array,
     ctx: OperationContext,
 ) -> pa.Array:
     """Each row's operation (binary XML), in the rows' order: `keys` canonical, `texts` the
-    published text of each value column (the table's order; None for NULL), every one of
-    which XML can carry. `insert_row_operation` says `<modify>` (every value removed, the row's
-    own added) or `<add>`."""
-    count = len(keys)
-    kind = OperationKind.ADD.value if ctx.insert_row_operation == InsertRowOperation.ADD else OperationKind.MODIFY.value
-    kinds = pa.array([kind] * count, pa.string())
-    remove_all = pa.array([kind == OperationKind.MODIFY.value] * count, pa.bool_())
-    no_removes = pa.nulls(count, pa.string())
-    fragments = []
-    for column, values in zip(table.value_columns, texts, strict=True):
-        types = pa.array([column.value_type.value] * count, pa.string())
-        names = pa.array([column.name] * count, pa.string())
-        adds = column_values(types, pa.array(values, pa.string()))
-        fragments.append(column_value_changes(kinds, names, remove_all, no_removes, adds))
-    bodies = pc.binary_join_element_wise(*fragments, "") if fragments else pa.array([""] * count, pa.string())
-    class_names = pa.array([table.name] * count, pa.string())
-    associations = pc.binary_join_element_wise(pa.array(keys, pa.string()), f",table={table.name},schema="
-                                               f"{ctx.schema_label}", "")
-    xml = column_operations(kinds, class_names, event_ids, associations, bodies)
-    refused = pc.index(column_refused(xml), True).as_py()
-    if refused >= 0:
-        named = [("class name", table.name), ("association", associations[refused].as_py()),
-                 *((f"value of attribute {c.name!r}", values[refused]) for c, values in zip(
-                     table.value_columns, texts, strict=True))]
-        raise refusal(event_ids[refused].as_py(), named, xml[refused].as_py())
+    published text of each value column (the table's order; None for NULL).
+    `insert_row_operation` says `<modify>` (every value removed, the row's own added) or
+    `<add>`. A text XML cannot carry is refused (ValueError) naming the row's operation and
+    the attribute: the texts are searched, not the operations, ten times their size."""
+    kind = OperationKind.ADD if ctx.insert_row_operation == InsertRowOperation.ADD else OperationKind.MODIFY
+    values = [_column(column) for column in texts]
+    associations = pc.binary_join_element_wise(_column(keys), f",table={table.name},schema={ctx.schema_label}", "")
+    _refuse_unwritable(table, associations, values, event_ids)
+    fragments = [column_whole_values(kind, column.name, column.value_type, texts)
+                 for column, texts in zip(table.value_columns, values, strict=True)]
+    xml = column_operations(kind.value, table.name, event_ids, associations, *fragments)
     return pc.cast(xml, pa.binary())
+
+
+def _column(values: Sequence[Any] | pa.Array) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks()
+    return values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+
+
+def _refuse_unwritable(table: TableInfo, associations: pa.Array, values: list[pa.Array], event_ids: pa.Array) -> None:
+    """The first row with a text XML cannot carry, refused as `build_operation` refuses it."""
+    if not len(associations):
+        return
+    for what, name in [("class name", table.name), *((f"attribute name {c.name!r}", c.name)
+                                                     for c in table.value_columns)]:
+        if xml_problem(name) is not None:
+            raise refusal(event_ids[0].as_py(), [(what, name)], "")
+    refused = column_refused(associations)
+    for column in values:
+        refused = pc.or_(refused, pc.fill_null(column_refused(column), False))
+    row = pc.index(refused, True).as_py()
+    if row >= 0:
+        texts = [("association", associations[row].as_py()),
+                 *((f"value of attribute {c.name!r}", v[row].as_py()) for c, v in zip(table.value_columns, values,
+                                                                                      strict=True))]
+        raise refusal(event_ids[row].as_py(), texts, "")

@@ -140,12 +140,16 @@ class KeyOrder:
         the row inserted again, ahead of that insert's <add>."""
 
     def extent(self, conn: Connection, after: Sequence[Any] | None, rows: int) -> ChunkExtent:
-        """Where a chunk of up to `rows` rows after `after` ends, read without a lock. Its rows
+        """Where a chunk of up to `rows` rows after `after` ends, read without a lock: the
+        `rows`th row, or where there are fewer, the last (no key but that one is sent). Its rows
         are then read up to that key, under the lock (`locked`): a LIMIT under the lock would
         let PostgreSQL hand back, in a row it waited for, the key a writer just gave it, out
         of order and far ahead, and the rows in between would be passed over."""
-        records = conn.execute(self.query(select(*self.texts), after, rows)).fetchall()
-        return ChunkExtent(self.keyed(records[-1:])[0] if records else None, len(records) < rows)
+        found = conn.execute(self.query(select(*self.texts), after, 1).offset(rows - 1)).fetchall()
+        if found:
+            return ChunkExtent(self.keyed(found)[0], False)
+        found = conn.execute(self.query(select(*self.texts), after, 1, descending=True)).fetchall()
+        return ChunkExtent(self.keyed(found)[0] if found else None, True)
 
     def chunk(self, conn: Connection, after: Sequence[Any] | None,
               rows: int) -> tuple[ChunkExtent, list[tuple[str, tuple[Any, ...]]]]:
@@ -162,8 +166,10 @@ class KeyOrder:
         query = self.query(columns, after, None).where(not_(self._after(bound_after(self, extent.last), "last")))
         return query.with_for_update(read=True) if self.locked else query
 
-    def query(self, columns: Select[Any], after: Sequence[Any] | None, rows: int | None) -> Select[Any]:
-        """`columns` of up to `rows` rows (None: all) after `after`, in key order, without a lock."""
+    def query(self, columns: Select[Any], after: Sequence[Any] | None, rows: int | None,
+              descending: bool = False) -> Select[Any]:
+        """`columns` of up to `rows` rows (None: all) after `after`, in key order (the last
+        first, `descending`), without a lock."""
         query = columns.select_from(self.reading.sql_table)
         if self.condition:
             query = query.where(text(f"({self.condition})"))
@@ -171,7 +177,7 @@ class KeyOrder:
             query = query.where(self._after(after, "after"))
         if self.upto is not None:
             query = query.where(not_(self._after(self.upto, "upto")))
-        query = query.order_by(*self.compared)
+        query = query.order_by(*(c.desc() for c in self.compared) if descending else self.compared)
         return query if rows is None else query.limit(rows)
 
     def keyed(self, records: Iterable[Sequence[Any]]) -> list[tuple[str, tuple[Any, ...]]]:

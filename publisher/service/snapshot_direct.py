@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlalchemy import Connection, Engine, func, select
 
 from publisher.config import Config
@@ -92,20 +94,22 @@ def publish_chunk(
         table = reading.table
         extent = order.extent(conn, after, chunk_rows)
         last = extent.last
-        records = [] if last is None else conn.execute(order.locked_rows(reading.select(), after, extent)).fetchall()
-        read = reading.columns(records)
+        read = reading.columns([]) if last is None else reading.read(conn, order.locked_rows(reading.select(), after,
+                                                                                             extent))
+        held = np.zeros(len(read), np.bool_)
+        held[list(read.problems)] = True
         waiting = waiting_keys(conn, direct.log, table)
-        held = [bool(problems) or key in waiting for key, problems in zip(read.keys, read.problems, strict=True)]
-        logger.log(conn, table.name, (key for key, logged in zip(read.keys, held, strict=True) if logged))
-        written = [row for row, logged in enumerate(held) if not logged]
-        if written:
+        if waiting:
+            held |= np.asarray(pc.is_in(read.keys, value_set=pa.array(list(waiting), pa.string())))
+        logger.log(conn, table.name, read.keys.filter(pa.array(held)).to_pylist())
+        written = np.flatnonzero(~held)
+        if len(written):
             if direct.lock_lost is not None and direct.lock_lost():
                 raise TransientError("the snapshot lost the status mode's lock; start it again to continue")
             assert last is not None
-            _write(direct, numbering, logger.mark(conn, table.name, last[0]), table, read, written)
-        count = len(records)
-        part.advance(conn, last[0] if last else last_key, count, extent.finished)
-        return ChunkDone(count, extent, len(written))
+            _write(direct, numbering, logger.mark(conn, table.name, last[0]), table, read, pa.array(written))
+        part.advance(conn, last[0] if last else last_key, len(read), extent.finished)
+        return ChunkDone(len(read), extent, len(written))
 
     return giving_way(engine, work)
 
@@ -149,13 +153,13 @@ class Numbering:
 
 
 def _write(direct: DirectOutput, numbering: Numbering, marker: int, table: TableInfo, read: ReadColumns,
-           rows: list[int]) -> None:
+           rows: pa.Array) -> None:
     """The `rows` of `read` as the row query-back of an insert publishes them (`row_operations`),
     in key order, in documents of the output's next cycle number, durable before the chunk
-    commits."""
-    keys = [read.keys[row] for row in rows]
-    texts = [[column[row] for row in rows] for column in read.texts]
-    event_ids = pa.array([-(marker * MAX_CHUNK_ROWS + place) for place in range(len(rows))], pa.int64())
+    commits. A plain table's operations hold no reference (a logical class's go the logged way)."""
+    keys = read.keys.take(rows)
+    texts = [column.take(rows) for column in read.texts]
+    event_ids = pa.array(-(marker * MAX_CHUNK_ROWS + np.arange(len(rows), dtype=np.int64)))
     xml = row_operations(table, keys, texts, event_ids, direct.operations)
     cycle, first = numbering.take(-(-len(rows) // direct.batch_size))
-    write_documents(xml.to_pylist(), direct.output, cycle, direct.batch_size, first)
+    write_documents(xml, direct.output, cycle, direct.batch_size, first, references=False)
