@@ -44,7 +44,9 @@ def _operation(event_id: int, op_time: Any, change_time: Any, transaction: str |
 @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(operations(), st.integers(1, 3))
 def test_spark_places_and_orders_changes_as_the_driver_does(spark, ops: list[dict[str, Any]], partitions: int):
-    ordered = [Change.from_bytes(op["change"]) for op in publication_order(ops)]
+    table = pa.Table.from_pylist(ops, schema=pa.schema([("op_time", pa.timestamp("us", tz="UTC")),
+                                                         ("event_id", pa.int64()), ("change", pa.binary())]))
+    ordered = [Change.from_bytes(change) for change in publication_order(table)["change"].to_pylist()]
     expected = list(zip((c.record_id for c in ordered), transaction_places(ordered), strict=True))
 
     frame = spark.createDataFrame([tuple(op[name] for name in SCHEMA_NAMES) for op in ops], SCHEMA)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +29,7 @@ from publisher.pipeline.timing import StepTimer
 from publisher.rules.changes import NO_TIME, Change, stamp, time_prefix, transaction_places
 from publisher.rules.classify import Disposition
 from publisher.rules.classify_batch import BatchClassifier
-from publisher.rules.order import position
+from publisher.rules.order import arrow_sort_keys
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,8 @@ class Resolved:
     order (ordered once, for the documents and the formats alike)."""
 
     decided: pa.Table
-    operations: list[dict[str, Any]]
+    operations: pa.Table
+    """op_time, event_id, xml, change."""
 
 
 class InDriver(CyclePath[pa.Table, Resolved]):
@@ -65,7 +65,7 @@ class InDriver(CyclePath[pa.Table, Resolved]):
         is_operation = pc.is_valid(resolved["xml"])
         operations = resolved.filter(is_operation).select(["op_time", "event_id", "xml", "change"])
         decided = resolved.filter(pc.invert(is_operation)).select(["record_id", "status", "reason"])
-        return Resolved(decided, publication_order(operations.to_pylist()))
+        return Resolved(decided, publication_order(operations))
 
     def _resolve_in_parts(self, by_object: pa.Table) -> pa.Table:
         """The events sorted by object, cut where an object ends into a part per core and
@@ -92,11 +92,11 @@ class InDriver(CyclePath[pa.Table, Resolved]):
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
     def write_documents(self, resolved: Resolved, cycle_number: int) -> list[DocumentWritten]:
-        xml = [op["xml"] for op in resolved.operations]
+        xml = resolved.operations["xml"].combine_chunks()
         return write_documents(xml, self.plan.output, cycle_number, self.plan.batch_size)
 
     def write_formats(self, resolved: Resolved, cycle_number: int) -> FormatsWritten:
-        changes = [Change.from_bytes(op["change"]) for op in resolved.operations if op["change"]]
+        changes = [Change.from_bytes(change) for change in resolved.operations["change"].to_pylist() if change]
         formats = self.plan.cycle_formats(cycle_number)
         latest = max((time_prefix(c.event_time) for c in changes), default=NO_TIME)
         numbers = reserve_change_numbers(self.plan.output, len(changes), latest)
@@ -153,11 +153,7 @@ def _rejected_rows(classified: pa.Table, error: pa.ChunkedArray, decided: pa.Tab
     return rows.sort_by("record_id")
 
 
-def publication_order(operations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def publication_order(operations: pa.Table) -> pa.Table:
     """Operations by their first event's place in processing (`distributed.placed_changes`
     orders them in Spark SQL; a test holds the two equal)."""
-    return sorted(operations, key=_order)
-
-
-def _order(op: dict[str, Any]) -> tuple[int, Any, int]:
-    return position({"position_time": op["op_time"], "record_id": op["event_id"]})
+    return operations.take(pc.sort_indices(operations, sort_keys=arrow_sort_keys("op_time", "event_id")))
