@@ -25,17 +25,19 @@ def test_defaults_are_the_vendor_defaults(tmp_path):
     assert config.spark.master == "local[*]"
 
 
-@pytest.mark.parametrize(("spark", "driver_events"), [
-    ("", 1_000_000),  # a local master: the driver's cores are all there is
-    ('master = "local[2]"', 1_000_000),
-    ('master = "spark://10.0.0.5:7077"', 20_000),  # a cluster: executors elsewhere
-    ('master = "sc://10.0.0.5:15002"', 20_000),
-    ('master = "spark://10.0.0.5:7077"\nsmall_cycle_events = 0', 0),  # as set, whatever the master
-    ("small_cycle_events = 5000", 5000),
+@pytest.mark.parametrize(("spark", "driver_events", "on_tasks"), [
+    ("", 1_000_000, False),  # a local master: the driver's cores are all there is
+    ('master = "local[2]"', 1_000_000, False),
+    ('master = "spark://10.0.0.5:7077"', 20_000, True),  # a cluster: executors elsewhere
+    ('master = "sc://10.0.0.5:15002"', 20_000, True),
+    ('master = "spark://10.0.0.5:7077"\nsmall_cycle_events = 0', 0, True),  # as set, whatever the master
+    ("small_cycle_events = 0", 0, True),
+    ("small_cycle_events = 5000", 5000, False),
 ])
-def test_the_driver_takes_cycles_by_where_spark_runs_unless_told(tmp_path, spark, driver_events):
+def test_the_driver_takes_cycles_and_key_ranges_by_where_spark_runs_unless_told(tmp_path, spark, driver_events,
+                                                                                on_tasks):
     config = load_config(write(tmp_path, f"[spark]\n{spark}\n"), environ={})
-    assert config.spark.driver_events == driver_events
+    assert (config.spark.driver_events, config.spark.on_tasks) == (driver_events, on_tasks)
 
 
 def test_file_then_environment_then_set(tmp_path):

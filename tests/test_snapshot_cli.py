@@ -46,9 +46,10 @@ def write_config(db: TestDatabase, directory: Path, extra: str = "") -> Path:
     return config
 
 
-def populated(db: TestDatabase, directory: Path, users: int = 20) -> Path:
-    """usr and member with rows, under capture, with an empty event log."""
-    config = write_config(db, directory)
+def populated(db: TestDatabase, directory: Path, users: int = 20, spark: str = "") -> Path:
+    """usr and member with rows, under capture, with an empty event log; `spark` more of the
+    configuration's [spark] section."""
+    config = write_config(db, directory, spark)
     db.execute(USR.format(t=db.qualified("usr")), MEMBER.format(t=db.qualified("member")))
     db.execute(*(f"INSERT INTO {db.qualified('usr')} VALUES ({i}, 'f{i}', 'l{i}')" for i in range(1, users + 1)))
     db.execute(*(f"INSERT INTO {db.qualified('member')} VALUES ({i}, '{g}')"

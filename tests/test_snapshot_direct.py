@@ -294,11 +294,14 @@ def test_key_ranges_cut_on_a_compound_key_meet_without_a_gap(spark, database, tm
     assert_mirrored(h)
 
 
-def test_key_ranges_killed_while_spark_takes_them_continue_each_after_its_last_chunk(database, tmp_path, capsys):
-    """SIGKILL while the tasks take their ranges (the process group: driver, JVM, workers);
-    the run after continues every unfinished range where it stopped, none writes a row twice,
-    and the consumer ends equal."""
-    config = populated(database, tmp_path / "publisher", users=400)
+@pytest.mark.parametrize("taker", ["threads", "tasks"])
+def test_key_ranges_killed_while_they_are_taken_continue_each_after_its_last_chunk(database, tmp_path, capsys, taker):
+    """SIGKILL while the driver's threads (a local master) or Spark's tasks (`small_cycle_events =
+    0`) take their ranges (the process group: driver, JVM, workers); the run after continues
+    every unfinished range where it stopped, none writes a row twice, and the consumer ends
+    equal."""
+    config = populated(database, tmp_path / "publisher", users=400,
+                       spark="small_cycle_events = 0\n" if taker == "tasks" else "")
     options = ("--direct", "--table", "usr", "--chunk-rows", "30", "--parallel-rows", "100")
     kill_at_chunk(config, tmp_path / "m1", *options)
     cut = database.rows(f"SELECT part, last_key, finished_at FROM {database.qualified('event_log_snapshot_range')}")

@@ -80,7 +80,8 @@ def _bench_snapshot(args: argparse.Namespace) -> int:
 
     _require_postgresql(args, "--snapshot")
     options = SnapshotOptions(url=args.url, rows=args.rows or 1_000_000, query_limit=args.query_limit,
-                              master=args.master, direct=not args.snapshot_logged)
+                              master=args.master, direct=not args.snapshot_logged,
+                              small_cycle_events=args.small_cycle_events)
     return _report(args, lambda: run_snapshot_bench(options), format_snapshot_report)
 
 

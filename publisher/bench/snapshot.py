@@ -7,6 +7,7 @@ over with COPY, the least any publisher needs to read every row once.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from publisher.bench.run import BenchOptions, DrainResult, count_new, drain, sta
 from publisher.bench.sampling import Memory, ProcessSampler
 from publisher.bench.workload import DEFAULT_POSTGRES_URL, bench_config, load_usr
 from publisher.capture.install import install_capture
-from publisher.config import Config
+from publisher.config import Config, SparkConfig
 from publisher.database import connect
 from publisher.service.snapshot import CHUNK_ROWS, DIRECT_CHUNK_ROWS, SnapshotResult, snapshot, snapshot_directly
 
@@ -40,6 +41,8 @@ class SnapshotOptions:
     direct: bool = True
     """`snapshot --direct`; False measures the logged path."""
     master: str = "local[*]"
+    small_cycle_events: int | None = None
+    """`spark.small_cycle_events`: 0 takes the key ranges as Spark's tasks on a local master too."""
     schema: str = SCHEMA
     warm_up: bool = True
     """Drain a tiny backlog first; off only where the session is known to be warm."""
@@ -81,6 +84,11 @@ class SnapshotReport:
     warm_up_seconds: float = 0.0
 
     @property
+    def on_tasks(self) -> bool:
+        """Whether the key ranges were Spark's tasks (else the driver's threads)."""
+        return SparkConfig(self.options.master, small_cycle_events=self.options.small_cycle_events).on_tasks
+
+    @property
     def events(self) -> int:
         return sum(t.rows - t.published for t in self.logged.tables.values())
 
@@ -118,6 +126,7 @@ class SnapshotReport:
             "chunk_rows": o.chunk,
             "path": "direct" if o.direct else "logged",
             "master": o.master,
+            "ranges_on": "tasks" if self.on_tasks else "threads",
             "load_seconds": round(self.load_seconds, 3),
             "spark_seconds": None if self.spark_seconds is None else round(self.spark_seconds, 3),
             "warm_up_seconds": round(self.warm_up_seconds, 3),
@@ -156,8 +165,9 @@ def format_snapshot_report(report: SnapshotReport) -> str:
              if "." not in stage]
     width = max(len(name) for name, _ in rows) + 2
     path = "snapshot --direct" if o.direct else "snapshot (logged)"
+    ranges = f", key ranges on {'Spark tasks' if report.on_tasks else 'driver threads'}" if o.direct else ""
     head = (f"{path} cost on postgresql: usr, {format_count(o.rows)} rows, chunk_rows {format_count(o.chunk)}, "
-            f"query_limit {format_count(o.query_limit)}, master {o.master}")
+            f"query_limit {format_count(o.query_limit)}, master {o.master}{ranges}")
     return "\n".join([head, *(f"{name:<{width}}{value}" for name, value in rows)])
 
 
@@ -167,6 +177,8 @@ def run_snapshot_bench(options: SnapshotOptions, spark: SparkSession | None = No
     with work_directory(options.workdir) as workdir:
         config = bench_config(options.database_url, options.schema, workdir / "out", options.query_limit,
                               master=options.master)
+        config = dataclasses.replace(config, spark=dataclasses.replace(
+            config.spark, small_cycle_events=options.small_cycle_events))
         engine = connect(config)
         try:
             return _run(options, config, engine, workdir, spark)

@@ -228,9 +228,12 @@ stops the benchmark rather than lower the figures.
 With --snapshot it measures what a snapshot of a large table costs, on PostgreSQL. In a schema
 `snapshot_bench` it creates and drops, the workload's `usr` table is filled with ROWS rows
 (default 1000000) and no trigger, so no event exists, then captured. It times the floor, COPY
-(SELECT * FROM usr) TO STDOUT read in Python; the snapshot's logging, `publisher snapshot` of
-the table (a row query-back per row); and the drain of those events by cycles of QUERY_LIMIT
-events on one warm SparkSession, with the peak memory of the driver, the JVM and the workers.
+(SELECT * FROM usr) TO STDOUT read in Python; then `publisher snapshot --direct` of the table
+(its rows written as documents, in key ranges taken at once: on a local master by the driver's
+threads, with --small-cycle-events 0 or on a cluster by Spark's tasks), or with
+--snapshot-logged its logging (a row query-back per row) and the drain of those events by cycles
+of QUERY_LIMIT events on one warm SparkSession; with the peak memory of the driver, the JVM and
+the workers.
 """
 
 BENCH_EPILOG = """\
@@ -281,7 +284,7 @@ def _add_bench(commands: Any) -> None:
                        "(see above); uses only --database, --url, --seconds, --rounds and --json")
     bench.add_argument("--snapshot", action="store_true",
                        help="measure what a snapshot of a table of --rows rows costs instead (see above), on "
-                       "PostgreSQL; uses only --url, --rows, --query-limit, --master and --json")
+                       "PostgreSQL; uses only --url, --rows, --query-limit, --master, --small-cycle-events and --json")
     bench.add_argument("--triggerless", action="store_true",
                        help="measure a triggerless cycle over a table of --rows rows instead: one with 1%% of "
                        "the rows changed and an idle one, against PostgreSQL's COPY of the table; uses only "
@@ -321,7 +324,8 @@ def _add_bench(commands: Any) -> None:
     bench.add_argument("--small-cycle-events", type=_not_negative, default=None, metavar="N",
                        help="spark.small_cycle_events of the cold poll and the drain: cycles of at most N events "
                        "run in the driver alone, 0 = every cycle as Spark jobs (default: the publisher's, "
-                       "1,000,000 on a local master)")
+                       "1,000,000 on a local master); with --snapshot, 0 takes the key ranges as Spark tasks "
+                       "instead of the driver's threads")
     bench.add_argument("--subscribers", type=_not_negative, default=0, metavar="N",
                        help="also configure N subscribers of every published table, and time each one's check-out "
                        "of the whole backlog before the status mode drains it (default: 0)")

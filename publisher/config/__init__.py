@@ -253,6 +253,18 @@ class SparkConfig:
     """Extra Spark settings, e.g. {"spark.driver.memory" = "4g"}."""
 
     @property
+    def local(self) -> bool:
+        """Whether Spark runs on the driver's machine (a local master), its executors sharing the
+        driver's cores."""
+        return self.master.startswith("local")
+
+    @property
+    def on_tasks(self) -> bool:
+        """Whether work that parallel threads of the driver can do goes to Spark's tasks all the
+        same (`small_cycle_events = 0`, or a cluster): a direct snapshot's key ranges."""
+        return not self.local or self.small_cycle_events == 0
+
+    @property
     def driver_events(self) -> int:
         """The largest cycle the driver takes alone: `small_cycle_events` where it is set; else,
         on a local master, LOCAL_DRIVER_EVENTS (its executors share the driver's cores, and the
@@ -260,7 +272,7 @@ class SparkConfig:
         or Spark Connect, CLUSTER_DRIVER_EVENTS (a Spark job's fixed cost dominates below it)."""
         if self.small_cycle_events is not None:
             return self.small_cycle_events
-        return LOCAL_DRIVER_EVENTS if self.master.startswith("local") else CLUSTER_DRIVER_EVENTS
+        return LOCAL_DRIVER_EVENTS if self.local else CLUSTER_DRIVER_EVENTS
 
 
 OPERATIONS = ("insert", "update", "delete", "change")

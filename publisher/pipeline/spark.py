@@ -46,7 +46,7 @@ def get_spark(config: SparkConfig, app_name: str = "event-log-publisher") -> Spa
         return _connect(config, app_name)
     builder = SparkSession.builder.master(config.master).appName(app_name)
     settings = dict(_DEFAULTS)
-    if config.master.startswith("local"):
+    if config.local:
         settings.setdefault("spark.sql.shuffle.partitions", "4")
     settings.update(config.conf)
     driver_options = settings["spark.driver.extraJavaOptions"]

@@ -16,6 +16,7 @@ chunk: no row is logged twice, none is left out.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -51,6 +52,7 @@ from publisher.service.snapshot_ranges import (
     rows_logged,
     take_in_driver,
     take_on_spark,
+    take_on_threads,
 )
 from publisher.service.snapshot_state import (
     Begun,
@@ -338,18 +340,22 @@ def _ranges(taking: _Taking, table: TableInfo, direct: DirectOutput | None, last
     if direct is None or taking.spark is None or left < max(taking.parallel_rows, 2 * taking.chunk_rows):
         return None
     order = KeyOrder(table, taking.schema, engine, taking.condition)
-    cut = cut_ranges(engine, order, last_key, left, parallelism(taking.spark()))
+    parts = parallelism(taking.spark()) if taking.config.spark.on_tasks else max(2, os.cpu_count() or 2)
+    cut = cut_ranges(engine, order, last_key, left, parts)
     record(engine, taking.job(table, direct), started_at, cut)
     return cut
 
 
 def _take_ranges(taking: _Taking, table: TableInfo, direct: DirectOutput | None, ranges: list[KeyRange],
                  done: TableSnapshot, report: Callable[[int], None]) -> TableSnapshot:
-    """Every unfinished range taken (on Spark when the rows are written directly and a session
-    is at hand), then the table's part finished."""
+    """Every unfinished range taken (at once where the rows are written directly and Spark is
+    at hand: on its tasks, or on a local master on the driver's threads), then the table's part
+    finished."""
     job = taking.job(table, direct)
     engine = taking.engine
-    if direct is not None and taking.spark is not None:
+    if direct is not None and taking.spark is not None and not taking.config.spark.on_tasks:
+        rows, published = take_on_threads(dataclasses.replace(job, direct=direct), ranges, engine, report)
+    elif direct is not None and taking.spark is not None:
         if direct.lock_lost is not None and direct.lock_lost():
             raise TransientError("the snapshot lost the status mode's lock; start it again to continue")
         rows, published = take_on_spark(taking.spark(), engine, job, ranges, report)

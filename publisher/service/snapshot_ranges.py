@@ -1,5 +1,6 @@
-"""A large table's part of a direct snapshot, cut into key ranges that Spark's executors take at
-once, one range per task, each chunk by chunk as the driver would (`snapshot_direct`).
+"""A large table's part of a direct snapshot, cut into key ranges taken at once, each chunk by
+chunk as the driver would (`snapshot_direct`): one range per task of Spark's executors, or on a
+local master one per core, each on a thread of the driver.
 
 The ranges are cut by the keys at even offsets of the rows left, and recorded in
 `<event_log>_snapshot_range` before any is taken, each with how far it has come, so that a
@@ -146,6 +147,30 @@ def take_on_spark(
         done.set()
         watcher.join()
     return sum(r["rows"] for r in results), sum(r["published"] for r in results)
+
+
+def take_on_threads(job: RangeJob, ranges: list[KeyRange], engine: Engine,
+                    progress: Callable[[int], None] | None = None) -> tuple[int, int]:
+    """The unfinished ranges taken at once, a thread and a connection each, under cycle numbers
+    taken here: on a local master, whose tasks would share the driver's cores, and where a
+    chunk's work is the database's, Arrow's and the disk's, outside the GIL. `job` may hold the
+    lock's `lock_lost`, which each chunk asks. (rows, published)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    waiting = [r for r in ranges if not r.finished]
+    if not waiting:
+        return 0, 0
+    cycles = [next_cycle_number(job.direct.output) if job.direct is not None else None for _ in waiting]
+    done = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(engine, job, done, progress), daemon=True)
+    watcher.start()
+    try:
+        with ThreadPoolExecutor(len(waiting), thread_name_prefix="snapshot-range") as pool:
+            results = list(pool.map(take_range, [job] * len(waiting), waiting, cycles))
+    finally:
+        done.set()
+        watcher.join()
+    return sum(rows for rows, _ in results), sum(published for _, published in results)
 
 
 def take_in_driver(engine: Engine, job: RangeJob, ranges: list[KeyRange],
