@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from publisher.failpoints import reached
 from publisher.model.arrow import arrow_schema_of
@@ -91,14 +90,13 @@ def _column_pieces(operations: pa.Array, batch_size: int, references: bool) -> I
     data = column.buffers()[2]
     view = memoryview(data) if data is not None else memoryview(b"")
     letters = np.frombuffer(data, np.uint8)[offsets[:-1] + 1] if len(column) else np.zeros(0, np.uint8)
-    dangling = np.asarray(pc.count_substring(column, DANGLING_REFERENCE.decode()), np.int64) if references else None
     for start in range(0, len(column), batch_size):
         end = min(start + batch_size, len(column))
         lo, hi = int(offsets[start]), int(offsets[end])
         found = np.unique(letters[start:end], return_counts=True)
         kinds = {kind: 0 for kind in _KIND_LETTERS.values()}
         kinds.update({_KIND_LETTERS[int(letter)]: int(n) for letter, n in zip(*found, strict=True)})
-        refs = 0 if dangling is None else int(dangling[start:end].sum())
+        refs = bytes(view[lo:hi]).count(DANGLING_REFERENCE) if references else 0  # Python's search is the faster
         yield ([head, view[lo:hi], close],
                DocumentWritten("", end - start, len(head) + hi - lo + len(close), refs, kinds))
 
