@@ -116,8 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "table. Rows with events waiting in the log, views and logical classes are still logged. "
                           "Not with --subscriber, nor with change tables or messages on")
     snapshot.add_argument("--parallel-rows", type=_positive, default=None, metavar="N",
-                          help="--direct: a table with at least N rows left is cut into key ranges that Spark's "
-                          "tasks take at once (default 200000)")
+                          help="--direct: a table with at least N rows left is cut into key ranges taken at once, "
+                          "by the driver's threads on a local master, else by Spark's tasks (default 200000)")
 
     poll = with_config(commands.add_parser(
         "poll", help="run one polling cycle (or one subscriber's check-out) and print a JSON summary",
