@@ -171,6 +171,9 @@ def test_the_command_refuses_a_subscriber_and_the_formats(database, tmp_path, ca
     assert "change tables or messages are on" in capsys.readouterr().err
     assert main(["snapshot", "-c", str(config), "--direct", "--dry-run"]) == 0
     assert '"dry_run": true' in capsys.readouterr().out
+    assert main(["snapshot", "-c", str(config), "--parallel-rows", "10"]) == 2
+    assert "snapshot --parallel-rows: only a snapshot written directly (--direct)" in capsys.readouterr().err
+    assert not database.rows(f"SELECT 1 FROM {database.qualified('event_log')}"), "nothing logged"
 
 
 def test_a_held_lock_stops_the_direct_path_before_it_reads(database, tmp_path, capsys):

@@ -59,6 +59,9 @@ def snapshot_command(config: Config, args: argparse.Namespace) -> int:
     from publisher.service.snapshot import CHUNK_ROWS, ProgressLines, snapshot, snapshot_directly
     from publisher.service.snapshot_ranges import PARALLEL_ROWS
 
+    if args.parallel_rows is not None and not args.direct:
+        raise UsageError("snapshot --parallel-rows: only a snapshot written directly (--direct) is taken in key "
+                         "ranges; add --direct, or leave --parallel-rows out")
     reader = Reader(args.subscriber)
     engine = connect(config)
     if args.direct and not args.dry_run:
