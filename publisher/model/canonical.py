@@ -299,7 +299,8 @@ def canonical_key_column(
     indices = pa.array(slow)
     made: list[str | None] = []
     failures: dict[int, str] = {}
-    for row, texts in zip(slow.tolist(), zip(*(v.take(indices).to_pylist() for v in values), strict=True), strict=True):
+    rows = zip(*(v.take(indices).to_pylist() for v in values), strict=True)
+    for row, texts in zip(slow.tolist(), rows, strict=True):
         try:
             made.append(canonical_key_of(texts, columns))
         except ValueError as exc:

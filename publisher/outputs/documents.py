@@ -96,8 +96,9 @@ def _column_pieces(operations: pa.Array, batch_size: int, references: bool) -> I
         found = np.unique(letters[start:end], return_counts=True)
         kinds = {kind: 0 for kind in _KIND_LETTERS.values()}
         kinds.update({_KIND_LETTERS[int(letter)]: int(n) for letter, n in zip(*found, strict=True)})
-        refs = bytes(view[lo:hi]).count(DANGLING_REFERENCE) if references else 0  # Python's search is the faster
-        yield ([head, view[lo:hi], close],
+        body = view[lo:hi]
+        refs = bytes(body).count(DANGLING_REFERENCE) if references else 0  # Python's search is the faster
+        yield ([head, body, close],
                DocumentWritten("", end - start, len(head) + hi - lo + len(close), refs, kinds))
 
 
