@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,12 +34,14 @@ def _armed() -> tuple[str, Path] | None:
 
 
 def reached(name: str) -> None:
-    """At the armed point, leave `<name>.reached` for the watching test and wait to be killed."""
+    """At the armed point, add a line to `<name>.reached` for the watching test and wait to be
+    killed. Every thread or process that reaches the point adds its own line, so a test can wait
+    until all of its workers stand still before the kill."""
     armed = _armed()
     if armed is None or armed[0] != name:
         return
-    with open(armed[1] / f"{name}.reached", "w", encoding="ascii") as marker:
-        marker.write(f"{os.getpid()}\n")
+    with open(armed[1] / f"{name}.reached", "a", encoding="ascii") as marker:
+        marker.write(f"{os.getpid()} {threading.get_ident()}\n")
         marker.flush()
         os.fsync(marker.fileno())
     while True:

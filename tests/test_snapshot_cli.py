@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -70,14 +71,16 @@ def snapshot_process(config: Path, *options: str, failpoint: str | None = None,
     )
 
 
-def kill_at_chunk(config: Path, markers: Path, *options: str) -> None:
-    """Run the snapshot until its first chunk has committed, then SIGKILL it."""
+def kill_at_chunk(config: Path, markers: Path, *options: str, takers: Callable[[], int] = lambda: 1) -> None:
+    """Run the snapshot until `takers()` of its ranges (each a thread or a task) have each
+    committed a chunk and stopped after it, then SIGKILL it: none is between a chunk's documents
+    and its commit, whose rerun would write the chunk again (at least once, as the README says)."""
     markers.mkdir()
     marker = markers / "snapshot_chunk.reached"
     process = snapshot_process(config, *options, failpoint="snapshot_chunk", markers=markers)
     try:
         deadline = time.monotonic() + MARKER_TIMEOUT
-        while not marker.exists():
+        while not marker.exists() or len(marker.read_text().splitlines()) < takers():
             if process.poll() is not None:
                 pytest.fail(f"snapshot exited {process.returncode} before its first chunk:\n"
                             f"{process.stderr.read().decode()}")
