@@ -8,6 +8,7 @@ from sqlalchemy import Connection, text
 from publisher.capture.dialect import carrying, literal
 from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
 from publisher.capture.tables import CaptureError, Column, Table
+from publisher.model.keys import NULL_KEY_VALUE
 from publisher.model.values import ValueType
 
 SQLITE_TRIGGER_SUFFIXES = ROW_TRIGGER_SUFFIXES
@@ -63,6 +64,8 @@ class SQLite(RowTriggers):
                 )
 
     def key_sql(self, table: Table, row: str) -> str:
+        """A NULL key column (a primary key that is not INTEGER may hold one) is written as a
+        value no table_key holds, never as a NULL table_key that would fail the statement."""
         parts = []
         for name, column in table.logged_key:
             ref = self.ref(row, column)
@@ -70,5 +73,5 @@ class SQLite(RowTriggers):
                 value = f"CAST({ref} AS TEXT)"
             else:
                 value = self.render("key_value", value=ref)
-            parts.append(f"{literal(name + '=')} || {value}")
+            parts.append(f"{literal(name + '=')} || COALESCE({value}, {literal(NULL_KEY_VALUE)})")
         return " || '+' || ".join(parts)

@@ -30,6 +30,7 @@ __all__ = [
     "KeyColumnError",
     "KeyKind",
     "KeyPart",
+    "NULL_KEY_VALUE",
     "KeySyntaxError",
     "format_key",
     "parse_key",
@@ -142,10 +143,18 @@ def _parser() -> Lark:
     )
 
 
+NULL_KEY_VALUE = "<NULL>"
+"""What a trigger writes for a key column holding NULL (SQLite lets a primary key that is not
+INTEGER hold NULL): a value no table_key can hold, so the application's statement succeeds and
+the event is refused with the reason, rather than the trigger failing on a NULL table_key."""
+
+
 def _reason(text: str, position: int, expected: set[str]) -> str:
     """Say why the parser stopped at ``position``, given the terminals it would have taken."""
     at_end = position >= len(text)
     char = "" if at_end else text[position]
+    if "_QUOTE" in expected and text.startswith(NULL_KEY_VALUE, position):
+        return "the key column is NULL in this row, so no object has its key (it cannot be published)"
     if "ESCAPE" in expected:
         if at_end or position + 1 >= len(text):
             return "unterminated quoted value: missing closing '\"'"
