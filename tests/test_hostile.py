@@ -12,6 +12,7 @@ import dataclasses
 import re
 from typing import Any
 
+import pytest
 from harness import TEST_TABLES, Harness
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -307,6 +308,33 @@ def test_text_that_is_not_utf8_is_rejected_and_the_cycle_goes_on(spark, cycle_pa
         assert f"column {column} is not valid UTF-8" in why[record_id], why[record_id]
     assert {r["record_id"]: r["table_name"] for r in h.rejects()}[rejected["table_name"]] == "usr\\x80"
     assert [added(operation(h, f"idu={n}"), "fname") for n in (1, 3, 4)] == ["Ann", "Bob", "Dee"]
+
+
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_a_null_in_a_sqlite_primary_key_fails_no_statement_and_is_refused_with_its_reason(
+        spark, cycle_path, sqlite_database, tmp_path, style):
+    """SQLite lets a primary key that is not INTEGER hold NULL. The application's statements on
+    such a row succeed through the triggers; their events are refused, saying the key is NULL;
+    the other rows publish, and a snapshot counts the rows it cannot publish."""
+    from publisher.service.snapshot import snapshot
+
+    h = make(spark, cycle_path, sqlite_database, tmp_path, tables=("usr", "site"))
+    h.db.execute("CREATE TABLE site (code TEXT, n INTEGER, label TEXT, PRIMARY KEY (code, n))",
+                 "INSERT INTO site VALUES (NULL, 1, 'before'), ('b', NULL, 'before'), ('c', 3, 'before')")
+    h.install("site", style=style)
+    h.db.execute("INSERT INTO site VALUES (NULL, 2, 'new'), ('a', 1, 'new')",
+                 "UPDATE site SET label = 'changed' WHERE code IS NULL OR n IS NULL",
+                 "DELETE FROM site WHERE code IS NULL AND n = 2")
+    h.poll()
+    why = {r["table_key"]: r["reason"] for r in h.rejects()}
+    assert set(why) == {"code=<NULL>+n=1", "code=<NULL>+n=2", "code=b+n=<NULL>"}, why
+    assert all("the key column is NULL in this row" in reason for reason in why.values()), why
+    assert set(h.statuses().values()) == {"S", "E"}
+    assert added(operation(h, "code=a+n=1", "site"), "label") == "new"
+    result = snapshot(h.config, h.engine, ["site"])
+    taken = result.tables["site"]
+    assert (taken.total, taken.rows, taken.null_keys) == (4, 2, 2)
+    assert result.summary()["tables"]["site"]["null_keys"] == 2
 
 
 # --- keys the database cannot compare -------------------------------------------------------------

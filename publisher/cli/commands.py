@@ -79,6 +79,11 @@ def snapshot_command(config: Config, args: argparse.Namespace) -> int:
         summary = result.summary()
         published = f"published {summary['published']} rows; " if result.direct else ""
         print(f"{published}logged {summary['events']} row query-backs; {by} publishes them", file=sys.stderr)
+        for name, taken in result.tables.items():
+            if taken.null_keys:
+                rows = "1 row" if taken.null_keys == 1 else f"{taken.null_keys} rows"
+                print(f"{name}: {rows} with a NULL key column not published: no object has "
+                      "their key", file=sys.stderr)
     return 0
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import (
     Engine,
     func,
+    or_,
     select,
     text,
 )
@@ -93,6 +94,9 @@ class TableSnapshot:
     """The table_key after which a snapshot started again continued; None: from the first row."""
     published: int = 0
     """Of `rows`, those the direct path wrote as operations itself; the others were logged."""
+    null_keys: int = 0
+    """Of `total`, rows with a NULL key column (SQLite allows one, a view may hold one): no
+    object has their key, so none is published; counted so the summary says so."""
 
 
 @dataclass
@@ -111,7 +115,8 @@ class SnapshotResult:
         summary: dict[str, Any] = {
             "snapshot": self.reader.subscriber or "status mode",
             "events": sum(t.rows - t.published for t in self.tables.values()),
-            "tables": {name: {"rows": t.rows, "total": t.total, "resumed_after": t.resumed_after}
+            "tables": {name: {"rows": t.rows, "total": t.total, "resumed_after": t.resumed_after,
+                              **({"null_keys": t.null_keys} if t.null_keys else {})}
                        for name, t in self.tables.items()},
             "seconds": round(self.seconds, 3),
         }
@@ -159,6 +164,7 @@ def snapshot(
     begun = begin_parts(engine, state, reader.key, condition, counts)
     for name, table in chosen.items():
         result.tables[name] = _snapshot_one(taking, table, counts[name], begun[name])
+        result.tables[name].null_keys = _count(engine, config, table, condition, null_keys=True)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -271,13 +277,16 @@ def _named(catalog: Catalog, available: dict[str, TableInfo], name: str, reader:
     return available[table.name]
 
 
-def _count(engine: Engine, config: Config, table: TableInfo, condition: str) -> int:
-    """The rows `condition` selects; a condition the database refuses is a SnapshotError with
-    its reason, before anything is logged."""
+def _count(engine: Engine, config: Config, table: TableInfo, condition: str, null_keys: bool = False) -> int:
+    """The rows `condition` selects (with `null_keys`, those of them with a NULL key column,
+    which no chunk reads); a condition the database refuses is a SnapshotError with its reason,
+    before anything is logged."""
     reading = RowReading(table, table_schema(config, engine), engine.dialect)
     query = select(func.count()).select_from(reading.sql_table)
     if condition:
         query = query.where(text(f"({condition})"))
+    if null_keys:
+        query = query.where(or_(*(reading.sql_table.c[c.name].is_(None) for c in reading.keys)))
     try:
         with engine.connect() as conn:
             return int(conn.execute(query).scalar_one())

@@ -169,8 +169,10 @@ class KeyOrder:
     def query(self, columns: Select[Any], after: Sequence[Any] | None, rows: int | None,
               descending: bool = False) -> Select[Any]:
         """`columns` of up to `rows` rows (None: all) after `after`, in key order (the last
-        first, `descending`), without a lock."""
+        first, `descending`), without a lock. A row with a NULL key column (SQLite, a view)
+        names no object: none is read (the snapshot counts them apart)."""
         query = columns.select_from(self.reading.sql_table)
+        query = query.where(*(self.reading.sql_table.c[c.name].is_not(None) for c in self.keys))
         if self.condition:
             query = query.where(text(f"({self.condition})"))
         if after is not None:
