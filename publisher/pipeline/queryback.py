@@ -160,11 +160,13 @@ def _read_keys(
 
 def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[Published]:
     """Every current row of `table` as query-back would publish it; what the consumer mirror
-    compares the published documents with."""
+    compares the published documents with. A row with a NULL key column (SQLite, a view) names
+    no object, so none is read."""
     with reading_session(ctx) as conn:
         reading = RowReading(table, ctx.schema, conn.dialect)
+        query = reading.select().where(*(reading.sql_table.c[c.name].is_not(None) for c in reading.keys))
         streamed = conn.execution_options(stream_results=True, yield_per=CHUNK)
-        for records in streamed.execute(reading.select()).partitions():
+        for records in streamed.execute(query).partitions():
             yield from reading.published(records)
 
 
