@@ -323,6 +323,10 @@ def test_key_ranges_killed_while_they_are_taken_continue_each_after_its_last_chu
                      f"DELETE FROM {usr} WHERE idu = 300")
     summary = run_snapshot(config, *options)
     assert summary["tables"]["usr"]["rows"] > 0
+    assert summary["tables"]["usr"]["ranges"] == {
+        "count": len(cut), "finished_before": sum(finished is not None for *_, finished in cut),
+        "continued": sum(last is not None and finished is None for _, last, finished in cut)}
+    assert summary["tables"]["usr"]["ranges"]["continued"] >= 1
     assert run_snapshot(config, "--direct", "--table", "member")["published"] == 12
     poll_until_drained(database, config)
     written = written_directly(tmp_path / "publisher" / "out")

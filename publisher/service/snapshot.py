@@ -94,6 +94,9 @@ class TableSnapshot:
     """The table_key after which a snapshot started again continued; None: from the first row."""
     published: int = 0
     """Of `rows`, those the direct path wrote as operations itself; the others were logged."""
+    ranges: dict[str, int] | None = None
+    """Taken in key ranges: how many, of them how many an earlier run finished and how many it
+    had begun (continued after their last chunk). None: taken whole."""
     null_keys: int = 0
     """Of `total`, rows with a NULL key column (SQLite allows one, a view may hold one): no
     object has their key, so none is published; counted so the summary says so."""
@@ -116,6 +119,7 @@ class SnapshotResult:
             "snapshot": self.reader.subscriber or "status mode",
             "events": sum(t.rows - t.published for t in self.tables.values()),
             "tables": {name: {"rows": t.rows, "total": t.total, "resumed_after": t.resumed_after,
+                              **({"ranges": t.ranges} if t.ranges is not None else {}),
                               **({"null_keys": t.null_keys} if t.null_keys else {})}
                        for name, t in self.tables.items()},
             "seconds": round(self.seconds, 3),
@@ -362,6 +366,8 @@ def _take_ranges(taking: _Taking, table: TableInfo, direct: DirectOutput | None,
     finished."""
     job = taking.job(table, direct)
     engine = taking.engine
+    done.ranges = {"count": len(ranges), "finished_before": sum(r.finished for r in ranges),
+                   "continued": sum(r.last_key is not None and not r.finished for r in ranges)}
     if direct is not None and taking.spark is not None and not taking.config.spark.on_tasks:
         rows, published = take_on_threads(dataclasses.replace(job, direct=direct), ranges, engine, report)
     elif direct is not None and taking.spark is not None:
