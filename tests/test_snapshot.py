@@ -352,3 +352,17 @@ def test_a_snapshot_stopped_between_chunks_continues_after_its_last(spark, datab
     assert again.tables["usr"].resumed_after is None and again.tables["usr"].rows == 23
     drain(h)
     assert_mirrored(h)
+
+
+def test_progress_lines_say_rows_rate_and_time_left_and_never_more_than_all_of_a_total():
+    """A line at most every few seconds, and one when the table is done; rows inserted while the
+    snapshot runs take it past the count it began with, which is then named as such."""
+    from publisher.service.snapshot import ProgressLines
+
+    lines: list[str] = []
+    progress = ProgressLines(lines.append)
+    progress("usr", 250, 1000, 2.0)
+    progress("usr", 500, 1000, 4.0)
+    progress("usr", 1200, 1000, 8.0)
+    assert lines == ["snapshot usr: 250 of 1,000 rows, 125 rows/s, about 6 s left",
+                     "snapshot usr: 1,200 rows (1,000 when it began), 150 rows/s"]

@@ -399,7 +399,9 @@ class ProgressLines:
         self.last = now
         rate = rows / seconds if seconds > 0 else 0.0
         left = f", about {int((total - rows) / rate)} s left" if rate > 0 and rows < total else ""
-        self.emit(f"snapshot {table}: {rows:,} of {total:,} rows, {rate:,.0f} rows/s{left}")
+        # rows inserted while the snapshot runs are read too: past the count taken as it began
+        counted = f"{rows:,} of {total:,} rows" if rows <= total else f"{rows:,} rows ({total:,} when it began)"
+        self.emit(f"snapshot {table}: {counted}, {rate:,.0f} rows/s{left}")
 
 
 def initial_snapshot(config: Config, engine: Engine, output: Path, reader: Reader = STATUS_MODE,
