@@ -370,6 +370,44 @@ def test_a_key_changed_while_a_chunk_waits_for_its_row_leaves_no_row_behind(spar
     assert_mirrored(h)
 
 
+def test_a_row_committed_while_a_mariadb_chunk_waits_for_it_is_left_to_its_own_event(spark, mariadb_database,
+                                                                                     tmp_path):
+    """A writer inserts a row inside a chunk and commits while the chunk waits for it. Under
+    InnoDB's REPEATABLE READ the chunk's locked read saw the row and its read of the waiting
+    events did not (its snapshot was fixed by the read before): the row was written directly,
+    and its insert published it again, an <add> of an object the consumer held."""
+    h = make(spark, mariadb_database, tmp_path)
+    h.db.execute(f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (1, 'a'), (3, 'c')")
+    h.install("usr", style="row")
+    writer = h.engine.connect()
+    writer.execute(text(f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (2, 'b')"))
+    results, errors = [], []
+
+    def run() -> None:
+        try:
+            results.append(snapshot_directly(h.config, h.engine, chunk_rows=5))
+        except Exception as exc:  # noqa: BLE001 - reported by the test's own thread
+            errors.append(exc)
+
+    taker = threading.Thread(target=run)
+    taker.start()
+    deadline = time.monotonic() + 30
+    while not h.db.rows("SELECT 1 FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'"):
+        if time.monotonic() > deadline:
+            writer.rollback()
+            taker.join()
+            pytest.fail("the chunk never waited for the writer's row")
+        time.sleep(0.2)  # InnoDB refreshes innodb_trx only when it was not read for 0.1 s
+    writer.commit()
+    writer.close()
+    taker.join()
+    assert errors == []
+    taken = results[0].tables["usr"]
+    assert (taken.rows, taken.published) == (3, 2), "2 left to its insert's event"
+    drain(h)
+    assert_mirrored(h)
+
+
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "logged"])
 def test_keys_with_no_canonical_form_continue_and_cut_into_ranges(spark, postgresql_database, tmp_path, direct):
     """Dates BC and -infinity as keys: such rows are logged (their events say why, E); a snapshot

@@ -71,3 +71,10 @@ class MariaDB(Dialect):
     def settings_sql(self, local: bool) -> list[str]:
         """The session's time zone, which has no transaction scope."""
         return [f"SET time_zone = '{MYSQL_TIME_ZONE}'"]
+
+    def begin_reading_rows(self, lock_wait: str) -> list[str]:
+        """READ COMMITTED for the chunk: under InnoDB's REPEATABLE READ the chunk's first plain
+        read fixes its snapshot, its locked read then sees a row committed since, and the events
+        read after it do not see that row's event, so the row would be written directly and its
+        event publish it again (an <add> of an object the consumer holds)."""
+        return ["SET TRANSACTION ISOLATION LEVEL READ COMMITTED", *super().begin_reading_rows(lock_wait)]
