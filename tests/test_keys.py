@@ -20,6 +20,7 @@ from publisher.model.canonical import (
     canonical_key_column,
     canonical_key_of,
     canonical_value,
+    canonical_value_column,
     key_values,
 )
 from publisher.model.keys import (
@@ -487,6 +488,10 @@ def _assert_row_key_agrees_with_parsing(values: list[str], columns: list[tuple[s
         assert (keys.to_pylist(), failures) == ([expected], {})
     else:
         assert keys.to_pylist() == [None] and list(failures) == [0]
+    made = [canonical_value_column(pa.array([value], pa.string()), kind)
+            for (_, kind), value in zip(columns, values, strict=True)]
+    again, again_failures = canonical_key_column(made, columns)
+    assert (again.to_pylist(), list(again_failures)) == (keys.to_pylist(), list(failures)), "texts made canonical first"
 
 
 _NEAR_CANONICAL = ["0", "7", "-12", "00", "-0", "+1", " 1", "1 ", "9223372036854775808", "1e3", "abc", "a.b@c-d",
@@ -512,3 +517,15 @@ def test_keys_made_canonical_a_column_at_a_time_are_those_made_one_by_one(kinds:
 def test_near_canonical_keys_are_spelled_as_parsing_spells_them(kind: KeyKind, value: str) -> None:
     _assert_shortcuts_agree_with_parsing(f"id={value}", [("id", kind)])
     _assert_row_key_agrees_with_parsing([value], [("id", kind)])
+
+
+@pytest.mark.parametrize("kind", list(KeyKind))
+def test_a_column_of_key_texts_made_canonical_is_each_text_made_canonical_alone(kind: KeyKind) -> None:
+    """What a triggerless state keeps of a key column: each text as `canonical_value` spells it,
+    a NULL or a text not of the kind as it was (the key is refused later, with its reason)."""
+    texts = [*_NEAR_CANONICAL, None, "1.5000", "-0.0010", "2026-01-02 03:04:05.000000", "2026-01-02T03:04:05+02:00",
+             "AQID", "AQ\nID", "t", "false", "  x  ", "6F1C58A5-2F1E-4E55-9A8B-4D1C7E0F0A11"]
+    made = canonical_value_column(pa.array(texts, pa.string()), kind).to_pylist()
+    for text, one in zip(texts, made, strict=True):
+        alone = None if text is None else _outcome(lambda text=text: str(canonical_value(kind, text)))
+        assert one == (alone if alone is None or isinstance(alone, str) else text), (kind, text)

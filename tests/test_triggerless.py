@@ -182,6 +182,65 @@ def test_a_state_kept_for_other_tables_or_another_key_is_refused(database, tmp_p
     assert len(documents(Path(config.output.directory))) == 1, "nothing published by a refused cycle"
 
 
+PRECISION = {
+    "postgresql": ("ALTER TABLE {t} ALTER COLUMN d TYPE NUMERIC(10, 2)", "ALTER TABLE {t} ALTER COLUMN at TYPE TIMESTAMP(0)"),
+    "mariadb": ("ALTER TABLE {t} MODIFY d DECIMAL(10, 2)", "ALTER TABLE {t} MODIFY at DATETIME(0)"),
+}
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "mariadb"])
+def test_a_key_whose_text_changes_with_its_column_type_is_the_same_object(dialect, request, tmp_path):
+    """An ALTER that changes a key column's scale or precision changes the database's text of
+    every key (1.5000 becomes 1.50) and no key's value: nothing is published, and the consumer
+    keeps every object (compared by raw text, each was added and deleted in one document)."""
+    db = request.getfixturevalue(f"{dialect}_database")
+    t = db.qualified("m")
+    db.execute(f"CREATE TABLE {t} (d DECIMAL(12, 4) NOT NULL, at {'DATETIME(6)' if dialect == 'mariadb' else 'TIMESTAMP(6)'} "
+               "NOT NULL, v INTEGER, PRIMARY KEY (d, at))",
+               f"INSERT INTO {t} VALUES (1.5, '2026-01-02 03:04:05', 1), (-2, '2026-01-02 03:04:05', 2)")
+    config = config_of(db, tmp_path, tables=("m",))
+    summary, ops = cycle(config, db)
+    assert sorted(key for _, key, _, _ in ops) == ["d=-2+at=2026-01-02 03:04:05", "d=1.5+at=2026-01-02 03:04:05"]
+    db.execute(*(sql.format(t=t) for sql in PRECISION[dialect]))
+    summary, ops = cycle(config, db)
+    assert ops == [] and summary["tables"]["m"] == {"rows": 2, "add": 0, "modify": 0, "delete": 0}
+    db.execute(f"UPDATE {t} SET v = 3 WHERE d = 1.5")
+    _, ops = cycle(config, db)
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [
+        ("modify", "d=1.5+at=2026-01-02 03:04:05", {"v": (["1"], ["3"])})]
+    assert verify(config, db.engine) == []
+
+
+def test_a_state_kept_for_another_schema_or_by_an_earlier_version_is_refused(postgresql_database, tmp_path):
+    """Two configurations that differ only in their schema must not share a state: the second
+    would publish the first's objects as deleted under its own names. A state from before keys
+    were kept canonically is refused too, rather than read as every object's key changed."""
+    db = postgresql_database
+    create_tables(db)
+    config = config_of(db, tmp_path)
+    cycle(config, db)
+    elsewhere = f"{db.schema}_b"
+    db.execute(f'CREATE SCHEMA "{elsewhere}"')
+    try:
+        create_tables(dataclasses.replace(db, schema=elsewhere))
+        other = Config(database=DatabaseConfig(url=db.url, schema=elsewhere), publisher=config.publisher,
+                       output=config.output)
+        with pytest.raises(ForeignStateError, match=rf"kept for the tables of postgresql:{db.schema}, and this "
+                                                    rf"configuration reads those of postgresql:{elsewhere}"):
+            run_comparison_cycle(db.engine, other)
+    finally:
+        db.execute(f'DROP SCHEMA "{elsewhere}" CASCADE')
+    state = comparison_state.ComparisonState(Path(config.output.directory))
+    current = state.current()
+    assert current is not None and current.canonical_keys
+    manifest = current.directory / comparison_state.MANIFEST_FILE
+    kept = json.loads(manifest.read_text())
+    del kept["keys"]
+    manifest.write_text(json.dumps(kept))
+    with pytest.raises(ForeignStateError, match=r"kept by an earlier version, which spelled keys as the database"):
+        run_comparison_cycle(db.engine, config)
+
+
 def test_a_column_added_or_dropped_is_published_as_its_values_changing(database, tmp_path, on_spark):
     db = database
     create_tables(db)
@@ -251,6 +310,21 @@ def test_a_blob_sqlite_keeps_in_a_text_column_is_published_as_its_bytes(sqlite_d
     db.execute(f"UPDATE {db.qualified('acct')} SET name = X'FE' WHERE id = 3")
     _, ops = cycle(config, db)
     assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [("modify", "id=3", {"name": (["plain"], ["/g=="])})]
+    assert verify(config, db.engine) == []
+
+
+def test_text_or_a_number_sqlite_keeps_in_a_blob_column_is_published_as_its_bytes(sqlite_database, tmp_path):
+    """A BLOB column may hold text: its value is the text's UTF-8 bytes, never the text taken
+    for base64 (`abcd` is valid base64 of other bytes; `hello world` is not, and was lost)."""
+    db = sqlite_database
+    create_tables(db)
+    db.execute(f"INSERT INTO {db.qualified('acct')} (id, photo) VALUES (1, 'abcd'), (2, 'hello world'), (3, 12), "
+               f"(4, X'00FF')")
+    config = config_of(db, tmp_path)
+    summary, ops = cycle(config, db)
+    assert summary["rejected"] == 0
+    assert {key: attrs["photo"] for _, key, _, attrs in ops} == {
+        "id=1": ([], ["YWJjZA=="]), "id=2": ([], ["aGVsbG8gd29ybGQ="]), "id=3": ([], ["MTI="]), "id=4": ([], ["AP8="])}
     assert verify(config, db.engine) == []
 
 

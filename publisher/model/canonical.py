@@ -309,6 +309,28 @@ def canonical_key_column(
     return pc.replace_with_mask(written, pc.invert(good), pa.array(made, pa.string())), failures
 
 
+def canonical_value_column(texts: pa.Array, kind: KeyKind) -> pa.Array:
+    """`canonical_value` of each text of one key column, as text: what a table_key spells it as.
+    A row's key then reads the same whatever the database's text of it (a decimal's scale after
+    an ALTER, a timestamp's precision). A NULL, or a text not of the kind, stays as it is, for
+    `canonical_key_column` to refuse with its reason."""
+    pattern = _CANONICAL_VALUE.get(kind)
+    if pattern is None:
+        good = pc.is_null(texts)
+    else:
+        good = pc.fill_null(pc.match_substring_regex(texts, f"^(?:{pattern})$"), True)
+    slow = np.flatnonzero(~np.asarray(good))
+    if not len(slow):
+        return texts
+    made: list[str] = []
+    for value in texts.take(pa.array(slow)).to_pylist():
+        try:
+            made.append(str(canonical_value(kind, value)))
+        except ValueError:
+            made.append(value)
+    return pc.replace_with_mask(texts, pc.invert(good), pa.array(made, texts.type))
+
+
 @functools.lru_cache(maxsize=1 << 14)
 def _typed(text: str, key_columns: tuple[tuple[str, KeyKind], ...]) -> tuple[int | str, ...]:
     return tuple(_typed_values(text, key_columns))

@@ -255,6 +255,12 @@ class Generation:
     tables: tuple[TableLayout, ...]
     read_at: dt.datetime | None = None
     """When the tables were read (UTC): the time of the changes the generation's cycle publishes."""
+    source: str = ""
+    """Where the tables were read: the database and schema, as associations name them."""
+    canonical_keys: bool = False
+    """Its keys are spelled canonically (`canonical_value_column`); a state from before that
+    spells them as the database wrote them, and compared with a canonical read it would delete
+    and add every object whose key's text differs."""
 
 
 class ComparisonState:
@@ -288,15 +294,16 @@ class ComparisonState:
         return directory
 
     def finish_read(self, number: int, directory: Path, tables: Sequence[TableLayout],
-                    read_at: dt.datetime) -> Generation:
+                    read_at: dt.datetime, source: str) -> Generation:
         """The read made durable and whole: from here on, the cycle's comparison is fixed."""
-        manifest = {"generation": number, "read_at": read_at.isoformat(), "tables": [asdict(t) for t in tables]}
+        manifest = {"generation": number, "read_at": read_at.isoformat(), "source": source, "keys": "canonical",
+                    "tables": [asdict(t) for t in tables]}
         (directory / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         sync_file_system(directory)
         done = self.root / f"g{number:012d}.read"
         os.replace(directory, done)
         fsync_directory(self.root)
-        return Generation(number, done, tuple(tables), read_at)
+        return Generation(number, done, tuple(tables), read_at, source, True)
 
     def promote(self, read: Generation, summary: dict[str, Any] | None = None) -> None:
         """The consumer now holds generation `read`: it becomes the current state, and the
@@ -330,7 +337,8 @@ class ComparisonState:
     def _generation(self, number: int, directory: Path) -> Generation:
         raw = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
         read_at = dt.datetime.fromisoformat(raw["read_at"]) if raw.get("read_at") else None
-        return Generation(number, directory, tuple(TableLayout.of(t) for t in raw["tables"]), read_at)
+        return Generation(number, directory, tuple(TableLayout.of(t) for t in raw["tables"]), read_at,
+                          str(raw.get("source", "")), raw.get("keys") == "canonical")
 
     def stale_reads(self) -> Iterator[Path]:
         return (path for path in self.root.glob("g*.read.tmp") if path.is_dir())

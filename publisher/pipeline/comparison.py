@@ -177,15 +177,16 @@ def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any
     state = ComparisonState(settings.output)
     current = state.current()
     layouts = [member.layout for table in settings.tables for member in class_layouts(table)]
+    source = source_of(engine, settings.schema_label)
     if current is not None:
-        refuse_foreign(current, layouts, state)
+        refuse_foreign(current, layouts, state, source)
     read = state.read_done()
     repeated = read is not None
     if read is None:
         ctx = QueryBackContext(settings.url, settings.schema, {t.name: t for t in settings.tables})
-        read = read_tables(engine, ctx, state, next_cycle_number(settings.output), current)
+        read = read_tables(engine, ctx, state, next_cycle_number(settings.output), current, source)
     else:
-        refuse_foreign(read, layouts, state)
+        refuse_foreign(read, layouts, state, source)
     result = ComparisonResult(read.number, repeated=repeated)
     result.seconds["read"] = time.monotonic() - started
     started = time.monotonic()
@@ -204,9 +205,16 @@ def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any
     return result
 
 
-def refuse_foreign(kept: Generation, layouts: Sequence[TableLayout], state: ComparisonState) -> None:
-    """A state kept for other tables or other keys is never compared with (it would publish
-    every row as changed, or objects under other names): say what differs and what to do."""
+def source_of(engine: Engine, schema_label: str) -> str:
+    """Where a state's tables are read: the kind of database and the schema (or database) its
+    associations name."""
+    return f"{engine.dialect.name}:{schema_label}"
+
+
+def refuse_foreign(kept: Generation, layouts: Sequence[TableLayout], state: ComparisonState, source: str) -> None:
+    """A state kept for other tables, other keys or another database or schema is never compared
+    with (it would publish every row as changed, or objects under other names): say what
+    differs and what to do."""
     def named(layouts: Sequence[TableLayout]) -> dict[str, TableLayout]:
         return {layout.name: layout for layout in layouts}
 
@@ -214,6 +222,14 @@ def refuse_foreign(kept: Generation, layouts: Sequence[TableLayout], state: Comp
     tables = named([layout for layout in layouts if not layout.parent])
     remedy = (f"to publish these tables from a new start, move {state.root} away (the next cycle then "
               "follows publisher.startup_option), or point output.directory at a new directory")
+    if not kept.canonical_keys:
+        raise ForeignStateError(
+            f"the triggerless state in {state.root} was kept by an earlier version, which spelled keys as the "
+            f"database wrote them (now canonically, as table_keys): {remedy}")
+    if kept.source != source:
+        raise ForeignStateError(
+            f"the triggerless state in {state.root} was kept for the tables of {kept.source}, and this "
+            f"configuration reads those of {source}: {remedy}")
     if kept_tables.keys() != tables.keys():
         raise ForeignStateError(
             f"the triggerless state in {state.root} was kept for the tables {sorted(kept_tables)}, and "

@@ -50,11 +50,11 @@ def class_layouts(table: TableInfo) -> list[Member]:
 
 
 def read_tables(engine: Engine, ctx: QueryBackContext, state: ComparisonState, number: int,
-                current: Generation | None) -> Generation:
+                current: Generation | None, source: str) -> Generation:
     """Every published table (and child table) read whole into generation `number`'s buckets,
     made durable. A class's tables share its buckets, cut for the most rows one of them held
     when the last cycle read it (counted only the first time), so that an object's child rows
-    are compared in its bucket."""
+    are compared in its bucket. `source` names where they were read (`source_of`)."""
     read_before = {layout.identity: layout.rows for layout in current.tables} if current is not None else {}
     read_at = dt.datetime.now(dt.UTC)
     directory = state.reading(number)
@@ -67,7 +67,7 @@ def read_tables(engine: Engine, ctx: QueryBackContext, state: ComparisonState, n
         for member in members:
             read.append(read_table(ctx, directory, len(read), dataclasses.replace(
                 member, layout=dataclasses.replace(member.layout, buckets=buckets))))
-    return state.finish_read(number, directory, read, read_at)
+    return state.finish_read(number, directory, read, read_at, source)
 
 
 def read_table(ctx: QueryBackContext, directory: Path, index: int, member: Member) -> TableLayout:

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 from sqlalchemy import Connection
 
+from publisher.model.canonical import canonical_value_column
 from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo
 from publisher.pipeline.copy_read import Chunks, can_copy, text_columns_options
 from publisher.pipeline.queryback import (
@@ -94,7 +95,10 @@ def _copied(conn: Connection, reading: RowReading, block_bytes: int) -> Iterator
 
 
 def _published(reading: RowReading, columns: list[Any]) -> ScannedRows:
-    keys = [_texts(columns[i]) for i in reading.key_indices]
+    """Keys spelled canonically, so a row is the same object whatever the database's text of
+    its key (a decimal's scale or a timestamp's precision changed by an ALTER)."""
+    keys = [canonical_value_column(_texts(columns[i]), kind)
+            for i, (_, kind) in zip(reading.key_indices, reading.table.key_columns, strict=True)]
     values = [_read_texts(reading.table, column, columns[index]) for index, column in reading.values]
     return ScannedRows(keys, values)
 
