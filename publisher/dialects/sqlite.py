@@ -75,7 +75,11 @@ class SQLite(Dialect):
 
     def value_text_sql(self, ref: str, binary: bool, sql_type: str) -> str:
         """`CAST(... AS TEXT)`, which is what storing into the event log's TEXT columns does; a
-        binary value stays bytes (SQLite has no base64), and query-back encodes it in Python."""
+        binary value is read as bytes (SQLite has no base64), and query-back encodes it in
+        Python. `CAST(... AS BLOB)`: a BLOB column may hold text or a number, whose bytes
+        (UTF-8) are its binary value, never a text to be taken for base64."""
+        if binary:
+            return f"CAST({ref} AS BLOB)"
         return super().value_text_sql(ref, binary, sql_type)
 
 
