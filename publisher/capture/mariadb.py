@@ -23,12 +23,11 @@ import hashlib
 from collections.abc import Sequence
 
 from sqlalchemy import Connection, Engine, inspect, text
-from sqlalchemy import types as sqltypes
-from sqlalchemy.dialects import mysql
 
 from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
 from publisher.capture.tables import CaptureError, Column, Table
 from publisher.dialects.mariadb import MYSQL_TIME_ZONE
+from publisher.model.column_types import textless_column, type_name
 from publisher.model.values import ValueType
 
 MARIADB_NAME_CHARACTERS = 64
@@ -163,12 +162,9 @@ class MariaDB(RowTriggers):
 
     def check(self, table: Table) -> None:
         for column in (*table.key, *table.values):
-            if isinstance(column.sql_type, mysql.BIT | sqltypes.NullType):
-                kind = "BIT" if isinstance(column.sql_type, mysql.BIT) else "an unknown (e.g. spatial)"
-                raise CaptureError(
-                    f"table {table.name!r}: column {column.name!r} is of {kind} type, whose values have "
-                    "no text to log; publish it through a view or a generated column"
-                )
+            problem = textless_column("mysql", table.name, column.name, type_name(column.sql_type))
+            if problem is not None:
+                raise CaptureError(problem)
         self._check_reflected(table)
         self._check_foreign_keys(table)
 

@@ -22,7 +22,9 @@ from publisher import failpoints
 from publisher.capture.install import published_tables
 from publisher.config import STATUS_MODE, Config, OutputConfig, Reader, StartupOption
 from publisher.database import association_schema, table_schema
+from publisher.dialects import dialect_of
 from publisher.model.catalog import TableInfo, reflect_catalog
+from publisher.model.column_types import textless_column
 from publisher.model.logical import child_tables
 from publisher.model.operation import OperationKind
 from publisher.outputs.comparison_state import (
@@ -82,6 +84,11 @@ class ComparisonSettings:
             raise ForeignStateError(f"publisher.tables: {', '.join(missing)} found in no table or view with a key "
                                     f"(a view's key is its pk_ columns) in {schema or 'the database'}")
         tables = dict(catalog.tables)
+        for table in tables.values():
+            for column in (*table.columns, *(multi.value for multi in table.multi_valued)):
+                problem = textless_column(dialect_of(engine).name, table.name, column.name, column.sql_type)
+                if problem is not None:
+                    raise ForeignStateError(problem)
         kinds = cls.kinds
         lookups: frozenset[str] = frozenset()
         if reader.subscriber is not None:
