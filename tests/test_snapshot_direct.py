@@ -336,6 +336,22 @@ def test_key_ranges_killed_while_they_are_taken_continue_each_after_its_last_chu
 
 # --- what user trials found ------------------------------------------------------------------------
 
+def taken_in_a_thread(h, **options) -> tuple[threading.Thread, list[SnapshotResult], list[Exception]]:
+    """A direct snapshot taken on a thread of its own (started), its result and its errors."""
+    results: list[SnapshotResult] = []
+    errors: list[Exception] = []
+
+    def run() -> None:
+        try:
+            results.append(snapshot_directly(h.config, h.engine, **options))
+        except Exception as exc:  # noqa: BLE001 - reported by the test's own thread
+            errors.append(exc)
+
+    taker = threading.Thread(target=run)
+    taker.start()
+    return taker, results, errors
+
+
 def test_a_key_changed_while_a_chunk_waits_for_its_row_leaves_no_row_behind(spark, postgresql_database, tmp_path):
     """A writer changes the key of the row a chunk ends on and commits while the chunk waits for
     its lock. PostgreSQL then hands the row back with its new key: had that key bounded the next
@@ -346,16 +362,7 @@ def test_a_key_changed_while_a_chunk_waits_for_its_row_leaves_no_row_behind(spar
     usr = h.table("usr")
     writer = h.engine.connect()
     writer.execute(text(f"UPDATE {usr} SET idu = 1005 WHERE idu = 5"))
-    results, errors = [], []
-
-    def run() -> None:
-        try:
-            results.append(snapshot_directly(h.config, h.engine, chunk_rows=5))
-        except Exception as exc:  # noqa: BLE001 - reported by the test's own thread
-            errors.append(exc)
-
-    taker = threading.Thread(target=run)
-    taker.start()
+    taker, results, errors = taken_in_a_thread(h, chunk_rows=5)
     deadline = time.monotonic() + 30
     while not h.db.rows("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%'"):
         assert time.monotonic() < deadline, "the chunk never waited for the writer's row"
@@ -381,16 +388,7 @@ def test_a_row_committed_while_a_mariadb_chunk_waits_for_it_is_left_to_its_own_e
     h.install("usr", style="row")
     writer = h.engine.connect()
     writer.execute(text(f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (2, 'b')"))
-    results, errors = [], []
-
-    def run() -> None:
-        try:
-            results.append(snapshot_directly(h.config, h.engine, chunk_rows=5))
-        except Exception as exc:  # noqa: BLE001 - reported by the test's own thread
-            errors.append(exc)
-
-    taker = threading.Thread(target=run)
-    taker.start()
+    taker, results, errors = taken_in_a_thread(h, chunk_rows=5)
     deadline = time.monotonic() + 30
     while not h.db.rows("SELECT 1 FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'"):
         if time.monotonic() > deadline:
