@@ -124,6 +124,11 @@ class Dialect:
         """Statements that make a session look rows up by key rather than scan their table."""
         return []
 
+    def textless_type(self, sql_type: str) -> str | None:
+        """What to call a column type (as SQLAlchemy names it) whose values have no text to log
+        or to read back, or None: every type has one."""
+        return None
+
     def begin_reading_rows(self, lock_wait: str) -> list[str]:
         """Statements that begin a transaction which reads rows under a share lock and logs
         events about them, waiting at most `lock_wait` for a writer's lock before giving way."""

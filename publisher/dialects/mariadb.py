@@ -78,3 +78,8 @@ class MariaDB(Dialect):
         read after it do not see that row's event, so the row would be written directly and its
         event publish it again (an <add> of an object the consumer holds)."""
         return ["SET TRANSACTION ISOLATION LEVEL READ COMMITTED", *super().begin_reading_rows(lock_wait)]
+
+    def textless_type(self, sql_type: str) -> str | None:
+        """BIT, and a type SQLAlchemy does not know (spatial, named NULL)."""
+        name = sql_type.upper()
+        return "BIT" if name.startswith("BIT") else "an unknown (e.g. spatial)" if name == "NULL" else None

@@ -59,12 +59,8 @@ def int_attribute(sql_type: object, name: str) -> int | None:
 
 def textless_column(dialect: str, table: str, column: str, sql_type: str) -> str | None:
     """Why a column cannot be published, where its values have no text to log or to read back:
-    MariaDB's BIT, and a type SQLAlchemy does not know (spatial, named NULL); None where they do.
-    `dialect` as SQLAlchemy names it (MariaDB's is "mysql")."""
-    if dialect != "mysql":
-        return None
-    name = sql_type.upper()
-    kind = "BIT" if name.startswith("BIT") else "an unknown (e.g. spatial)" if name == "NULL" else None
+    `Dialect.textless_type`; None where they have."""
+    kind = dialect_of(dialect).textless_type(sql_type)
     if kind is None:
         return None
     return (f"table {table!r}: column {column!r} is of {kind} type, whose values have no text to publish; "
