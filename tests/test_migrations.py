@@ -13,7 +13,7 @@ import pytest
 from harness import Harness, assert_mirrored, drain, versions_and_data
 from sqlalchemy import text
 
-from publisher.capture.install import capture_problems
+from publisher.capture.install import capture_problems, install_capture
 from publisher.cli import main
 from publisher.config import ChangeTablesConfig, MessagesConfig
 from publisher.service.mirror import verify
@@ -426,6 +426,31 @@ def test_a_table_rebuilt_by_a_migration_gets_its_capture_back_from_the_next_cycl
     application(h, f"UPDATE {usr} SET fname = 'Anne' WHERE idu = 1")
     drain(h)
     assert_mirrored(h, rejects_allowed=False)
+
+
+def test_a_renamed_table_is_named_by_install_check_and_installing_its_new_name_moves_its_capture(
+        spark, database, tmp_path):
+    """A renamed table keeps its triggers, which log its changes under the old name, rejected
+    there: `install --check` names it; `install --table NEW` drops them for the new name's own,
+    in the style they had, so that no change is logged twice."""
+    h = harness_for(spark, database, tmp_path)
+    usr, members = h.table("usr"), h.table("members")
+    h.install("usr", style="row")
+    application(h, f"INSERT INTO {usr} VALUES (1, 'Ann', 'Lee', NULL)")
+    drain(h)
+    application(h, f"ALTER TABLE {usr} RENAME TO members" if h.dialect != "mariadb"
+                else f"RENAME TABLE {usr} TO {members}")
+    (problem,) = capture_problems(h.config, h.engine)
+    assert problem.startswith("table 'usr': its capture triggers are on table 'members'"), problem
+    assert "`publisher install --table members`" in problem
+
+    install_capture(h.config, h.engine, ["members"], None)
+    assert capture_problems(h.config, h.engine) == []
+    log = h.table(h.config.event_log.table)
+    (last,) = h.db.rows(f"SELECT coalesce(max(record_id), 0) FROM {log}")[0]
+    application(h, f"UPDATE {members} SET fname = 'Anne' WHERE idu = 1")
+    logged = h.db.rows(f"SELECT table_name, event_type FROM {log} WHERE record_id > {last}")
+    assert [(name, int(kind)) for name, kind in logged] == [("members", 6)]
 
 
 FOLLOWED_TABLE = ("CREATE TABLE {t} (k1 integer, k2 text, v_text text, v_num numeric(10, 2), v_bin bytea, "

@@ -116,6 +116,33 @@ class Dialect(abc.ABC):
     def carriers(self, conn: Connection, any_trigger: bool) -> tuple[str, ...]:
         """The tables carrying this project's capture triggers, found by the names it gives them."""
 
+    @abc.abstractmethod
+    def triggers(self, conn: Connection) -> list[tuple[str, str]]:
+        """(trigger, table) of every trigger on the schema's tables."""
+
+    @abc.abstractmethod
+    def capture_trigger_names(self, table: str) -> set[str]:
+        """Every trigger capture gives the table, named as the database stores it."""
+
+    @abc.abstractmethod
+    def drop_capture_sql(self, carrier: str, installed_on: str, shared: bool) -> list[str]:
+        """Statements that drop from the table `carrier` the capture installed on `installed_on`
+        (its triggers, and the functions they ran where they had their own); `shared`: a table
+        named `installed_on` carries a capture of its own."""
+
+    def moved(self, conn: Connection, installed_on: Iterable[str]) -> dict[str, str]:
+        """Of the tables capture was installed on, those whose triggers another table carries:
+        a renamed table keeps its triggers, which go on logging its changes under the name they
+        were installed for. The table carrying them, by that name."""
+        triggers = [(trigger.lower(), table) for trigger, table in self.triggers(conn)]
+        found = {}
+        for name in installed_on:
+            names = {n.lower() for n in self.capture_trigger_names(name)}
+            carriers = {table for trigger, table in triggers if trigger in names and table.lower() != name.lower()}
+            if len(carriers) == 1:
+                found[name] = carriers.pop()
+        return found
+
     def execute(self, statements: Sequence[str]) -> None:
         """Run install statements in one transaction."""
         with self.engine.connect() as conn:

@@ -62,6 +62,7 @@ from publisher.capture.postgresql import (
 from publisher.capture.shape import (
     StaleCapture,
     capture_table,
+    forget_sql,
     record_sql,
     recorded_styles,
     recorded_tables,
@@ -250,7 +251,37 @@ def capture_problems(config: Config, engine: Engine) -> list[str]:
         if table not in recorded:
             problems.append(f"table {table!r}: its capture was installed with no record of the table's shape "
                             f"(by an earlier publisher): install it again")
+    for installed_on, carrier in moved_captures(config, engine).items():
+        problems.append(f"table {installed_on!r}: its capture triggers are on table {carrier!r} (renamed?), where "
+                        f"they log its changes under the old name, whose events are rejected: "
+                        f"`publisher install --table {carrier}` moves them")
     return problems
+
+
+def moved_captures(config: Config, engine: Engine) -> dict[str, str]:
+    """The tables whose capture triggers another table carries now (`Dialect.moved`): the table
+    carrying them, by the name they were installed on."""
+    recorded = recorded_tables(config, engine)
+    if not recorded:
+        return {}
+    with engine.connect() as conn:
+        return _dialect(config, engine).moved(conn, sorted(recorded))
+
+
+def _moved_to(config: Config, engine: Engine, moved: dict[str, str], table: str) -> list[str]:
+    """Statements that drop from `table` the capture it carries for the names it had before,
+    and forget what it was installed for under them."""
+    dialect = _dialect(config, engine)
+    statements = []
+    for installed_on, carrier in moved.items():
+        if carrier.lower() == table.lower():
+            log.info("table %r carries the capture installed on %r (renamed?): replaced by its own",
+                     carrier, installed_on)
+            shared = installed_on.lower() in {t.lower() for t in _capture_carriers(config, engine, any_trigger=True)}
+            statements += dialect.drop_capture_sql(carrier, installed_on, shared)
+            if not shared:
+                statements += forget_sql(config, engine, installed_on)
+    return statements
 
 
 def follow_shapes(config: Config, engine: Engine) -> list[StaleCapture]:
@@ -302,11 +333,15 @@ def install_capture(
     if config.subscriptions or config.subscribers:
         statements += subscription_ddl(config, engine)
     named = {t.lower() for t in tables}
+    moved = moved_captures(config, engine)
+    before = {carrier.lower(): installed_on.lower() for installed_on, carrier in moved.items()}
     for table in tables:
         child = child_of(config.classes, table)
         if child is None or child.class_name.lower() not in named:  # else installed with its class
             on_native = bool(native) or table.lower() in was_native
-            statements += trigger_sql(config, engine, table, style or recorded.get(table.lower(), "field"), on_native)
+            kept = recorded.get(table.lower()) or recorded.get(before.get(table.lower(), ""), "field")
+            statements += _moved_to(config, engine, moved, table)
+            statements += trigger_sql(config, engine, table, style or kept, on_native)
     if not dry_run:
         _execute(config, engine, statements)
     return statements

@@ -62,6 +62,9 @@ class MariaDB(RowTriggers):
     def carriers(self, conn: Connection, any_trigger: bool) -> tuple[str, ...]:
         return tuple(sorted({table for _, table in triggered(conn, self.schema)}))
 
+    def triggers(self, conn: Connection) -> list[tuple[str, str]]:
+        return [(trigger, table) for trigger, table, _ in _schema_triggers(conn, self.schema)]
+
     def execute(self, statements: Sequence[str]) -> None:
         execute(self.engine, self.schema, statements)
 
@@ -208,6 +211,16 @@ class MariaDB(RowTriggers):
 def triggered(conn: Connection, schema: str | None) -> list[tuple[str, str]]:
     """(trigger, table) of the schema's triggers named as capture names them; names compared
     ignoring case where the server stores them folded (lower_case_table_names 1 or 2)."""
+    found = []
+    for trigger, table, folded in _schema_triggers(conn, schema):
+        names = mariadb_trigger_names(table)
+        if trigger in names or (folded and trigger.lower() in {n.lower() for n in names}):
+            found.append((trigger, table))
+    return found
+
+
+def _schema_triggers(conn: Connection, schema: str | None) -> list[tuple[str, str, int]]:
+    """(trigger, table, whether the server folds names) of the schema's triggers."""
     rows = conn.execute(
         text(
             "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, @@lower_case_table_names FROM information_schema.TRIGGERS "
@@ -215,12 +228,7 @@ def triggered(conn: Connection, schema: str | None) -> list[tuple[str, str]]:
         ),
         {"schema": schema},
     ).all()
-    found = []
-    for trigger, table, folded in rows:
-        names = mariadb_trigger_names(table)
-        if trigger in names or (folded and trigger.lower() in {n.lower() for n in names}):
-            found.append((trigger, table))
-    return found
+    return [(str(trigger), str(table), int(folded)) for trigger, table, folded in rows]
 
 
 def execute(engine: Engine, schema: str | None, statements: Sequence[str]) -> None:

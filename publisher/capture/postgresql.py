@@ -78,6 +78,12 @@ class PostgreSQL(Dialect):
     def carriers(self, conn: Connection, any_trigger: bool) -> tuple[str, ...]:
         """A table's row trigger (its switch: dropped, capture is off), or with `any_trigger`
         any of its three."""
+        rows = self.triggers(conn)
+        if any_trigger:
+            return carrying(rows, self.capture_trigger_names)
+        return carrying(rows, lambda t: {postgresql_identifier(postgresql_trigger_name(t))})
+
+    def triggers(self, conn: Connection) -> list[tuple[str, str]]:
         rows = conn.execute(
             text(
                 "SELECT t.tgname, c.relname FROM pg_catalog.pg_trigger t "
@@ -87,9 +93,21 @@ class PostgreSQL(Dialect):
             ),
             {"schema": self.schema},
         )
-        if any_trigger:
-            return carrying(rows, lambda t: set(postgresql_trigger_names(t)))
-        return carrying(rows, lambda t: {postgresql_identifier(postgresql_trigger_name(t))})
+        return [(str(trigger), str(table)) for trigger, table in rows]
+
+    def capture_trigger_names(self, table: str) -> set[str]:
+        return set(postgresql_trigger_names(table))
+
+    def drop_capture_sql(self, carrier: str, installed_on: str, shared: bool) -> list[str]:
+        """The three triggers, then the PL/pgSQL capture's functions (the native capture has none
+        of its own), unless a table of the old name carries a capture of its own that runs them."""
+        on = self.qualify(carrier)
+        triggers = [self.render("drop_trigger", trigger=self.quote(name), table=on)
+                    for name in postgresql_trigger_names(installed_on)]
+        if shared:
+            return triggers
+        functions = [f"DROP FUNCTION IF EXISTS {self.qualify(f)}()" for f in postgresql_function_names(installed_on)]
+        return triggers + functions
 
     def kept_switches(self, conn: Connection, tables: Sequence[Table]) -> list[str]:
         """Statements that leave each table's capture switched as it is now, after its triggers

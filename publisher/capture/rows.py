@@ -77,6 +77,14 @@ class RowTriggers(Dialect):
             statements += self.replacing(trigger, create)
         return statements
 
+    def capture_trigger_names(self, table: str) -> set[str]:
+        return {self.trigger_name(table, suffix) for suffix in ROW_TRIGGER_SUFFIXES.values()}
+
+    def drop_capture_sql(self, carrier: str, installed_on: str, shared: bool) -> list[str]:
+        """Trigger names are the schema's, not the table's: dropped by their names alone."""
+        names = sorted(self.capture_trigger_names(installed_on))
+        return [self.render("drop_trigger", trigger=self.qualify(name)) for name in names]
+
     def replacing(self, trigger: str, create: str) -> list[str]:
         """The statements that put `create` in place of the trigger's earlier version."""
         return [self.render("drop_trigger", trigger=trigger), create]

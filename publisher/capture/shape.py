@@ -116,6 +116,13 @@ def record_sql(config: Config, engine: Engine, published_as: str, tables: Sequen
     return [str(s.compile(engine, compile_kwargs={"literal_binds": True})) for s in statements]
 
 
+def forget_sql(config: Config, engine: Engine, published_as: str) -> list[str]:
+    """The statement that removes the record of a capture installed as `published_as`."""
+    target = capture_table(config.event_log.table, table_schema(config, engine))
+    statement = delete(target).where(target.c.published_as == published_as)
+    return [str(statement.compile(engine, compile_kwargs={"literal_binds": True}))]
+
+
 @dataclasses.dataclass(frozen=True)
 class StaleCapture:
     """A table whose capture no longer matches it, and what to say of it."""

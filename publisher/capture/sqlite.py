@@ -44,8 +44,11 @@ class SQLite(RowTriggers):
         return f"{old_text} COLLATE BINARY {operator} {new_text} COLLATE BINARY"
 
     def carriers(self, conn: Connection, any_trigger: bool) -> tuple[str, ...]:
+        return carrying(self.triggers(conn), self.capture_trigger_names)
+
+    def triggers(self, conn: Connection) -> list[tuple[str, str]]:
         rows = conn.execute(text("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'"))
-        return carrying(rows, lambda t: {sqlite_trigger_name(t, s) for s in SQLITE_TRIGGER_SUFFIXES.values()})
+        return [(str(trigger), str(table)) for trigger, table in rows]
 
     def execute(self, statements: Sequence[str]) -> None:
         with self.engine.connect() as conn:
