@@ -253,6 +253,26 @@ def test_a_column_subscription_publishes_only_its_columns(spark, database, tmp_p
     assert site.verify("a") == []
 
 
+@pytest.mark.parametrize("path", ["driver", "spark"])
+def test_an_object_inserted_with_values_in_untracked_columns_only_is_published_without_them(
+        spark, database, tmp_path, path):
+    """An insert logs its columns' values as type 1 events; where the subscription tracks none
+    of them, the object's insert is still published, as an <add> with no attribute."""
+    site = Site(spark, database, tmp_path, {"names": 'tables = ["usr"]\ncolumns = { usr = ["fname"] }'},
+                {"a": "names"}, path=path)
+    site.change("INSERT INTO {usr} VALUES (1, NULL, 'Lee')", "INSERT INTO {usr} VALUES (2, 'Bo', 'Ng')")
+    site.change("DELETE FROM {usr} WHERE idu = 1", "INSERT INTO {usr} VALUES (1, NULL, 'Li')")
+
+    site.check_out("a")
+
+    assert site.verify("a") == []
+    assert [(tag, key.split(",")[0]) for tag, key, _ in site.operations("a")] == [
+        ("add", "idu=1"), ("add", "idu=2"), ("delete", "idu=1"), ("add", "idu=1")]
+    attributes = {a.get("attr-name") for doc in (tmp_path / "a").glob("*.xml")
+                  for a in etree.parse(str(doc)).iter("add-attr", "modify-attr")}
+    assert attributes == {"fname"}
+
+
 def test_a_check_out_describes_a_mid_backlog_migration_by_the_version_of_each_side(spark, database, tmp_path):
     """A check-out's window ends where the table's shape changes, as the status mode's does."""
     site = Site(spark, database, tmp_path, ALL, {"a": "all"})

@@ -66,6 +66,19 @@ class ClassifyContext:
         kind = None if isinstance(event_type, str) else event_type
         return self.subscription is not None and not self.subscription.takes(kind, table_name, column_name)
 
+    def subscribed(self, target: EventTarget | str | None) -> EventTarget | str | None:
+        """The target as a subscriber's subscription publishes it: an insert's field event for a
+        column it does not track says only that the object was inserted, as an insert's event
+        for a key column does (`SubscriptionFilter.hides`)."""
+        if not isinstance(target, EventTarget) or target.column is None or self.subscription is None:
+            return target
+        if not self.subscription.hides(target.class_name, target.column.name):
+            return target
+        table = self.catalog.tables[target.class_name]
+        key = next(c for c in table.columns if c.is_key)
+        return EventTarget(EventType.INSERT_FIELD, target.class_name, target.canonical_key, None, key.name,
+                           key.value_type.value)
+
     def is_loopback(self, perpetrator: object) -> bool:
         return is_loopback(perpetrator, self.publisher_user)
 
@@ -124,7 +137,9 @@ def event_target(row: Mapping[str, Any], ctx: ClassifyContext) -> EventTarget:
     """The checked type, object and column of an event; Rejected says why there is none."""
     event_type = event_type_of(row.get("event_type"))
     table, key = event_object(row, ctx)
-    return event_column(event_type, table, key, row)
+    target = ctx.subscribed(event_column(event_type, table, key, row))
+    assert isinstance(target, EventTarget)
+    return target
 
 
 def event_object(row: Mapping[str, Any], ctx: ClassifyContext) -> tuple[TableInfo, str]:

@@ -189,9 +189,9 @@ class BatchClassifier:
             return None
         field = self._columns.get((kind, table.name, column_name))
         if field is None:
-            field = self._columns[kind, table.name, column_name] = rejection(
+            field = self._columns[kind, table.name, column_name] = self.ctx.subscribed(rejection(
                 event_column, kind, table, "", {"column_name": column_name}
-            )
+            ))
         return field
 
 
@@ -239,7 +239,7 @@ class _Targets:
             found=targets,
             index=column_rows,
             reason=reason,
-            code=per_row([None if isinstance(k, str) else int(k) for k in kinds], pa.int32(), type_rows),
+            code=per_row([None if t is None else int(t.event_type) for t in targets], pa.int32(), column_rows),
             class_name=per_row([None if isinstance(o, str) else o[0].name for o in found_objects], pa.string(),
                                object_rows),
             key=per_row([None if isinstance(o, str) else o[1] for o in found_objects], pa.string(), object_rows),

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from publisher.model.catalog import Catalog, TableInfo
 from publisher.model.events import DELETING, INSERTING, PER_FIELD, UPDATING, EventType
+
+INSERT_FIELD_EVENTS = frozenset({EventType.INSERT_FIELD, EventType.INSERT_FIELD_QUERY_BACK})
 from publisher.model.operation import OperationKind
 
 OPERATION_TYPES: Mapping[str, frozenset[EventType]] = {
@@ -46,7 +48,15 @@ class SubscriptionFilter:
         if tracked is None or event_type not in PER_FIELD or not isinstance(column_name, str):
             return True
         column = table.column(column_name)
-        return column is None or column.name in tracked
+        # an insert's event says the object was inserted, whichever column it logs (`hides`)
+        return column is None or column.name in tracked or event_type in INSERT_FIELD_EVENTS
+
+    def hides(self, table: str, column: str) -> bool:
+        """Whether the subscription leaves a column of a tracked table out: an insert's field
+        event for it is published as the insert of the object alone, without its value, so
+        that an object inserted with values in untracked columns only is not lost."""
+        tracked = self.columns.get(table)
+        return tracked is not None and column not in tracked
 
 
 class UntrackableError(ValueError):
