@@ -66,7 +66,7 @@ class ClassifyContext:
         kind = None if isinstance(event_type, str) else event_type
         return self.subscription is not None and not self.subscription.takes(kind, table_name, column_name)
 
-    def subscribed(self, target: EventTarget | str | None) -> EventTarget | str | None:
+    def subscribed(self, target: EventTarget | str) -> EventTarget | str:
         """The target as a subscriber's subscription publishes it: an insert's field event for a
         column it does not track says only that the object was inserted, as an insert's event
         for a key column does (`SubscriptionFilter.hides`)."""

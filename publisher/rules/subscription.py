@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from publisher.model.catalog import Catalog, TableInfo
 from publisher.model.events import DELETING, INSERTING, PER_FIELD, UPDATING, EventType
+from publisher.model.operation import OperationKind
 
 INSERT_FIELD_EVENTS = frozenset({EventType.INSERT_FIELD, EventType.INSERT_FIELD_QUERY_BACK})
-from publisher.model.operation import OperationKind
+"""Field events an insert logs: each says the object was inserted, whatever its column."""
 
 OPERATION_TYPES: Mapping[str, frozenset[EventType]] = {
     "insert": INSERTING,
