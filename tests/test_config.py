@@ -69,8 +69,10 @@ def test_renamed_columns_and_lists(tmp_path):
         ("[database]\nurll = 'x'\n", "database.urll: unknown key"),
         ("[nonsense]\n", "nonsense: unknown key"),
         ("[publisher]\nquery_limit = 'many'\n", "publisher.query_limit: expected a whole number, got str 'many'"),
-        ("[publisher]\nquery_limit = 0\n", "publisher.query_limit: expected a number above 0"),
-        ("[publisher]\nbatch_size = -1\n", "publisher.batch_size: expected a number above 0"),
+        ("[publisher]\nquery_limit = 0\n",
+         "publisher.query_limit: expected a whole number from 1 to 9223372036854775807 (the largest signed 64-bit "
+         "integer), got 0"),
+        ("[publisher]\nbatch_size = -1\n", "publisher.batch_size: expected a whole number from 1 to "),
         ("[publisher]\nmax_row_bytes = 0\n", "publisher.max_row_bytes: expected bytes from 1 to 1073741824"),
         ("[publisher]\nmax_row_bytes = 1073741825\n", "1 GiB, the longest text PostgreSQL holds), got 1073741825"),
         ("[publisher]\nallow_loopback = 'yes'\n", "publisher.allow_loopback: expected true or false"),
@@ -107,6 +109,61 @@ def test_bad_configuration_names_the_key(tmp_path, body, fragment):
     with pytest.raises(ConfigError) as info:
         load_config(write(tmp_path, body), environ={})
     assert fragment in str(info.value)
+
+
+BIG = "100000000000000000000"  # 10**20: more than a signed 64-bit integer holds
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "message"),
+    [
+        ("publisher.polling_interval", "nan", "publisher.polling_interval: expected a finite number, got float nan"),
+        ("publisher.polling_interval", "inf", "publisher.polling_interval: expected a finite number, got float inf"),
+        ("publisher.polling_interval", "-inf", "publisher.polling_interval: expected a finite number, got float -inf"),
+        ("publisher.polling_interval", "1e300",
+         "publisher.polling_interval: expected seconds above 0, at most 31536000 (365 days), got 1e+300"),
+        ("publisher.polling_interval", "0", "publisher.polling_interval: expected seconds above 0, at most 31536000 "
+         "(365 days), got 0.0"),
+        ("publisher.polling_interval", "1" + "0" * 400,
+         "publisher.polling_interval: expected a finite number, got int 1000"),
+        ("publisher.heartbeat_interval", "nan",
+         "publisher.heartbeat_interval: expected a finite number, got float nan"),
+        ("publisher.heartbeat_interval", "inf",
+         "publisher.heartbeat_interval: expected a finite number, got float inf"),
+        ("publisher.query_limit", BIG, "publisher.query_limit: expected a whole number from 1 to 9223372036854775807 "
+         f"(the largest signed 64-bit integer), got {BIG}"),
+        ("publisher.query_limit", "9223372036854775808", "publisher.query_limit: expected a whole number from 1 to "),
+        ("publisher.batch_size", BIG, "publisher.batch_size: expected a whole number from 1 to 9223372036854775807 "
+         f"(the largest signed 64-bit integer), got {BIG}"),
+        ("spark.small_cycle_events", BIG, "spark.small_cycle_events: expected 0 (always Spark) or more, at most "
+         f"9223372036854775807 (the largest signed 64-bit integer), got {BIG}"),
+        ("spark.read_partitions", BIG, "spark.read_partitions: expected 0 (automatic) or more, at most "
+         f"9223372036854775807 (the largest signed 64-bit integer), got {BIG}"),
+    ],
+)
+def test_malformed_numbers_are_refused_from_every_layer(tmp_path, key, text, message):
+    """NaN, infinities and integers no database holds are refused at start, naming the key, whether
+    they come from the file, a PUBLISHER_<SECTION>_<KEY> variable or --set: a NaN interval polled
+    without a pause, an infinite one died later naming no key, a huge query_limit failed the poll."""
+    section, name = key.split(".")
+    variable = f"PUBLISHER_{section.upper()}_{name.upper()}"
+    layers = {
+        "file": lambda: load_config(write(tmp_path, f"[{section}]\n{name} = {text}\n"), environ={}),
+        "environment": lambda: load_config(write(tmp_path, ""), environ={variable: text}),
+        "--set": lambda: load_config(write(tmp_path, ""), environ={}, overrides=[f"{key}={text}"]),
+    }
+    for layer, load in layers.items():
+        with pytest.raises(ConfigError) as info:
+            load()
+        assert str(info.value).startswith(message), (layer, str(info.value))
+
+
+def test_the_largest_numbers_that_work_are_accepted(tmp_path):
+    body = ("[publisher]\npolling_interval = 31536000\nquery_limit = 9223372036854775807\n"
+            "batch_size = 9223372036854775807\nheartbeat_interval = 1e300\n"
+            "[spark]\nsmall_cycle_events = 9223372036854775807\nread_partitions = 9223372036854775807\n")
+    config = load_config(write(tmp_path, body), environ={})
+    assert (config.publisher.polling_interval, config.publisher.query_limit) == (31536000.0, (1 << 63) - 1)
 
 
 def test_bad_environment_value_names_the_key(tmp_path):

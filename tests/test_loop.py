@@ -9,7 +9,7 @@ from sqlalchemy.exc import OperationalError
 
 from publisher.config import Config, OutputConfig, PublisherSettings
 from publisher.pipeline.cycle import CycleResult
-from publisher.service.loop import run_forever, seconds_until_next
+from publisher.service.loop import MAX_BACKOFF_SECONDS, backoff_seconds, run_forever, seconds_until_next
 
 
 def config(tmp_path, **settings) -> Config:
@@ -77,3 +77,9 @@ def test_full_cycle_is_followed_at_once(tmp_path):
     run_forever(None, None, config(tmp_path, polling_interval=30, query_limit=5), stop, cycle=cycles)
     assert cycles.calls == 3
     assert (dt.datetime.now() - started).total_seconds() < 10
+
+
+def test_backoff_doubles_per_failure_up_to_its_bound_however_long_the_failures_last(tmp_path):
+    c = config(tmp_path, polling_interval=2.0)
+    assert [backoff_seconds(c, n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
+    assert backoff_seconds(c, 2_000) == backoff_seconds(c, 10**6) == MAX_BACKOFF_SECONDS

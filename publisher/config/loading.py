@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import math
 import os
 import re
 import tomllib
@@ -19,6 +20,12 @@ from publisher.config import EVENT_LOG_COLUMNS, OPERATIONS, Config, ConfigError,
 
 ENV_PREFIX = "PUBLISHER_"
 MAX_ROW_BYTES_CEILING = 1 << 30
+INTEGER_CEILING = (1 << 63) - 1
+"""The largest signed 64-bit integer: the most a count setting may be, as the databases' integers
+(SQLite's INTEGER, PostgreSQL's bigint, a LIMIT) and Arrow's lengths hold no more."""
+POLLING_INTERVAL_CEILING = 365 * 24 * 3600
+"""The longest polling_interval, in seconds (365 days): a wait far longer than the platform
+allows would end the run with an overflow naming no key."""
 
 
 def load_config(
@@ -165,7 +172,13 @@ def _coerce(hint: Any, value: Any, key: str) -> Any:
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {_show(value)}")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise ConfigError(f"{key}: expected a finite number, got {_show(value)}")
+        return number
     if hint is str:
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {_show(value)}")
@@ -190,14 +203,17 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
             "(e.g. sqlite:///demo.db or postgresql://user@host/db)"
         ) from None
     p = config.publisher
-    positive = {
-        "publisher.query_limit": p.query_limit,
-        "publisher.batch_size": p.batch_size,
-        "publisher.polling_interval": p.polling_interval,
-    }
-    for key, number in positive.items():
-        if number <= 0:
-            raise ConfigError(f"{key}: expected a number above 0, got {number}")
+    for key, number in {"publisher.query_limit": p.query_limit, "publisher.batch_size": p.batch_size}.items():
+        if not 0 < number <= INTEGER_CEILING:
+            raise ConfigError(
+                f"{key}: expected a whole number from 1 to {INTEGER_CEILING} (the largest signed 64-bit integer), "
+                f"got {number}"
+            )
+    if not 0 < p.polling_interval <= POLLING_INTERVAL_CEILING:
+        raise ConfigError(
+            f"publisher.polling_interval: expected seconds above 0, at most {POLLING_INTERVAL_CEILING} (365 days), "
+            f"got {p.polling_interval}"
+        )
     if not 0 < p.max_row_bytes <= MAX_ROW_BYTES_CEILING:
         raise ConfigError(
             f"publisher.max_row_bytes: expected bytes from 1 to {MAX_ROW_BYTES_CEILING} (1 GiB, the longest "
@@ -205,12 +221,17 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
         )
     if p.heartbeat_interval < 0:
         raise ConfigError(f"publisher.heartbeat_interval: expected minutes >= 0, got {p.heartbeat_interval}")
-    if config.spark.small_cycle_events is not None and config.spark.small_cycle_events < 0:
+    small = config.spark.small_cycle_events
+    if small is not None and not 0 <= small <= INTEGER_CEILING:
         raise ConfigError(
-            f"spark.small_cycle_events: expected 0 (always Spark) or more, got {config.spark.small_cycle_events}"
+            f"spark.small_cycle_events: expected 0 (always Spark) or more, at most {INTEGER_CEILING} (the largest "
+            f"signed 64-bit integer), got {small}"
         )
-    if config.spark.read_partitions < 0:
-        raise ConfigError(f"spark.read_partitions: expected 0 (automatic) or more, got {config.spark.read_partitions}")
+    if not 0 <= config.spark.read_partitions <= INTEGER_CEILING:
+        raise ConfigError(
+            f"spark.read_partitions: expected 0 (automatic) or more, at most {INTEGER_CEILING} (the largest signed "
+            f"64-bit integer), got {config.spark.read_partitions}"
+        )
     for text in p.time_of_day:
         parse_time_of_day(text, "publisher.time_of_day")
     if p.time_of_day and "polling_interval" in raw.get("publisher", {}):

@@ -49,7 +49,8 @@ def seconds_until_next(config: Config, now: dt.datetime) -> float:
 
 def backoff_seconds(config: Config, failures: int) -> float:
     """The polling interval, doubled per consecutive failure, at most MAX_BACKOFF_SECONDS."""
-    return float(min(config.publisher.polling_interval * 2 ** (failures - 1), MAX_BACKOFF_SECONDS))
+    doublings = min(max(failures - 1, 0), 64)  # past that the bound holds; 2 ** 1024 is no float
+    return float(min(config.publisher.polling_interval * 2 ** doublings, MAX_BACKOFF_SECONDS))
 
 
 def publish_heartbeat(directory: Path) -> str:
