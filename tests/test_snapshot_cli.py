@@ -179,6 +179,13 @@ def test_the_arguments_count_narrow_and_refuse_before_anything_is_logged(databas
     assert "on table usr:" in err and "no_such_column" in err.split("on table usr:")[1], err
     assert main([*snapshot, "--table", "usr", "--table", "nosuch"]) == 2
     assert "--table nosuch" in capsys.readouterr().err
+    # Parentheses a comment hides let the condition escape the chunks' key bounds (it looped for ever).
+    assert main([*snapshot, "--dry-run", "--where", "idu=2 /*(*/) OR (1=1 /*)*/"]) == 2
+    assert "--where 'idu=2 /*(*/) OR (1=1 /*)*/': comments are refused: /* at character 7 begins a block " \
+           "comment; a condition has no need of one" in capsys.readouterr().err
+    assert main([*snapshot, "--dry-run", "--where", "'"]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "publisher: --where \"'\": unterminated quote: the quote ' at character 1 is never closed"
     assert event_count(database) == 0
 
     assert main([*snapshot, "--table", "USR", "--where", "idu <= 5 AND fname <> 'f3'"]) == 0

@@ -459,3 +459,57 @@ def test_a_condition_that_closes_its_parenthesis_is_refused(spark, database, tmp
             snapshot_directly(h.config, h.engine, where=condition)
     result = snapshot_directly(h.config, h.engine, where="fname = ')(' OR (idu > 8)")
     assert result.tables["usr"].published == 2
+
+
+ALL = ("sqlite", "postgresql", "mariadb")
+HIDDEN_PARENTHESES = [
+    # (condition, the databases that read it past the parentheses it is wrapped in, the refusal)
+    ("idu = 2 /*(*/) OR (1=1 /*)*/", ALL, "comments are refused: /* at character 9 begins a block comment; a "
+     "condition has no need of one, and the parentheses inside a comment are not counted, so the condition could "
+     "escape the chunks' key bounds"),
+    ("idu = 2 -- (\n) OR (1=1 -- )\n", ALL, "comments are refused: -- at character 9 begins a line comment;"),
+    ("idu = 2 #(\n) OR (1=1 #)\n", ("mariadb",),
+     "comments are refused: # at character 9 begins a line comment on MariaDB and MySQL;"),
+    (r"fname = '\' ( ' ) OR (1=1 OR fname = ' ) \' '", ("mariadb",),
+     "ambiguous quote: the quote ' at character 11 follows a backslash, which escapes it on MariaDB and MySQL (and "
+     "in PostgreSQL's E'…' strings) but not elsewhere, so where the quoted text ends depends on the database; "
+     "write '' for a quote inside quoted text"),
+    ("fname = $$'$$ ) OR (1=1 OR fname = $$'$$", ("postgresql",),
+     "dollar quotes are refused: the $ at character 9 would begin a dollar-quoted string on PostgreSQL, whose "
+     "parentheses are not counted; write text in '…', and a name that begins with $ in \"…\""),
+    ("CAST(1 AS [']) = 2) OR (1=1 OR CAST(1 AS [']) = 2", ("sqlite",),
+     "the ' at character 12 is inside the [ at character 11, which quotes a name on SQLite and begins a subscript "
+     "elsewhere, so the databases disagree on where its quotes and parentheses are; write the name in \"…\" instead"),
+]
+
+
+def test_a_condition_whose_parentheses_a_database_reads_otherwise_is_refused(spark, database, tmp_path):
+    """Parentheses hidden from the count, by a comment, a quote a backslash escapes (MariaDB), a
+    dollar quote (PostgreSQL) or a [name] (SQLite), let the condition read past the parentheses
+    each chunk wraps it in, on the databases named (shown first): the snapshot looped for ever.
+    Each is refused on every database, before anything is counted or logged."""
+    h = make(spark, database, tmp_path)
+    fill(h, 10)
+    h.install("usr", style="field")
+    for condition, escaping, refusal in HIDDEN_PARENTHESES:
+        if database.dialect in escaping:
+            ((bounded,),) = h.db.rows(f"SELECT count(*) FROM {h.table('usr')} WHERE (idu > 100) AND ({condition})")
+            assert bounded == 10, f"{condition!r} escapes the bound idu > 100 on {database.dialect}"
+        with pytest.raises(SnapshotError) as refused:
+            snapshot(h.config, h.engine, where=condition, dry_run=True)
+        assert str(refused.value).startswith(f"--where {condition.strip()!r}: {refusal}"), str(refused.value)
+    assert h.db.rows(f"SELECT count(*) FROM {h.table('event_log')}") == [(0,)]
+
+
+def test_a_quote_never_closed_is_named_and_comment_marks_inside_quotes_are_text(spark, database, tmp_path):
+    """`--where "'"` was refused for unbalanced parentheses; the quote is what is wrong."""
+    h = make(spark, database, tmp_path)
+    fill(h, 10)
+    h.install("usr", style="field")
+    for condition, at in (("'", 1), ("fname = 'n1", 9), ("fname = 'n1' OR fname = 'it''s", 25)):
+        with pytest.raises(SnapshotError) as refused:
+            snapshot(h.config, h.engine, where=condition, dry_run=True)
+        assert str(refused.value) == (f"--where {condition!r}: unterminated quote: the quote ' at character {at} is "
+                                      "never closed")
+    quoted = r"fname IN ('n1', '-- /* */ # $$ ( [''', 'n\\') OR (idu > 8 AND idu - -1 > 0)"
+    assert snapshot(h.config, h.engine, where=quoted, dry_run=True).tables["usr"].total == 3
