@@ -29,6 +29,7 @@ from publisher.outputs.messages import (
     data_schema,
     field_names,
     json_line,
+    message_key,
     metadata_message,
     schema_id,
     table_signature,
@@ -458,6 +459,21 @@ class TestJsonLine:
 
     def test_compact_utf8(self) -> None:
         assert json_line({"a": "Zoë", "b": [1, None]}) == '{"a":"Zoë","b":[1,null]}\n'.encode()
+
+
+def test_a_data_messages_object_is_named_by_its_key_columns_in_key_order() -> None:
+    """What an error about a message (one too large for the broker) names it by."""
+    table = TableInfo("line", (
+        ColumnInfo("qty", ValueType.INT, False, ordinal=1, sql_type="INTEGER"),
+        ColumnInfo("line no", ValueType.INT, True, ordinal=2, sql_type="INTEGER", key_position=2),
+        ColumnInfo("order", ValueType.STRING, True, ordinal=3, sql_type="VARCHAR(9)", key_position=1),
+    ))
+    change = Change("line", INSERT, 7, EVENT_TIME, None, {"qty": "3", "line no": "2", "order": "A-1"}, None,
+                    ("qty", "line no", "order"), False)
+    message = data_message(StampedChange(change, "1", TransactionPlace(0, 1, 0, 1)), table, LABEL,
+                           MessagesConfig(enabled=True), None)
+
+    assert message_key(message, table) == "order=A-1+line no=2"
 
 
 def test_building_messages_imports_no_spark() -> None:

@@ -9,14 +9,21 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from publisher.config import OutputConfig
 from publisher.failpoints import reached
-from publisher.outputs.broker import publish_file
+from publisher.outputs.broker import described, publish_file
 from publisher.outputs.change_format import CycleOutput, FormatsWritten, remove_staged_in
 from publisher.outputs.durable import fsync_directory
-from publisher.outputs.messages import TableVersions, data_message, json_line, metadata_message, schema_id
+from publisher.outputs.messages import (
+    TableVersions,
+    data_message,
+    json_line,
+    message_key,
+    metadata_message,
+    schema_id,
+)
 from publisher.rules.changes import StampedChange
 
 MESSAGES_DIRECTORY = "messages"
@@ -71,19 +78,35 @@ class MessagesCycle:
         return MessagesPart(self, part)
 
     def finish(self, parts: Sequence[tuple[int, Mapping[str, int]]]) -> FormatsWritten:
+        """With a broker, the file becomes visible only once the broker is reached and takes
+        every message: a cycle it refuses leaves no message file, so its retry writes the
+        cycle's messages once (a broker lost while sending leaves the file, as a crash would)."""
         written = FormatsWritten(messages=sum(counts.get(_COUNT, 0) for _, counts in parts))
         if self.metadata or written.messages:
-            name = self._join([part for part, counts in parts if counts.get(_COUNT)])
-            written.files.append(f"{MESSAGES_DIRECTORY}/{name}")
-            if self.output.messages.broker:
-                written.brokered = publish_file(self.directory / name, self.output.messages).messages
+            written_parts = [part for part, counts in parts if counts.get(_COUNT)]
+            joined = self._join(written_parts)
+            try:
+                if self.output.messages.broker:
+                    written.brokered = publish_file(joined, self.output.messages, lambda: self._place(joined),
+                                                    self._described).messages
+                else:
+                    self._place(joined)
+            finally:
+                joined.unlink(missing_ok=True)
+                for part in written_parts:
+                    self.staged(part).unlink(missing_ok=True)
+            written.files.append(f"{MESSAGES_DIRECTORY}/{self.name}")
         self.versions.save()
         return written
 
-    def _join(self, parts: Sequence[int]) -> str:
-        """The cycle's one message file: metadata messages first, then each part's data messages."""
-        name = f"{self.cycle.cycle:012d}.jsonl"
-        tmp = self.directory / f".{name}.tmp"
+    @property
+    def name(self) -> str:
+        return f"{self.cycle.cycle:012d}.jsonl"
+
+    def _join(self, parts: Sequence[int]) -> Path:
+        """The cycle's one message file, under its hidden temporary name: metadata messages
+        first, then each part's data messages."""
+        tmp = self.directory / f".{self.name}.tmp"
         with open(tmp, "wb") as out:
             out.writelines(self.metadata)
             for part in parts:
@@ -91,12 +114,20 @@ class MessagesCycle:
                     shutil.copyfileobj(piece, out, 1 << 20)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(tmp, self.directory / name)
+        return tmp
+
+    def _place(self, joined: Path) -> Path:
+        """Make the joined file visible under the cycle's name."""
+        path = self.directory / self.name
+        os.replace(joined, path)
         reached("changes")
         fsync_directory(self.directory)
-        for part in parts:
-            self.staged(part).unlink()
-        return name
+        return path
+
+    def _described(self, message: dict[str, Any]) -> str:
+        """A message for an error, with the object a data message stands for."""
+        table = None if "lineage" in message else self.cycle.tables.get(message["table"])
+        return described(message, None if table is None else message_key(message, table))
 
 
 class MessagesFormat:

@@ -223,6 +223,14 @@ def data_message(
     return message
 
 
+def message_key(message: Mapping[str, Any], table: TableInfo) -> str:
+    """The object a data message of `table` stands for, as `column=value` of its key columns in
+    key order, joined by `+` (values as the message carries them)."""
+    fields = field_names(table)
+    keys = sorted((c for c in table.data_columns if c.key_position), key=lambda c: c.key_position)
+    return "+".join(f"{c.name}={message['data'].get(fields[c.name])}" for c in keys)
+
+
 def _record(table: TableInfo, values: Mapping[str, str | None]) -> dict[str, Any]:
     return {
         field: _json_value(typed_value(column.value_type, values[column.name])) if column.name in values else None
