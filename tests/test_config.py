@@ -102,6 +102,9 @@ def test_renamed_columns_and_lists(tmp_path):
         ("[classes.usr.references]\nmanager = ''\n", "classes.usr.references.manager: expected an attribute"),
         ("[classes.usr.multi_valued]\nphone = 'p.n'\n[output.messages]\nenabled = true\n",
          "output: change tables and messages carry a table's columns, and class 'usr' has multi-valued"),
+        ("[classes.usr.multi_valued]\nphone = 'p.n'\n[subscriptions.s]\ntables = ['doc', 'USR']\n"
+         "[subscribers.x]\nsubscription = 's'\noutput = 'x'\n[subscribers.x.formats.change_tables]\nenabled = true\n",
+         "subscribers.x.formats: change tables and messages carry a table's columns, and class 'usr' has"),
         ("classes = 3\n", "classes: expected a table of named entries"),
     ],
 )
@@ -199,3 +202,11 @@ def test_example_configuration_is_valid():
     example = Path(__file__).parent.parent / "examples" / "publisher.toml"
     config = load_config(example, environ={})
     assert config.database.url.startswith("sqlite:///")
+
+
+def test_a_subscriber_that_tracks_no_class_with_multi_valued_attributes_may_have_formats(tmp_path):
+    body = ("[classes.usr.multi_valued]\nphone = 'p.n'\n[subscriptions.s]\ntables = ['doc']\n"
+            "[subscribers.x]\nsubscription = 's'\noutput = 'x'\n[subscribers.x.formats.change_tables]\n"
+            "enabled = true\n")
+    config = load_config(write(tmp_path, body), environ={})
+    assert config.subscribers["x"].output_config().publishes_changes

@@ -357,17 +357,28 @@ def _check_subscriptions(config: Config) -> None:
             subjects[messages.broker_subject] = f"{key}.formats.messages.broker_subject"
 
 
+def _tracked_classes(config: Config, subscription: str, classes: list[str]) -> list[str]:
+    """The `classes` a subscriber's subscription tracks (all of them, for a subscription the
+    configuration lacks: that is refused on its own)."""
+    found = config.subscriptions.get(subscription)
+    if found is None:
+        return classes
+    tracked = {t.lower() for t in found.tables}
+    return [name for name in classes if name.lower() in tracked]
+
+
 def _check_classes(config: Config) -> None:
     """A class's attributes name a child table each, a child table serves one attribute of one
     class, and a reference names a class."""
     children: dict[str, str] = {}
     with_children = [name for name, cls in config.classes.items() if cls.multi_valued]
-    formats = [("output", config.output)] + [(f"subscribers.{n}.formats", s.output_config())
-                                              for n, s in config.subscribers.items()]
-    for where, output in formats:
-        if with_children and output.publishes_changes:
+    formats = [("output", config.output, with_children)] + [
+        (f"subscribers.{n}.formats", s.output_config(), _tracked_classes(config, s.subscription, with_children))
+        for n, s in config.subscribers.items()]
+    for where, output, sent in formats:
+        if sent and output.publishes_changes:
             raise ConfigError(
-                f"{where}: change tables and messages carry a table's columns, and class {with_children[0]!r} has "
+                f"{where}: change tables and messages carry a table's columns, and class {sent[0]!r} has "
                 "multi-valued attributes (classes.*.multi_valued), which have none; publish it as XDS only")
     for name, cls in config.classes.items():
         key = f"classes.{name}"
