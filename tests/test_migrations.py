@@ -17,6 +17,7 @@ from publisher.capture.install import capture_problems, install_capture
 from publisher.cli import main
 from publisher.config import ChangeTablesConfig, MessagesConfig
 from publisher.service.mirror import verify
+from publisher.service.stats import Unpublished, unpublished_tables
 
 PUBLISHER_USER = "publisher_app"
 
@@ -443,6 +444,8 @@ def test_a_renamed_table_is_named_by_install_check_and_installing_its_new_name_m
     (problem,) = capture_problems(h.config, h.engine)
     assert problem.startswith("table 'usr': its capture triggers are on table 'members'"), problem
     assert "`publisher install --table members`" in problem
+    application(h, f"UPDATE {members} SET lname = 'Li' WHERE idu = 1")
+    assert unpublished_tables(h.config, h.engine) == {"usr": Unpublished.CAPTURE_MOVED}
 
     install_capture(h.config, h.engine, ["members"], None)
     assert capture_problems(h.config, h.engine) == []

@@ -209,6 +209,7 @@ class Unpublished(enum.StrEnum):
     NOT_CONFIGURED = "not in publisher.tables"
     NO_TRIGGERS = "has no publisher triggers"
     CHILD_TABLE = "a logical class's child table: its triggers log its rows against the parent"
+    CAPTURE_MOVED = "renamed? its capture triggers are on another table, which `install --check` names"
 
 
 def unpublished_tables(config: Config, engine: Engine) -> dict[str, Unpublished]:
@@ -217,7 +218,7 @@ def unpublished_tables(config: Config, engine: Engine) -> dict[str, Unpublished]
     without this project's triggers. Names match as a cycle resolves them: exactly, else
     ignoring case. A logical class's child tables are no class of their own: their rows are
     logged against the parent."""
-    from publisher.capture.install import published_tables
+    from publisher.capture.install import moved_captures, published_tables
     from publisher.model.logical import child_tables
 
     published = published_tables(config, engine)
@@ -233,9 +234,12 @@ def unpublished_tables(config: Config, engine: Engine) -> dict[str, Unpublished]
         ).scalars()
         named = [decoded(raw) for raw in found if raw is not None]
     children = child_tables(config.classes)
+    unpublished = [name for name in named if name not in exact and name.lower() not in lowered]
+    moved = {name.lower() for name in moved_captures(config, engine)} if unpublished else set()
     return {
-        name: Unpublished.CHILD_TABLE if name.lower() in children else why
-        for name in named if name not in exact and name.lower() not in lowered
+        name: Unpublished.CHILD_TABLE if name.lower() in children
+        else Unpublished.CAPTURE_MOVED if name.lower() in moved else why
+        for name in unpublished
     }
 
 
