@@ -210,3 +210,12 @@ def test_a_subscriber_that_tracks_no_class_with_multi_valued_attributes_may_have
             "enabled = true\n")
     config = load_config(write(tmp_path, body), environ={})
     assert config.subscribers["x"].output_config().publishes_changes
+
+
+def test_a_subscribers_formats_are_checked_as_the_status_modes(tmp_path):
+    body = ("[subscriptions.s]\ntables = ['usr']\n[subscribers.x]\nsubscription = 's'\noutput = 'x'\n"
+            "[subscribers.x.formats.change_tables]\nenabled = true\npartition_minutes = 7\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, body), environ={})
+    assert str(info.value).startswith("subscribers.x.formats.change_tables.partition_minutes: expected 0 (off) or "
+                                      "minutes that divide a day (e.g. 60, 240, 1440), got 7")

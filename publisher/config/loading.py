@@ -16,7 +16,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from publisher.config import EVENT_LOG_COLUMNS, OPERATIONS, Config, ConfigError, child_column, mask_url
+from publisher.config import (
+    EVENT_LOG_COLUMNS,
+    OPERATIONS,
+    Config,
+    ConfigError,
+    OutputConfig,
+    child_column,
+    mask_url,
+)
 
 ENV_PREFIX = "PUBLISHER_"
 MAX_ROW_BYTES_CEILING = 1 << 30
@@ -253,38 +261,9 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
             raise ConfigError(f"event_log.columns.{role}: {name!r} names two columns of the event log")
     if not config.output.directory.strip():
         raise ConfigError("output.directory: expected a path, got an empty string")
-    changes = config.output.change_tables
-    if changes.partition_minutes < 0 or (changes.partition_minutes and 1440 % changes.partition_minutes):
-        raise ConfigError(
-            "output.change_tables.partition_minutes: expected 0 (off) or minutes that divide a day "
-            f"(e.g. 60, 240, 1440), got {changes.partition_minutes}"
-        )
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", changes.header_prefix):
-        raise ConfigError(
-            "output.change_tables.header_prefix: expected letters, digits and underscores, not starting "
-            f"with a digit (default header__), got {changes.header_prefix!r}"
-        )
-    messages = config.output.messages
-    if not messages.task.strip():
-        raise ConfigError("output.messages.task: expected a task name, got an empty string")
-    if messages.broker:
-        if not re.match(r"(nats|tls)://[^/\s]+$", messages.broker):
-            raise ConfigError(
-                "output.messages.broker: expected nats://host:port (or tls://host:port), got "
-                f"{mask_url(messages.broker)!r}"
-            )
-        if not messages.enabled:
-            raise ConfigError("output.messages.broker: sends the messages, so it needs output.messages.enabled = true")
-    if not re.fullmatch(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*", messages.broker_subject):
-        raise ConfigError(
-            "output.messages.broker_subject: expected subject tokens of letters, digits, _ and - joined by dots, "
-            f"got {messages.broker_subject!r}"
-        )
-    if not re.fullmatch(r"[A-Za-z0-9_-]+", messages.broker_stream):
-        raise ConfigError(
-            f"output.messages.broker_stream: expected a stream name of letters, digits, _ and -, got "
-            f"{messages.broker_stream!r}"
-        )
+    _check_formats("output", config.output)
+    for name, subscriber in config.subscribers.items():
+        _check_formats(f"subscribers.{name}.formats", subscriber.output_config())
     if not config.spark.master.strip():
         raise ConfigError("spark.master: expected a Spark master URL such as local[*]")
     if not 0 <= config.metrics.port <= 65535:
@@ -294,6 +273,44 @@ def _check(config: Config, raw: Mapping[str, Any]) -> None:
     _check_subscriptions(config)
     _check_classes(config)
     _check_triggerless(config)
+
+
+def _check_formats(where: str, output: OutputConfig) -> None:
+    """The change tables' and messages' settings of one output: the status mode's (`output`) or
+    a subscriber's (`subscribers.NAME.formats`)."""
+    changes = output.change_tables
+    if changes.partition_minutes < 0 or (changes.partition_minutes and 1440 % changes.partition_minutes):
+        raise ConfigError(
+            f"{where}.change_tables.partition_minutes: expected 0 (off) or minutes that divide a day "
+            f"(e.g. 60, 240, 1440), got {changes.partition_minutes}"
+        )
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", changes.header_prefix):
+        raise ConfigError(
+            f"{where}.change_tables.header_prefix: expected letters, digits and underscores, not starting "
+            f"with a digit (default header__), got {changes.header_prefix!r}"
+        )
+    messages = output.messages
+    if not messages.task.strip():
+        raise ConfigError(f"{where}.messages.task: expected a task name, got an empty string")
+    if messages.broker:
+        if not re.match(r"(nats|tls)://[^/\s]+$", messages.broker):
+            raise ConfigError(
+                f"{where}.messages.broker: expected nats://host:port (or tls://host:port), got "
+                f"{mask_url(messages.broker)!r}"
+            )
+        if not messages.enabled:
+            raise ConfigError(
+                f"{where}.messages.broker: sends the messages, so it needs {where}.messages.enabled = true")
+    if not re.fullmatch(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*", messages.broker_subject):
+        raise ConfigError(
+            f"{where}.messages.broker_subject: expected subject tokens of letters, digits, _ and - joined by dots, "
+            f"got {messages.broker_subject!r}"
+        )
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", messages.broker_stream):
+        raise ConfigError(
+            f"{where}.messages.broker_stream: expected a stream name of letters, digits, _ and -, got "
+            f"{messages.broker_stream!r}"
+        )
 
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
