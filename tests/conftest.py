@@ -97,6 +97,14 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestDat
     yield from open_database(request.param, tmp_path)
 
 
+def on_each_database_in_turn(cases: list[tuple[str, ...]], first: str = DIALECTS[0]) -> list[tuple[str, ...]]:
+    """Each case once, on the databases in turn from `first`, as (database, *case): for the slow
+    variants of a test (a Spark process per case) whose database differences its other variants
+    cover on every database. Parametrize `database` with it indirectly."""
+    start = DIALECTS.index(first) if first in DIALECTS else 0
+    return [(DIALECTS[(start + i) % len(DIALECTS)], *case) for i, case in enumerate(cases)]
+
+
 SUBSCRIBER_DIALECTS = tuple(d for d in DIALECTS if d != "mariadb")
 """The databases that serve subscribers: MariaDB refuses them (README; test_mariadb)."""
 

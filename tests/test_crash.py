@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import POSTGRES_URL, TestDatabase
+from conftest import DIALECTS, POSTGRES_URL, TestDatabase, on_each_database_in_turn
 from harness import read_change_tables, read_messages
 from lxml import etree
 from sqlalchemy import create_engine, text
@@ -255,8 +255,10 @@ def crash_at(failpoint: str, config: Path, markers: Path, *options: str) -> None
 
 
 @pytest.mark.parametrize(
-    ("path", "failpoint"),
-    [("driver", f) for f in FAILPOINTS] + [("spark", f) for f in SPARK_FAILPOINTS],
+    ("database", "path", "failpoint"),
+    [(d, "driver", f) for d in DIALECTS for f in FAILPOINTS]
+    + on_each_database_in_turn([("spark", f) for f in SPARK_FAILPOINTS]),
+    indirect=["database"],
 )
 def test_a_kill_at_any_step_loses_nothing_and_duplicates_are_recognisable(
     spark, database, tmp_path, references, path, failpoint

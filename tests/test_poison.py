@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TestDatabase
+from conftest import DIALECTS, TestDatabase, on_each_database_in_turn
 from harness import Harness, publisher_run
 from sqlalchemy.exc import OperationalError
 
@@ -227,7 +227,8 @@ def statuses(database: TestDatabase) -> dict[int, str]:
     return {int(rid): status for rid, status in rows}
 
 
-@pytest.mark.parametrize("path", ["driver", "spark"])
+@pytest.mark.parametrize(("database", "path"), [(d, "driver") for d in DIALECTS]
+                         + on_each_database_in_turn([("spark",)], first="postgresql"), indirect=["database"])
 def test_poll_says_a_stage_failure_in_one_line_and_the_next_poll_isolates_the_row(database, tmp_path, path):
     small = "" if path == "driver" else "small_cycle_events = 0\n"
     config = site_config(database, tmp_path, spark=small)

@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from conftest import DIALECTS, on_each_database_in_turn
 from harness import drain
 from sqlalchemy import text
 from test_crash import MARKER_TIMEOUT, kill_session
@@ -297,7 +298,8 @@ def test_key_ranges_cut_on_a_compound_key_meet_without_a_gap(spark, database, tm
     assert_mirrored(h)
 
 
-@pytest.mark.parametrize("taker", ["threads", "tasks"])
+@pytest.mark.parametrize(("database", "taker"), [(d, "threads") for d in DIALECTS]
+                         + on_each_database_in_turn([("tasks",)], first="postgresql"), indirect=["database"])
 def test_key_ranges_killed_while_they_are_taken_continue_each_after_its_last_chunk(database, tmp_path, capsys, taker):
     """SIGKILL while the driver's threads (a local master) or Spark's tasks (`small_cycle_events =
     0`) take their ranges (the process group: driver, JVM, workers); the run after continues
