@@ -456,6 +456,28 @@ def test_a_renamed_table_is_named_by_install_check_and_installing_its_new_name_m
     assert [(name, int(kind)) for name, kind in logged] == [("members", 6)]
 
 
+def test_a_table_renamed_while_a_new_one_takes_its_name_keeps_a_capture_of_its_own(spark, database, tmp_path):
+    """The new table is installed (by the next cycle, seeing the name's shape change) without
+    taking the renamed table's capture away (trigger names are the schema's on SQLite and
+    MariaDB) or changing the functions its triggers run (PostgreSQL): the renamed table gets a
+    capture of its own first, in the style it had, and no application write fails."""
+    h = harness_for(spark, database, tmp_path)
+    h.install("usr", style="row")
+    usr, old = h.table("usr"), h.table("usr_old")
+    application(h, f"INSERT INTO {usr} VALUES (1, 'Ann', 'Lee', NULL)")
+    drain(h)
+    application(h, f"ALTER TABLE {usr} RENAME TO usr_old" if h.dialect != "mariadb"
+                else f"RENAME TABLE {usr} TO {old}")
+    application(h, f"CREATE TABLE {usr} (idu INTEGER PRIMARY KEY, email VARCHAR(64))")
+    drain(h)
+    assert capture_problems(h.config, h.engine) == []
+    log = h.table(h.config.event_log.table)
+    (last,) = h.db.rows(f"SELECT coalesce(max(record_id), 0) FROM {log}")[0]
+    application(h, f"INSERT INTO {old} VALUES (2, 'Bo', 'Ng', NULL)", f"INSERT INTO {usr} VALUES (3, 'c@example.com')")
+    logged = h.db.rows(f"SELECT table_name, event_type FROM {log} WHERE record_id > {last} ORDER BY record_id")
+    assert [(name, int(kind)) for name, kind in logged] == [("usr_old", 5), ("usr", 5)]
+
+
 FOLLOWED_TABLE = ("CREATE TABLE {t} (k1 integer, k2 text, v_text text, v_num numeric(10, 2), v_bin bytea, "
                   "v_at timestamptz, v_on boolean, v_arr int[], PRIMARY KEY (k1, k2))")
 FOLLOWED_STATEMENTS = (

@@ -378,3 +378,15 @@ def test_install_check_names_native_tables_whose_library_the_server_cannot_load(
     (problem,) = capture_problems(h.config, h.engine)
     assert problem.startswith("table(s) 'usr': every write fails, the server cannot run their native capture: ")
     assert 'could not access file "publisher_capture_of_another_release"' in problem
+
+
+def test_a_renamed_table_installed_under_its_new_name_keeps_the_native_capture(spark, postgresql_database, tmp_path):
+    h = harness(spark, postgresql_database, tmp_path)
+    h.db.execute(f"CREATE TABLE {h.table('n')} (id INTEGER PRIMARY KEY, v TEXT)")
+    install_capture(h.config, h.engine, ["n"], "row", native=True)
+    h.db.execute(f"ALTER TABLE {h.table('n')} RENAME TO n2")
+    install_capture(h.config, h.engine, ["n2"], None, native=None)
+    assert installed_native(h.config, h.engine) == {"n2"}
+    assert capture_problems(h.config, h.engine) == []
+    application(h, (), f"INSERT INTO {h.table('n2')} VALUES (1, 'x')")
+    assert h.db.rows(f"SELECT table_name, event_type FROM {h.table('event_log')}") == [("n2", 5)]

@@ -201,8 +201,9 @@ def capture_ddl(config: Config, engine: Engine) -> list[str]:
 def reinstall_capture(config: Config, engine: Engine, table: str, style: Style) -> None:
     """Install one table's capture again, for its shape now: native where it was, and switched
     off where it was (PostgreSQL: its row trigger disabled or dropped)."""
-    native = table.lower() in installed_native(config, engine)
-    statements = trigger_sql(config, engine, table, style, native)
+    natives = installed_native(config, engine)
+    statements = _adopted(config, engine, moved_captures(config, engine), table, style, natives)
+    statements += trigger_sql(config, engine, table, style, table.lower() in natives)
     dialect = _dialect(config, engine)
     if isinstance(dialect, PostgreSQL):
         with engine.connect() as conn:
@@ -284,6 +285,21 @@ def _moved_to(config: Config, engine: Engine, moved: dict[str, str], table: str)
     return statements
 
 
+def _adopted(config: Config, engine: Engine, moved: dict[str, str], table: str, style: Style,
+             natives: set[str]) -> list[str]:
+    """Where `table` was renamed and a new table took its name, the renamed one still carries
+    its capture: installing the new one would take that capture away from it (trigger names are
+    the schema's) or change the functions its triggers run. Statements that first give the
+    renamed table a capture of its own, in the same style, native where it was."""
+    carrier = next((c for name, c in moved.items() if name.lower() == table.lower()), None)
+    if carrier is None:
+        return []
+    log.warning("table %r carries the capture installed on %r, which names another table now (renamed, and a new "
+                "table took its name?): %r gets a capture of its own", carrier, table, carrier)
+    return _moved_to(config, engine, moved, carrier) + trigger_sql(
+        config, engine, carrier, style, carrier.lower() in natives)
+
+
 def follow_shapes(config: Config, engine: Engine) -> list[StaleCapture]:
     """Reinstall the capture of every table a migration changed, logging one warning each; a
     table that cannot be captured any more is logged and left as it is."""
@@ -323,7 +339,8 @@ def install_capture(
         _check_style(style)
     recorded = recorded_styles(config, engine)
     statements = event_log_ddl(config, engine) + capture_ddl(config, engine)
-    was_native = installed_native(config, engine) if native is None else set()
+    natives = installed_native(config, engine)
+    was_native = natives if native is None else set()
     if native:
         dialect = _dialect(config, engine)
         if not isinstance(dialect, PostgreSQL):
@@ -340,6 +357,7 @@ def install_capture(
         if child is None or child.class_name.lower() not in named:  # else installed with its class
             on_native = bool(native) or table.lower() in was_native
             kept = recorded.get(table.lower()) or recorded.get(before.get(table.lower(), ""), "field")
+            statements += _adopted(config, engine, moved, table, recorded.get(table.lower(), "field"), natives)
             statements += _moved_to(config, engine, moved, table)
             statements += trigger_sql(config, engine, table, style or kept, on_native)
     if not dry_run:

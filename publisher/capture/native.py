@@ -91,7 +91,8 @@ def _event_log(dialect: PostgreSQL) -> str:
 
 def native_tables(conn: Connection, schema: str | None) -> set[str]:
     """The tables (in lower case) whose capture triggers call the native capture: any of the
-    three, as a table whose row trigger is dropped (its capture switched off) is still native."""
+    three, as a table whose row trigger is dropped (its capture switched off) is still native,
+    whatever their names (a renamed table's are named for its old name)."""
     rows = conn.execute(text(
         "SELECT c.relname, t.tgname FROM pg_catalog.pg_trigger t "
         "JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
@@ -100,4 +101,4 @@ def native_tables(conn: Connection, schema: str | None) -> set[str]:
         "JOIN pg_catalog.pg_language l ON l.oid = p.prolang "
         "WHERE NOT t.tgisinternal AND l.lanname = 'c' AND p.proname = :function "
         "AND n.nspname = COALESCE(:schema, current_schema())"), {"function": NATIVE_FUNCTION, "schema": schema})
-    return {table.lower() for table, trigger in rows if trigger in postgresql_trigger_names(table)}
+    return {table.lower() for table, _ in rows}
