@@ -338,6 +338,11 @@ def test_a_subscription_naming_what_the_database_does_not_publish_is_refused(spa
     site = Site(spark, database, tmp_path, {"bad": 'tables = ["usr"]\ncolumns = { usr = ["nickname"] }'},
                 {"a": "bad"})
     site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')")
+    capsys.readouterr()
+    assert main(["install", "-c", str(site.path), "--table", "usr"]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "publisher: warning: subscriber a cannot check out until this is put right: subscriptions.bad.columns.usr: "
+        "table usr has no column 'nickname' (it has idu, fname, lname)")
 
     assert main(["poll", "-c", str(site.path), "--subscriber", "a"]) == 2
     assert "subscriptions.bad.columns.usr: table usr has no column 'nickname'" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from publisher.cli.errors import UnavailableError, UsageError
-from publisher.config import STATUS_MODE, Config, Reader
+from publisher.config import STATUS_MODE, Config, ConfigError, Reader
 
 if TYPE_CHECKING:
     from publisher.service.lock import PublisherLock
@@ -51,7 +51,29 @@ def install_command(config: Config, args: argparse.Namespace) -> int:
         print(f"installed the event log {config.event_log.table} and the {native}{args.style or 'capture'} triggers "
               f"of {names}"
               + (f"; child tables: {', '.join(children)}" if children else ""), file=sys.stderr)
+        for problem in _untrackable(config, engine):
+            print(f"publisher: warning: {problem}", file=sys.stderr)
     return 0
+
+
+def _untrackable(config: Config, engine: Any) -> list[str]:
+    """Why each subscriber whose subscription names what the database does not publish (yet:
+    tables may be installed one at a time) cannot check out."""
+    from publisher.capture.install import published_tables
+    from publisher.database import table_schema
+    from publisher.model.catalog import reflect_catalog
+    from publisher.pipeline.subscribers import tracked
+
+    if not config.subscribers:
+        return []
+    catalog = reflect_catalog(engine, table_schema(config, engine), published_tables(config, engine), config.classes)
+    problems = []
+    for name in config.subscribers:
+        try:
+            tracked(config, name, catalog)
+        except ConfigError as exc:
+            problems.append(f"subscriber {name} cannot check out until this is put right: {exc}")
+    return problems
 
 
 def snapshot_command(config: Config, args: argparse.Namespace) -> int:
