@@ -364,3 +364,22 @@ def test_naming_one_child_checks_that_child_only(tables: TestDatabase) -> None:
         install_capture(make_config(db, classes), db.engine, ["usr"])
     install_capture(make_config(db, classes), db.engine, ["usr_phone"])
     assert since(db, f"INSERT INTO {db.qualified('usr_phone')} VALUES (1, '111', NULL)") == [added("idu=1", "111")]
+
+
+def test_a_renamed_child_table_is_named_with_the_class_to_install(tables: TestDatabase) -> None:
+    """Its triggers went with it and still log its rows against the parent: the remedy is the
+    class's configuration, then the class's install."""
+    from publisher.capture.install import capture_problems
+
+    db = tables
+    config = make_config(db, {"usr": ClassConfig(multi_valued={"phone": "usr_phone.phone"})})
+    install_capture(config, db.engine, ["usr"])
+    rename = "RENAME TABLE {old} TO {new}" if db.dialect == "mariadb" else "ALTER TABLE {old} RENAME TO usr_tel"
+    db.execute(rename.format(old=db.qualified("usr_phone"), new=db.qualified("usr_tel")))
+    stale, moved = capture_problems(config, db.engine)
+    assert stale.startswith("table 'usr': capture installed for columns") and "'usr_phone' does not exist" in stale
+    assert [moved] == [
+        "table 'usr_phone': its capture triggers are on table 'usr_tel' (renamed?), where they still log its rows "
+        "as values of usr.phone: name 'usr_tel' in classes.usr.multi_valued.phone, then "
+        "`publisher install --table usr`"]
+    assert since(db, f"INSERT INTO {db.qualified('usr_tel')} VALUES (1, '111', NULL)") == [added("idu=1", "111")]

@@ -253,9 +253,16 @@ def capture_problems(config: Config, engine: Engine) -> list[str]:
             problems.append(f"table {table!r}: its capture was installed with no record of the table's shape "
                             f"(by an earlier publisher): install it again")
     for installed_on, carrier in moved_captures(config, engine).items():
-        problems.append(f"table {installed_on!r}: its capture triggers are on table {carrier!r} (renamed?), where "
-                        f"they log its changes under the old name, whose events are rejected: "
-                        f"`publisher install --table {carrier}` moves them")
+        child = child_of(config.classes, installed_on)
+        where = f"table {installed_on!r}: its capture triggers are on table {carrier!r} (renamed?), where they"
+        if child is None:
+            problems.append(f"{where} log its changes under the old name, whose events are rejected: "
+                            f"`publisher install --table {carrier}` moves them")
+        else:
+            attribute = next(iter(child.cls.multi_valued))
+            problems.append(f"{where} still log its rows as values of {child.class_name}.{attribute}: name "
+                            f"{carrier!r} in classes.{child.class_name}.multi_valued.{attribute}, then "
+                            f"`publisher install --table {child.class_name}`")
     return problems
 
 
