@@ -478,6 +478,35 @@ def test_a_table_renamed_while_a_new_one_takes_its_name_keeps_a_capture_of_its_o
     assert [(name, int(kind)) for name, kind in logged] == [("usr_old", 5), ("usr", 5)]
 
 
+@pytest.mark.parametrize("renames", ["swap", "onto"])
+def test_tables_renamed_onto_each_others_names_keep_the_style_each_carries_and_log_once(
+        spark, database, tmp_path, renames):
+    """Two published tables swap names (or one is renamed away and the other onto its name):
+    the next cycle gives each table the capture of its own name, in the style of the triggers
+    it carried, and leaves none named for the other table."""
+    h = harness_for(spark, database, tmp_path)
+    usr, grp, old = h.table("usr"), h.table("grp"), h.table("usr_old")
+    application(h, f"CREATE TABLE {grp} (idu INTEGER PRIMARY KEY, fname VARCHAR(64))")
+    h.install("usr", style="row")
+    h.install("grp", style="field")
+    mariadb = h.dialect == "mariadb"
+    steps = {"swap": [("usr", "usr_old"), ("grp", "usr"), ("usr_old", "grp")],
+             "onto": [("usr", "usr_old"), ("grp", "usr")]}[renames]
+    for before, after in steps:
+        application(h, f"RENAME TABLE {h.table(before)} TO {h.table(after)}" if mariadb
+                    else f"ALTER TABLE {h.table(before)} RENAME TO {after}")
+    drain(h)
+    assert capture_problems(h.config, h.engine) == []
+    log = h.table(h.config.event_log.table)
+    (last,) = h.db.rows(f"SELECT coalesce(max(record_id), 0) FROM {log}")[0]
+    carried_row = old if renames == "onto" else grp
+    application(h, f"INSERT INTO {usr} (idu, fname) VALUES (7, 'x')",
+                f"INSERT INTO {carried_row} (idu, fname) VALUES (8, 'y')")
+    logged = h.db.rows(f"SELECT table_name, event_type FROM {log} WHERE record_id > {last} ORDER BY record_id")
+    other = "usr_old" if renames == "onto" else "grp"
+    assert [(name, int(kind)) for name, kind in logged] == [("usr", 1), (other, 5)]
+
+
 FOLLOWED_TABLE = ("CREATE TABLE {t} (k1 integer, k2 text, v_text text, v_num numeric(10, 2), v_bin bytea, "
                   "v_at timestamptz, v_on boolean, v_arr int[], PRIMARY KEY (k1, k2))")
 FOLLOWED_STATEMENTS = (

@@ -47,7 +47,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, inspect
 
 from publisher.capture.dialect import Dialect
 from publisher.capture.follow import follow_ddl, follow_record, may_follow
@@ -202,7 +202,10 @@ def reinstall_capture(config: Config, engine: Engine, table: str, style: Style) 
     """Install one table's capture again, for its shape now: native where it was, and switched
     off where it was (PostgreSQL: its row trigger disabled or dropped)."""
     natives = installed_native(config, engine)
-    statements = _adopted(config, engine, moved_captures(config, engine), table, style, natives)
+    moved = moved_captures(config, engine)
+    recorded = recorded_styles(config, engine)  # as it is now: an earlier reinstall may have adopted the table
+    style = _carried_style(moved, recorded, table) or recorded.get(table.lower(), style)
+    statements = _taking_over(config, engine, moved, table, natives)
     statements += trigger_sql(config, engine, table, style, table.lower() in natives)
     dialect = _dialect(config, engine)
     if isinstance(dialect, PostgreSQL):
@@ -276,33 +279,48 @@ def moved_captures(config: Config, engine: Engine) -> dict[str, str]:
         return _dialect(config, engine).moved(conn, sorted(recorded))
 
 
+def _taking_over(config: Config, engine: Engine, moved: dict[str, str], table: str, natives: set[str]) -> list[str]:
+    """Statements that come before `table`'s capture is installed: the capture it carries for a
+    name it had before is dropped (`_moved_to`), then a table renamed away from its name gets a
+    capture of its own (`_adopted`). In that order, so that names swapped between two tables
+    leave no trigger named for the one on the other."""
+    return _moved_to(config, engine, moved, table) + _adopted(config, engine, moved, table, natives)
+
+
+def _carried_style(moved: dict[str, str], recorded: dict[str, Style], table: str) -> Style | None:
+    """The style of the capture `table` carries for a name it had before, if it carries one."""
+    return next((recorded.get(name.lower()) for name, carrier in moved.items() if carrier.lower() == table.lower()),
+                None)
+
+
 def _moved_to(config: Config, engine: Engine, moved: dict[str, str], table: str) -> list[str]:
     """Statements that drop from `table` the capture it carries for the names it had before,
-    and forget what it was installed for under them."""
+    and forget what it was installed for under a name no table has now."""
     dialect = _dialect(config, engine)
     statements = []
+    existing = {name.lower() for name in inspect(engine).get_table_names(schema=table_schema(config, engine))}
     for installed_on, carrier in moved.items():
         if carrier.lower() == table.lower():
             log.info("table %r carries the capture installed on %r (renamed?): replaced by its own",
                      carrier, installed_on)
             shared = installed_on.lower() in {t.lower() for t in _capture_carriers(config, engine, any_trigger=True)}
             statements += dialect.drop_capture_sql(carrier, installed_on, shared)
-            if not shared:
+            if installed_on.lower() not in existing:
                 statements += forget_sql(config, engine, installed_on)
     return statements
 
 
-def _adopted(config: Config, engine: Engine, moved: dict[str, str], table: str, style: Style,
-             natives: set[str]) -> list[str]:
-    """Where `table` was renamed and a new table took its name, the renamed one still carries
-    its capture: installing the new one would take that capture away from it (trigger names are
+def _adopted(config: Config, engine: Engine, moved: dict[str, str], table: str, natives: set[str]) -> list[str]:
+    """Where `table` was renamed and another table took its name, the renamed one still carries
+    its capture: installing the other would take that capture away from it (trigger names are
     the schema's) or change the functions its triggers run. Statements that first give the
-    renamed table a capture of its own, in the same style, native where it was."""
+    renamed table a capture of its own, in the style it carries, native where it was."""
     carrier = next((c for name, c in moved.items() if name.lower() == table.lower()), None)
     if carrier is None:
         return []
     log.warning("table %r carries the capture installed on %r, which names another table now (renamed, and a new "
                 "table took its name?): %r gets a capture of its own", carrier, table, carrier)
+    style = _carried_style(moved, recorded_styles(config, engine), carrier) or "field"
     return _moved_to(config, engine, moved, carrier) + trigger_sql(
         config, engine, carrier, style, carrier.lower() in natives)
 
@@ -358,14 +376,12 @@ def install_capture(
         statements += subscription_ddl(config, engine)
     named = {t.lower() for t in tables}
     moved = moved_captures(config, engine)
-    before = {carrier.lower(): installed_on.lower() for installed_on, carrier in moved.items()}
     for table in tables:
         child = child_of(config.classes, table)
         if child is None or child.class_name.lower() not in named:  # else installed with its class
             on_native = bool(native) or table.lower() in was_native
-            kept = recorded.get(table.lower()) or recorded.get(before.get(table.lower(), ""), "field")
-            statements += _adopted(config, engine, moved, table, recorded.get(table.lower(), "field"), natives)
-            statements += _moved_to(config, engine, moved, table)
+            kept = _carried_style(moved, recorded, table) or recorded.get(table.lower(), "field")
+            statements += _taking_over(config, engine, moved, table, natives)
             statements += trigger_sql(config, engine, table, style or kept, on_native)
     if not dry_run:
         _execute(config, engine, statements)
