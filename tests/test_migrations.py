@@ -95,6 +95,27 @@ def assert_mirrored_on_columns(h: Harness) -> None:
     assert "E" not in set(h.statuses().values()), h.rejects()
 
 
+def test_postgresql_install_waits_for_no_application_transaction_on_another_table(spark, postgresql_database,
+                                                                                 tmp_path):
+    """Installing one table's capture again takes no lock on an existing event log: it would
+    hold up every write the triggers log until the install ends, and deadlock with a writer of
+    the table being installed (the application's statement is the one that fails)."""
+    import concurrent.futures
+
+    h = harness_for(spark, postgresql_database, tmp_path)
+    grp = h.table("grp")
+    application(h, f"CREATE TABLE {grp} (idu INTEGER PRIMARY KEY, fname VARCHAR(64))")
+    h.install("grp")
+    with h.engine.connect() as writer:
+        writer.execute(text(f"INSERT INTO {grp} VALUES (1, 'open')"))  # its transaction stays open
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            installing = pool.submit(h.install, "usr")
+            try:
+                installing.result(timeout=20)
+            finally:
+                writer.rollback()
+
+
 def test_postgresql_followed_capture_keys_rows_as_the_installed_one_does(spark, postgresql_database,
                                                                          tmp_path):
     """The column-blind capture builds table_keys from the catalog, the installed one from

@@ -6,7 +6,7 @@ import hashlib
 import itertools
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, inspect, text
 from sqlalchemy import column as sql_column
 
 from publisher.capture import text_settings
@@ -137,8 +137,12 @@ class PostgreSQL(Dialect):
         log = self.config.event_log.table
         expression = transaction_of(sql_column(self.config.event_log.columns.transaction_id))
         found_by = expression.compile(self.engine, compile_kwargs={"literal_binds": True})
-        name = self.quote(f"{log}_transaction_idx")
-        return [f"CREATE INDEX IF NOT EXISTS {name} ON {self.qualify(log)} (({found_by}))"]
+        name = f"{log}_transaction_idx"
+        inspector = inspect(self.engine)
+        if inspector.has_table(log, schema=self.schema) and any(
+                found["name"] == name for found in inspector.get_indexes(log, schema=self.schema)):
+            return []  # not stated again: it would lock the event log (`event_log_ddl`)
+        return [f"CREATE INDEX IF NOT EXISTS {self.quote(name)} ON {self.qualify(log)} (({found_by}))"]
 
     def quote(self, name: str) -> str:
         """Every identifier quoted: PL/pgSQL reads some names SQL leaves bare (`NEW.by`,
@@ -146,10 +150,21 @@ class PostgreSQL(Dialect):
         return '"' + name.replace('"', '""') + '"'
 
     def event_log_ddl(self) -> list[str]:
-        return super().event_log_ddl() + [
-            self.render("event_log_transaction", **self.event_log_fields()),
-            self.render("key_value_function", function=self.qualify(KEY_VALUE_FUNCTION)),
-        ]
+        """What the event log lacks of its table, index and transaction column. An existing
+        one's are not stated again: `ADD COLUMN IF NOT EXISTS` takes an ACCESS EXCLUSIVE lock
+        and `CREATE INDEX IF NOT EXISTS` a SHARE lock on it whether or not they exist, which the
+        install holds to its end, holding up (or deadlocking with) every write the triggers log."""
+        table, index = super().event_log_ddl()
+        transaction = self.render("event_log_transaction", **self.event_log_fields())
+        key_value = self.render("key_value_function", function=self.qualify(KEY_VALUE_FUNCTION))
+        log = self.config.event_log.table
+        inspector = inspect(self.engine)
+        if not inspector.has_table(log, schema=self.schema):
+            return [table, index, transaction, key_value]
+        indexes = {found["name"] for found in inspector.get_indexes(log, schema=self.schema)}
+        columns = {found["name"] for found in inspector.get_columns(log, schema=self.schema)}
+        return ([] if f"{log}_status_idx" in indexes else [index]) + (
+            [] if self.config.event_log.columns.transaction_id in columns else [transaction]) + [key_value]
 
     def null(self) -> str:
         return "NULL::text"
