@@ -499,6 +499,18 @@ def test_a_table_renamed_while_a_new_one_takes_its_name_keeps_a_capture_of_its_o
     assert [(name, int(kind)) for name, kind in logged] == [("usr_old", 5), ("usr", 5)]
 
 
+def test_postgresql_a_switched_off_capture_stays_off_on_a_table_renamed_while_a_new_one_takes_its_name(
+        spark, postgresql_database, tmp_path):
+    h = harness_for(spark, postgresql_database, tmp_path)
+    usr, old = h.table("usr"), h.table("usr_old")
+    application(h, f"ALTER TABLE {usr} DISABLE TRIGGER usr_publisher", f"ALTER TABLE {usr} RENAME TO usr_old",
+                f"CREATE TABLE {usr} (idu INTEGER PRIMARY KEY, email VARCHAR(64))")
+    drain(h)
+    log = h.table(h.config.event_log.table)
+    application(h, f"INSERT INTO {old} VALUES (2, 'Bo', 'Ng', NULL)", f"INSERT INTO {usr} VALUES (3, 'c@example.com')")
+    assert [name for (name,) in h.db.rows(f"SELECT table_name FROM {log} ORDER BY record_id")] == ["usr"]
+
+
 @pytest.mark.parametrize("renames", ["swap", "onto"])
 def test_tables_renamed_onto_each_others_names_keep_the_style_each_carries_and_log_once(
         spark, database, tmp_path, renames):

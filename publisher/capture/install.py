@@ -321,8 +321,14 @@ def _adopted(config: Config, engine: Engine, moved: dict[str, str], table: str, 
     log.warning("table %r carries the capture installed on %r, which names another table now (renamed, and a new "
                 "table took its name?): %r gets a capture of its own", carrier, table, carrier)
     style = _carried_style(moved, recorded_styles(config, engine), carrier) or "field"
-    return _moved_to(config, engine, moved, carrier) + trigger_sql(
+    statements = _moved_to(config, engine, moved, carrier) + trigger_sql(
         config, engine, carrier, style, carrier.lower() in natives)
+    dialect = _dialect(config, engine)
+    if isinstance(dialect, PostgreSQL):  # switched off, it stays off
+        with engine.connect() as conn:
+            renamed = [t for t in captured(config, engine, dialect.schema, carrier) if t.name == carrier]
+            statements += dialect.kept_switches(conn, renamed, table)
+    return statements
 
 
 def follow_shapes(config: Config, engine: Engine) -> list[StaleCapture]:

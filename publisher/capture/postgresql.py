@@ -109,10 +109,11 @@ class PostgreSQL(Dialect):
         functions = [f"DROP FUNCTION IF EXISTS {self.qualify(f)}()" for f in postgresql_function_names(installed_on)]
         return triggers + functions
 
-    def kept_switches(self, conn: Connection, tables: Sequence[Table]) -> list[str]:
+    def kept_switches(self, conn: Connection, tables: Sequence[Table], carried: str | None = None) -> list[str]:
         """Statements that leave each table's capture switched as it is now, after its triggers
         are made anew: its row trigger disabled again, or dropped again where the table keeps its
-        other triggers (a table that lost them all was rebuilt, and gets its capture back)."""
+        other triggers (a table that lost them all was rebuilt, and gets its capture back).
+        `carried`: the name the triggers it has now are named for (a renamed table's old name)."""
         rows = conn.execute(
             text(
                 "SELECT c.relname, t.tgname, t.tgenabled FROM pg_catalog.pg_trigger t "
@@ -125,11 +126,12 @@ class PostgreSQL(Dialect):
         statements = []
         for table in tables:
             enabled = {trigger: state for name, trigger, state in rows if name == table.name}
-            row, *others = postgresql_trigger_names(table.name)
+            row, *others = postgresql_trigger_names(carried or table.name)
+            switch = self.quote(postgresql_trigger_names(table.name)[0])
             if enabled.get(row) == "D":
-                statements.append(f"ALTER TABLE {self.qualify(table.name)} DISABLE TRIGGER {self.quote(row)}")
+                statements.append(f"ALTER TABLE {self.qualify(table.name)} DISABLE TRIGGER {switch}")
             elif row not in enabled and enabled.keys() & set(others):
-                statements.append(f"DROP TRIGGER {self.quote(row)} ON {self.qualify(table.name)}")
+                statements.append(f"DROP TRIGGER {switch} ON {self.qualify(table.name)}")
         return statements
 
     def subscription_indexes(self) -> list[str]:
