@@ -127,7 +127,10 @@ def _ids(transactions: tuple[int, ...]) -> ColumnElement[Any]:
 
 
 def visible_in(transaction: ColumnElement[Any], snapshot: Snapshot) -> ColumnElement[bool]:
-    """A transaction id visible in the snapshot: begun before its `next` and not running then."""
+    """A transaction id visible in the snapshot: begun before its `next` and not running then
+    (no test of the running ones when none was: a window's read pays it on every row)."""
+    if not snapshot.active:
+        return transaction < snapshot.next
     return and_(transaction < snapshot.next, transaction != func.all(_ids(snapshot.active)))
 
 

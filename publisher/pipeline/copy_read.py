@@ -6,14 +6,13 @@ parses them into Arrow batches, so no Python runs per row. It reads the same row
 from __future__ import annotations
 
 import io
-import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-from sqlalchemy import BigInteger, Connection, Integer, String, Table, and_, case, cast, extract, func, null, select
+from sqlalchemy import BigInteger, Connection, String, Table, case, cast, extract, null, select
 from sqlalchemy.exc import DBAPIError
 
 from publisher.config import EVENT_LOG_COLUMNS
@@ -26,15 +25,13 @@ from publisher.pipeline.row_limit import oversized_reason, row_bytes, within_lim
 from publisher.pipeline.window import CycleWindow, window_predicate
 
 BLOCK_BYTES = 1 << 20
-"""CSV bytes pyarrow parses at a time: about 10,000 event log rows of the usual width. A block
-must hold a whole row, so a window with longer rows is parsed in larger blocks (`_block_bytes`)."""
+"""CSV bytes pyarrow parses at a time: about 10,000 event log rows of the usual width."""
 MAX_BLOCK_BYTES = (1 << 31) - 1
-"""pyarrow's block size is a 32-bit number."""
+"""pyarrow's block size is a 32-bit number: a block holds less (a longer row fails to parse)."""
 _TEXT_ROLES = EVENT_LOG_COLUMNS[4:]
-_NAMES = ("record_id", "status", "event_type", "micros", *_TEXT_ROLES, "transaction_id", "is_time", "time_text",
-          "size")
+_NAMES = ("record_id", "status", "event_type", "micros", *_TEXT_ROLES, "transaction_id", "time_text", "size")
 _TYPES = {
-    "record_id": pa.int64(), "micros": pa.int64(), "is_time": pa.int8(), "size": pa.int64(),
+    "record_id": pa.int64(), "micros": pa.int64(), "size": pa.int64(),
     **{name: pa.string() for name in ("status", "event_type", *_TEXT_ROLES, "transaction_id", "time_text")},
 }
 
@@ -49,38 +46,40 @@ def can_copy(conn: Connection) -> bool:
 
 def copy_batches(conn: Connection, window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
     """The window's events within record_ids lo..hi, in record_id order, as EVENT_SCHEMA batches."""
-    block_bytes = _block_bytes(conn, window, lo, hi)
     compiled = _query(window, lo, hi).compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
     sql = f"COPY ({compiled}) TO STDOUT (FORMAT csv)"
     schema = arrow_schema_of(EVENT_SCHEMA)
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     with cursor.copy(sql, compiled.params) as copy:
-        chunks = iter(copy)
-        first = next(chunks, None)
-        if first is None:
-            return  # pyarrow refuses an empty CSV stream; a range may hold no new row
-        reader = pacsv.open_csv(
-            io.BufferedReader(Chunks(itertools.chain([first], chunks)), buffer_size=1 << 20),
-            read_options=pacsv.ReadOptions(column_names=list(_NAMES), block_size=block_bytes),
-            parse_options=pacsv.ParseOptions(newlines_in_values=True),
-            convert_options=pacsv.ConvertOptions(
-                column_types=_TYPES, null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False
-            ),
-        )
-        for batch in reader:
-            if batch.num_rows:
-                yield _event_batch(batch, schema, window)
+        for block in row_blocks(copy):
+            parsed = pacsv.read_csv(
+                pa.BufferReader(block),
+                read_options=pacsv.ReadOptions(column_names=list(_NAMES), block_size=len(block) + 1, use_threads=False),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=_TYPES, null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False
+                ),
+            )
+            for batch in parsed.to_batches():
+                if batch.num_rows:
+                    yield _event_batch(batch, schema, window)
 
 
-def _block_bytes(conn: Connection, window: CycleWindow, lo: int, hi: int) -> int:
-    """A block that holds the range's longest row read whole (one within the limit): twice its
-    text, since CSV doubles a quote, and room for the other columns. The database measures the
-    rows without sending them."""
-    table = _event_log(window)
-    size = row_bytes(window, table, "postgresql")
-    predicate = and_(window_predicate(window, table, lo, hi, "postgresql"), size <= window.max_row_bytes)
-    longest = conn.execute(select(func.max(size)).where(predicate)).scalar() or 0
-    return min(MAX_BLOCK_BYTES, max(BLOCK_BYTES, 2 * int(longest) + BLOCK_BYTES))
+def row_blocks(rows: Iterable[Any]) -> Iterator[bytearray]:
+    """COPY's rows (libpq hands them over one whole row at a time) joined into blocks of about
+    BLOCK_BYTES, each ending where a row does, so each parses alone whatever its rows' length:
+    a row longer than a block is a block of its own, and no query has to measure the rows first."""
+    block = bytearray()
+    for row in rows:
+        if block and len(block) + len(row) > MAX_BLOCK_BYTES - 1:
+            yield block
+            block = bytearray()
+        block += row
+        if len(block) >= BLOCK_BYTES:
+            yield block
+            block = bytearray()
+    if block:
+        yield block
 
 
 def _event_log(window: CycleWindow) -> Table:
@@ -90,7 +89,9 @@ def _event_log(window: CycleWindow) -> Table:
 
 def _query(window: CycleWindow, lo: int, hi: int) -> Any:
     """`read_rows`'s query with every value as text, and the event_time as microseconds since
-    the epoch (a time without zone read as UTC), NULL where it is no time."""
+    the epoch (a time without zone read as UTC), NULL where it is no time; in future mode, the
+    text of an event_time that is no time. Each expression costs every row of the window, so
+    none is asked twice (the database does not share them)."""
     w = window
     table = _event_log(w)
     c = role_columns(table, w.columns)
@@ -104,8 +105,7 @@ def _query(window: CycleWindow, lo: int, hi: int) -> Any:
             cast(extract("epoch", readable) * 1_000_000, BigInteger),
             *(cast(within_limit(w, table, role, c[role], "postgresql"), String) for role in _TEXT_ROLES),
             cast(transaction, String),
-            case((readable.is_not(None), 1), else_=0).cast(Integer),
-            case((readable.is_(None), cast(c["event_time"], String)), else_=null()),
+            case((readable.is_(None), cast(c["event_time"], String)), else_=null()) if w.future else null(),
             row_bytes(w, table, "postgresql"),
         )
         .where(window_predicate(w, table, lo, hi, "postgresql"))
@@ -131,7 +131,7 @@ def _event_batch(batch: pa.RecordBatch, schema: pa.Schema, window: CycleWindow) 
 def _problems(batch: pa.RecordBatch, window: CycleWindow) -> list[str | None]:
     """A row over the limit, and in future mode an event_time that is no time, reject the row,
     as `read._event_row` says."""
-    is_time = batch.column("is_time").to_pylist()
+    is_time = batch.column("micros").is_valid().to_pylist()
     texts = batch.column("time_text").to_pylist()
     sizes = batch.column("size").to_pylist()
     problems: list[str | None] = []
@@ -186,7 +186,9 @@ def copy_texts(conn: Connection, query: Any, columns: int) -> list[pa.Array] | N
     driver_error = conn.dialect.loaded_dbapi.Error
     try:
         with cursor.copy(sql, compiled.params) as copy:
-            data = b"".join(bytes(chunk) for chunk in copy)
+            data = bytearray()
+            for row in copy:
+                data += row
     except driver_error as exc:  # as SQLAlchemy raises it for a statement of its own (a lock given way)
         raise DBAPIError.instance(sql, compiled.params, exc, driver_error) from exc
     names = [f"c{i}" for i in range(columns)]
@@ -194,5 +196,5 @@ def copy_texts(conn: Connection, query: Any, columns: int) -> list[pa.Array] | N
         return [pa.array([], pa.string()) for _ in names]
     if len(data) >= MAX_BLOCK_BYTES:
         return None
-    table = pacsv.read_csv(io.BytesIO(data), **text_columns_options(names, len(data) + 1))
+    table = pacsv.read_csv(pa.BufferReader(data), **text_columns_options(names, len(data) + 1))
     return [table.column(name).combine_chunks() for name in names]
