@@ -468,7 +468,7 @@ def test_generated_rows_publish_or_are_rejected_and_the_cycle_goes_on(spark, cyc
 
 
 USR = TableInfo("usr", (
-    ColumnInfo("idu", ValueType.INT, True),
+    ColumnInfo("idu", ValueType.INT, True, key_kind=KeyKind.INTEGER),
     ColumnInfo("fname", ValueType.STRING, False),
     ColumnInfo("photo", ValueType.OCTET, False),
     ColumnInfo("age", ValueType.INT, False),
@@ -544,10 +544,13 @@ def read_rows_of(texts: st.SearchStrategy[str | None]) -> st.SearchStrategy[dict
         "event_time": st.none(),
         "perpetrator": mostly(["pub", " PUB ", "ann", None], texts),
         "table_name": mostly(["usr", "USR", "grp", "nosuch", "secret"], texts),
-        "table_key": mostly(["idu=1", "idu=2", "idu=x", "name=a+site=1", "site=1+name=a"], texts),
+        "table_key": mostly(["idu=1", "idu=2", "idu=x", "name=a+site=1", "site=1+name=a", "idu=01", "idu=-0",
+                             "idu=1 ", "IDU=1", "idu=123456789012345678", "idu=1234567890123456789"], texts),
         "column_name": mostly(["fname", "photo", "age", "active", "born", "idu", "descr"], texts),
-        "old_value": mostly(["7", "yes", "1990-05-17 08:30:00", "aGk="], texts),
-        "new_value": mostly(["8", "no", "not a number", "aGk="], texts),
+        "old_value": mostly(["7", "yes", "1990-05-17 08:30:00", "aGk=", "1990-05-17 08:30:00+00", "0000-01-01"],
+                            texts),
+        "new_value": mostly(["8", "no", "not a number", "aGk=", "1990-05-17", "2024-02-30 00:00:00",
+                             " 1990-05-17 08:30:00", "1990-05-17T08:30:00"], texts),
         "transaction_id": st.none() | st.sampled_from(["1", "2"]),
         UNREADABLE: st.none() | st.sampled_from(["column x is not valid UTF-8"]),
     })
@@ -565,6 +568,19 @@ def _update(record_id: int, column: str, old: str | None, new: str | None, **oth
 @example(  # an old value that cannot be published turns an update into type 3; a bad new value rejects it
     [[_update(1, "age", "yes", "8"), _update(2, "age", "7", "8"), _update(3, "age", "7", "no"),
       _update(4, "age", "yes", "9", perpetrator="pub"), _update(5, "age", "x", "1", unreadable="not UTF-8")]],
+    False, 10**6,
+)
+@example(  # date-times in the plain forms encoded as columns, the rest one by one; keys spelled canonically
+    [[_update(1, "born", "1990-05-17 08:30:00", "1990-05-17"), _update(2, "born", "1990-05-17", "2024-02-30 00:00:00"),
+      _update(3, "born", "1990-05-17 08:30:00+00", " 1990-05-17 08:30:00"), _update(4, "born", None, "1990-05-17"),
+      _update(5, "born", "0000-01-01", "1990-05-17T08:30:00"), _update(6, "born", "1990-05-17 24:00:00", "2000-01-01"),
+      _update(7, "born", "x", "1990-05-17 08:30:00", event_type="1"), _update(8, "born", "1", "1990-05-17 08:30:60"),
+      _update(9, "age", "1", "2", table_key="idu=01"), _update(10, "age", "1", "2", table_key="idu=-0"),
+      _update(11, "age", "1", "2", table_key="idu=-12"),
+      _update(12, "age", "1", "2", table_key="idu=1234567890123456789"),
+      _update(13, "age", "1", "2", table_key="IDU=1"), _update(14, "age", "1", "2", table_key="idu=1 "),
+      _update(15, "descr", "a", "b", table_name="grp", table_key="name=a+site=01"),
+      _update(16, "descr", "a", "b", table_name="grp", table_key="site=1+name=a")]],
     False, 10**6,
 )
 def test_batch_classification_is_classify_event_row_by_row(

@@ -223,17 +223,22 @@ _CANONICAL_VALUE = {KeyKind.INTEGER: "(?:0|-?[1-9][0-9]{0,17})", KeyKind.TEXT: "
 
 @functools.lru_cache(maxsize=256)
 def _spelled_canonically(key_columns: tuple[tuple[str, KeyKind], ...]) -> re.Pattern[str]:
-    """What matches a table_key that canonical_key would give back unchanged: each key column in
-    order, spelled as the catalog spells it, with a value `_CANONICAL_VALUE` accepts. Most keys
-    a trigger logs look like this, and need no parse; a key column of another kind, or one whose
-    name a table_key cannot carry, matches nothing."""
+    pattern = canonical_spelling(key_columns)
+    return _NOTHING if pattern is None else re.compile(pattern)
+
+
+def canonical_spelling(key_columns: Sequence[tuple[str, KeyKind]]) -> str | None:
+    """A pattern (Python's and RE2's syntax alike) of a table_key that canonical_key would give
+    back unchanged: each key column in order, spelled as the catalog spells it, with a value
+    `_CANONICAL_VALUE` accepts. Most keys a trigger logs look like this, and need no parse; None
+    where a key column is of another kind, or has a name a table_key cannot carry."""
     parts = []
     for name, kind in key_columns:
         value = _CANONICAL_VALUE.get(kind)
         if value is None or not writable_key_column(name):
-            return _NOTHING
+            return None
         parts.append(re.escape(name) + "=" + value)
-    return re.compile(r"\+".join(parts)) if parts else _NOTHING
+    return r"\+".join(parts) if parts else None
 
 
 _NOTHING = re.compile(r"(?!)")

@@ -3,6 +3,7 @@ once per distinct value (event type, object, column) and spread over the rows as
 Python runs per row for the common case."""
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,9 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from publisher.model.arrow import arrow_schema_of
+from publisher.model.canonical import canonical_spelling
 from publisher.model.catalog import TableInfo
 from publisher.model.events import EVENT_FIELDS, EVENT_SCHEMA, UNREADABLE, EventType
-from publisher.model.values import logged_unchanged
+from publisher.model.values import ValueType, logged_times, logged_unchanged
 from publisher.rules.classify import (
     CLASSIFIED_FIELDS,
     CLASSIFIED_NAMES,
@@ -56,6 +58,7 @@ class BatchClassifier:
         self._objects: dict[tuple[Any, Any], tuple[TableInfo, str] | str] = {}
         self._columns: dict[tuple[EventType, str, Any], EventTarget | str] = {}
         self._loopback: dict[Any, bool] = {}
+        self._spellings: dict[Any, str | None] = {}
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         count = batch.num_rows
@@ -107,6 +110,7 @@ class BatchClassifier:
         value_types = targets.value_type.take(rows)
         inserts = pc.equal(targets.code.take(rows), int(EventType.INSERT_FIELD))
         fast_rows = pc.and_(logged_unchanged(value_types, news), pc.or_(inserts, logged_unchanged(value_types, olds)))
+        olds, news, fast_rows = _plain_times(value_types, inserts, olds, news, fast_rows)
         fast = fast_rows.to_numpy(zero_copy_only=False)
         slow = np.flatnonzero(~fast)
         changed: list[int] = []
@@ -169,6 +173,49 @@ class BatchClassifier:
             kind = self._types[event_type] = rejection(event_type_of, event_type)
         return kind
 
+    def _object_columns(self, batch: pa.RecordBatch) -> _Objects:
+        """Each row's class and canonical key, or why it has none. A key a trigger logged spelled
+        canonically already is taken as it is, found by one pattern per table over the batch (most
+        keys are); the others go to `_object`, once per distinct object."""
+        keys = batch.column("table_key")
+        tables, table_rows = _distinct(batch, ("table_name",))
+        spelled = np.zeros(batch.num_rows, dtype=bool)
+        for place, (table_name,) in enumerate(tables):
+            pattern = self._spelling(table_name)
+            if pattern is not None:
+                rows = np.flatnonzero(table_rows == place)
+                matched = pc.match_substring_regex(keys.take(pa.array(rows)), pattern)
+                spelled[rows[pc.fill_null(matched, False).to_numpy(zero_copy_only=False)]] = True
+        names = [None if self._spelling(name) is None else self.ctx.catalog.lookup(name).name  # type: ignore[union-attr]
+                 for (name,) in tables]
+        class_name = pa.array(names, pa.string()).take(pa.array(table_rows))
+        objects = _Objects(class_name, keys, pa.nulls(batch.num_rows, pa.string()))
+        rest = np.flatnonzero(~spelled)
+        if not len(rest):
+            return objects
+        others, other_rows = _distinct(batch.take(pa.array(rest)), ("table_name", "table_key"))
+        found = [self._object(*values) for values in others]
+        taken = pa.array(other_rows)
+        mask = _scattered(pa.array(rest), batch.num_rows)
+        return _Objects(
+            class_name=pc.replace_with_mask(objects.class_name, mask, pa.array(
+                [None if isinstance(o, str) else o[0].name for o in found], pa.string()).take(taken)),
+            key=pc.replace_with_mask(objects.key, mask, pa.array(
+                [None if isinstance(o, str) else o[1] for o in found], pa.string()).take(taken)),
+            reason=pc.replace_with_mask(objects.reason, mask, pa.array(
+                [o if isinstance(o, str) else None for o in found], pa.string()).take(taken)),
+        )
+
+    def _spelling(self, table_name: Any) -> str | None:
+        """The pattern (RE2) of the published table's keys that `event_object` takes as they are
+        (`canonical_spelling`), where its key columns' names need no escaping; else None."""
+        if table_name not in self._spellings:
+            table = self.ctx.catalog.lookup(table_name) if isinstance(table_name, str) and table_name.strip() else None
+            pattern = None if table is None else canonical_spelling(table.key_columns)
+            plain = table is not None and all(_PLAIN_NAME.fullmatch(name) for name, _ in table.key_columns)
+            self._spellings[table_name] = rf"\A(?:{pattern})\z" if pattern is not None and plain else None
+        return self._spellings[table_name]
+
     def _object(self, table_name: Any, table_key: Any) -> tuple[TableInfo, str] | str:
         """The table and canonical key, or why there are none; once per object and cycle, so a
         key is parsed once (the memory starts again past TARGETS_KEPT objects)."""
@@ -218,11 +265,10 @@ class _Targets:
         """Checked in `event_target`'s order: the type, then the object, then the column; each
         part once per distinct value in the batch, so the Python work follows the objects."""
         types, type_rows = _distinct(batch, ("event_type",))
-        objects, object_rows = _distinct(batch, ("table_name", "table_key"))
         columns, column_rows = _distinct(batch, ("event_type", "table_name", "column_name"))
         kinds = [classifier._kind(value) for (value,) in types]
         kind_of = {value: kind for (value,), kind in zip(types, kinds, strict=True)}
-        found_objects = [classifier._object(*values) for values in objects]
+        objects = classifier._object_columns(batch)
         found = [classifier._column(kind_of[event_type], table_name, column_name)
                  for event_type, table_name, column_name in columns]
         targets = [f if isinstance(f, EventTarget) else None for f in found]
@@ -232,7 +278,7 @@ class _Targets:
 
         reason = pc.coalesce(
             per_row([k if isinstance(k, str) else None for k in kinds], pa.string(), type_rows),
-            per_row([o if isinstance(o, str) else None for o in found_objects], pa.string(), object_rows),
+            objects.reason,
             per_row([f if isinstance(f, str) else None for f in found], pa.string(), column_rows),
         )
         return cls(
@@ -240,9 +286,8 @@ class _Targets:
             index=column_rows,
             reason=reason,
             code=per_row([None if t is None else int(t.event_type) for t in targets], pa.int32(), column_rows),
-            class_name=per_row([None if isinstance(o, str) else o[0].name for o in found_objects], pa.string(),
-                               object_rows),
-            key=per_row([None if isinstance(o, str) else o[1] for o in found_objects], pa.string(), object_rows),
+            class_name=objects.class_name,
+            key=objects.key,
             attr_name=per_row([None if t is None else t.attr_name for t in targets], pa.string(), column_rows),
             value_type=per_row([None if t is None else t.value_type for t in targets], pa.string(), column_rows),
             logs=np.array([t is not None and t.logs_values for t in targets], dtype=bool)[column_rows],
@@ -285,6 +330,19 @@ def _per_distinct(column: pa.Array, answer: Callable[[Any], Any], kind: pa.DataT
 
 
 @dataclass(frozen=True)
+class _Objects:
+    """Each row's class, canonical key, and why it has none (the columns `event_object` gives)."""
+
+    class_name: pa.Array
+    key: pa.Array
+    reason: pa.Array
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_]+")
+"""A key column name a pattern carries as it is, in Python's syntax and RE2's alike."""
+
+
+@dataclass(frozen=True)
 class _Texts:
     """The logged rows' outcome: their texts (rows in order, old and new texts), the rows whose
     type changed (to type 3) and the rows rejected, with why."""
@@ -296,6 +354,21 @@ class _Texts:
     codes: pa.Array
     rejected: pa.Array
     reasons: pa.Array
+
+
+def _plain_times(
+    value_types: pa.Array, inserts: pa.Array, olds: pa.Array, news: pa.Array, fast: pa.Array
+) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """The logged date-times in the plain forms a database writes (`logged_times`) encoded as
+    columns: their rows join the fast ones, with the encoded texts in place of the logged."""
+    times = pc.and_(pc.equal(value_types, ValueType.TIME.value), pc.invert(fast))
+    if not pc.any(times).as_py():
+        return olds, news, fast
+    old_times, new_times = logged_times(olds), logged_times(news)
+    timed = pc.and_(times, pc.and_(pc.or_(pc.is_null(news), pc.is_valid(new_times)),
+                                   pc.or_(inserts, pc.or_(pc.is_null(olds), pc.is_valid(old_times)))))
+    timed = pc.fill_null(timed, False)
+    return pc.if_else(timed, old_times, olds), pc.if_else(timed, new_times, news), pc.or_(fast, timed)
 
 
 def _scattered(rows: pa.Array, count: int) -> pa.Array:
