@@ -224,3 +224,26 @@ def assert_schema_dropped(schema: str) -> None:
                             {"s": schema}).scalar_one()
     engine.dispose()
     assert left == 0
+
+
+def test_the_floor_marks_copies_and_leaves_the_event_log_as_it_was(spark, postgresql_database, tmp_path: Path) -> None:
+    """On PostgreSQL the floor's UPDATE is also timed on a copy with the event log's indexes;
+    both copies are dropped, and the event log's rows stay new for the publisher."""
+    from harness import Harness
+
+    from publisher.bench.floor import measure_floor
+
+    h = Harness(spark, postgresql_database, tmp_path)
+    h.create_event_log()
+    h.log(*[(2, "usr", f"idu={i}", "fname", "a", "b") for i in range(1, 51)])
+    h.log((2, "usr", "idu=99", "fname", "a", "b"), status="S")
+    floor = measure_floor(h.config, h.engine)
+    assert floor.rows == floor.marked == 50
+    assert floor.indexed_mark_seconds is not None and floor.indexed_mark_seconds > 0
+    log = h.config.event_log.table
+    with h.engine.connect() as conn:
+        tables = conn.execute(text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s"),
+                              {"s": h.config.database.schema}).scalars().all()
+        statuses = dict(conn.execute(text(f"SELECT status, COUNT(*) FROM {h.table(log)} GROUP BY status")).all())
+    assert log in tables and not [t for t in tables if t.startswith(f"{log}_floor")]
+    assert statuses == {"N": 50, "S": 1}

@@ -52,6 +52,9 @@ def format_report(report: BenchReport) -> str:
     row("read every new row", f"{format_seconds(f.read_seconds)} ({format_count(f.rows)} rows"
         + (f", {format_size(f.bytes_read)})" if f.bytes_read is not None else ")"))
     row("mark them all", f"{format_seconds(f.mark_seconds)} ({format_count(f.marked)} rows, one UPDATE, committed)")
+    if f.indexed_mark_seconds is not None:
+        row("mark them, with the log's indexes", f"{format_seconds(f.indexed_mark_seconds)} (the same UPDATE on a copy "
+            "with the event log's indexes; not part of the floor)")
     section(f"reference (one event at a time, measured on the first {format_count(r.events)} events)")
     row("events/s", format_count(r.events_per_second))
     row("documents / bytes", f"{format_count(r.documents)} / {format_size(r.bytes_written)}")
@@ -102,6 +105,10 @@ def format_report(report: BenchReport) -> str:
     row("publisher time / floor time", f"{report.floor_ratio:,.1f}x (warm drain)")
     if report.cold_ratio is not None:
         row("cold poll time / floor time", f"{report.cold_ratio:,.1f}x (the whole process)")
+    if f.indexed_mark_seconds:
+        indexed = f.read_seconds + f.indexed_mark_seconds
+        row("the same, the log's indexes in the floor", f"{d.seconds / indexed:,.1f}x (warm drain)" + (
+            f", {report.cold.seconds / indexed:,.1f}x (cold poll)" if report.cold is not None else ""))
     row("publisher speed / reference speed", f"{report.reference_speedup:,.1f}x")
     section(f"small-poll latency ({len(lat.to_acknowledged)} cycles of {lat.events_per_cycle} events, warm session)")
     for name, values in (("commit -> documents on disk", lat.to_documents),
