@@ -22,6 +22,7 @@ from publisher.model.canonical import (
     canonical_value,
     canonical_value_column,
     key_values,
+    keys_values,
 )
 from publisher.model.keys import (
     KeyColumnError,
@@ -529,3 +530,22 @@ def test_a_column_of_key_texts_made_canonical_is_each_text_made_canonical_alone(
     for text, one in zip(texts, made, strict=True):
         alone = None if text is None else _outcome(lambda text=text: str(canonical_value(kind, text)))
         assert one == (alone if alone is None or isinstance(alone, str) else text), (kind, text)
+
+
+KEY_TEXTS = st.sampled_from(["idu=1", "idu=01", "idu=-0", "idu=-12", "IDU=1", "idu=1 ", "idu= 1", "idu=x", "idu=a.b@c",
+                             "idu=1234567890123456789", "idu=123456789012345678", 'idu="a b"', "id=1"]) | st.text(
+    max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(KEY_TEXTS, max_size=20),
+       st.sampled_from([[("idu", INT)], [("idu", TEXT)], [("idu", INT), ("s", TEXT)]]))
+def test_keys_values_are_key_values_one_by_one(texts: list[str], columns: list[tuple[str, KeyKind]]) -> None:
+    """The query-back's many keys at once give what each gives alone, or fail as the first that fails."""
+    try:
+        expected = [key_values(text, columns) for text in texts]
+    except ValueError as exc:
+        with pytest.raises(type(exc)):
+            keys_values(texts, columns)
+        return
+    assert keys_values(texts, columns) == expected

@@ -265,6 +265,22 @@ def key_values(text: str, key_columns: Sequence[tuple[str, KeyKind]]) -> tuple[i
     return _typed(text, columns)
 
 
+def keys_values(texts: Sequence[str], key_columns: Sequence[tuple[str, KeyKind]]) -> list[tuple[int | str, ...]]:
+    """`key_values` of many keys (a query-back's): of a one-column key, those spelled canonically
+    are cut after their `=`, without a parse or a split each."""
+    columns = tuple(key_columns)
+    if len(columns) != 1:
+        return [key_values(text, columns) for text in texts]
+    (name, kind), = columns
+    spelled = _spelled_canonically(columns).fullmatch
+    start = len(name) + 1
+    if kind is KeyKind.INTEGER:
+        return [(int(text[start:]),) if isinstance(text, str) and spelled(text) else key_values(text, columns)
+                for text in texts]
+    return [(text[start:],) if isinstance(text, str) and spelled(text) else key_values(text, columns)
+            for text in texts]
+
+
 def canonical_key_of(values: Sequence[str], key_columns: Sequence[tuple[str, KeyKind]]) -> str:
     """The canonical key of a row from its key columns' values as text (in `key_columns` order),
     as `canonical_key` spells the key its trigger logs. Raises ValueError as `canonical_value`

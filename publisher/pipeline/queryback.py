@@ -39,9 +39,9 @@ from sqlalchemy.types import NullType
 from publisher.dialects import dialect_of
 from publisher.errors import root_cause
 from publisher.failpoints import reached
-from publisher.model.canonical import bound_value, canonical_key_column, key_values
+from publisher.model.canonical import bound_value, canonical_key_column, keys_values
 from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo, child_table
-from publisher.model.keys import KeyPart, format_key
+from publisher.model.keys import KeyKind, KeyPart, format_key
 from publisher.model.values import BadValueError, ValueType, logged_times, logged_unchanged_as, shown
 from publisher.model.valuetext import encode_read, value_text_sql
 from publisher.rules.precedence import CurrentRow
@@ -150,7 +150,7 @@ def _read_keys(
 
     def read(chunk: Sequence[str]) -> ReadColumns:
         return reading.read(conn, reading.select().where(
-            reading.key_in([key_values(k, reading.spelling) for k in chunk])))
+            reading.key_in(keys_values(chunk, reading.spelling))))
 
     size = ARRAY_CHUNK if reading.arrays else CHUNK
     for start in range(0, len(keys), size):
@@ -245,7 +245,9 @@ class RowReading:
         On PostgreSQL a one-column key goes as one array (`= ANY(…)`): one parameter instead of
         one per key, which a million-key query-back would spend most of its time binding."""
         compared = [self.texts[c.name] if c.matched_as_text else self.sql_table.c[c.name] for c in self.keys]
-        bound = [tuple(bound_value(c.key_kind, v) for c, v in zip(self.keys, key, strict=True)) for key in keys]
+        plain = all(c.key_kind is not KeyKind.BINARY for c in self.keys)
+        bound = keys if plain else [tuple(bound_value(c.key_kind, v) for c, v in zip(self.keys, key, strict=True))
+                                    for key in keys]
         if len(compared) == 1:
             if self.arrays:
                 return compared[0] == any_(bindparam("keys", self._array([b[0] for b in bound]), type_=NullType()))
