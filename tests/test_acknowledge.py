@@ -184,6 +184,28 @@ def test_runs_out_of_order_or_given_once_are_refused_before_anything_changes(spa
     assert set(h.statuses().values()) == {"N"}
 
 
+def test_on_postgresql_one_range_of_consecutive_ids_is_marked_without_an_analyze(
+    spark, postgresql_database, tmp_path, monkeypatch
+):
+    """A window of consecutive ids leaves one S range, which joins with nothing: however large,
+    it needs no fresh statistics, and the W and E rows within it are set first as before."""
+    monkeypatch.setattr(ack, "TRUSTED_JOIN", 10)
+    h = Harness(spark, postgresql_database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    ids = log_events(h, 30)
+    exceptions = {ids[4]: Status.WARNING, ids[9]: Status.ERROR}
+
+    statements: list[str] = []
+    updates(h.engine, statements)
+    written = acknowledge(h, id_runs(ids), exceptions)
+
+    assert h.statuses() == {rid: exceptions.get(rid, Status.SUCCESS).value for rid in ids}
+    assert written == {Status.WARNING: 1, Status.ERROR: 1, Status.SUCCESS: 28}
+    changes = [s.upper() for s in statements if s.lstrip().upper().startswith(("UPDATE", "ANALYZE"))]
+    assert [s.split()[0] for s in changes] == ["UPDATE", "UPDATE", "UPDATE"]
+
+
 @pytest.mark.parametrize("trusted_join", [10**9, 30])
 def test_on_postgresql_scattered_rows_go_by_id_and_a_large_range_join_on_fresh_statistics(
     spark, postgresql_database, tmp_path, monkeypatch, trusted_join
