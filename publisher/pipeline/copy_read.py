@@ -37,11 +37,16 @@ _TYPES = {
 
 
 def can_copy(conn: Connection) -> bool:
-    """COPY needs psycopg 3's copy API, and text pyarrow can take as it comes: UTF-8."""
+    """COPY needs psycopg 3's copy API, and text pyarrow can take as it comes: UTF-8. The server
+    reports its encoding when the session starts, so asking costs no round trip (query-back
+    asks for every chunk of keys)."""
     driver = conn.connection.driver_connection
     if not dialect_of(conn).copy_out or not hasattr(driver, "cursor") or not hasattr(driver, "pgconn"):
         return False
-    return str(conn.exec_driver_sql("SHOW server_encoding").scalar()).upper() in ("UTF8", "UTF-8")
+    encoding = driver.info.parameter_status("server_encoding")  # type: ignore[union-attr]
+    if encoding is None:
+        encoding = conn.exec_driver_sql("SHOW server_encoding").scalar()
+    return str(encoding).upper() in ("UTF8", "UTF-8")
 
 
 def copy_batches(conn: Connection, window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
@@ -50,16 +55,14 @@ def copy_batches(conn: Connection, window: CycleWindow, lo: int, hi: int) -> Ite
     sql = f"COPY ({compiled}) TO STDOUT (FORMAT csv)"
     schema = arrow_schema_of(EVENT_SCHEMA)
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    parse = pacsv.ParseOptions(newlines_in_values=True)
+    convert = pacsv.ConvertOptions(column_types=_TYPES, null_values=[""], strings_can_be_null=True,
+                                   quoted_strings_can_be_null=False)
     with cursor.copy(sql, compiled.params) as copy:
         for block in row_blocks(copy):
-            parsed = pacsv.read_csv(
-                pa.BufferReader(block),
-                read_options=pacsv.ReadOptions(column_names=list(_NAMES), block_size=len(block) + 1, use_threads=False),
-                parse_options=pacsv.ParseOptions(newlines_in_values=True),
-                convert_options=pacsv.ConvertOptions(
-                    column_types=_TYPES, null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False
-                ),
-            )
+            read = pacsv.ReadOptions(column_names=list(_NAMES), block_size=len(block) + 1, use_threads=False)
+            parsed = pacsv.read_csv(pa.BufferReader(block), read_options=read, parse_options=parse,
+                                    convert_options=convert)
             for batch in parsed.to_batches():
                 if batch.num_rows:
                     yield _event_batch(batch, schema, window)
