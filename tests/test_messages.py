@@ -17,10 +17,13 @@ from typing import Any
 import fastavro
 import fastavro.validation
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from publisher.config import MessagesConfig
 from publisher.model.catalog import ColumnInfo, TableInfo
 from publisher.model.values import ValueType
+from publisher.outputs.durable import JSON_LINE_BREAKS
 from publisher.outputs.messages import (
     TableVersions,
     TableVersionsError,
@@ -459,6 +462,19 @@ class TestJsonLine:
 
     def test_compact_utf8(self) -> None:
         assert json_line({"a": "Zoë", "b": [1, None]}) == '{"a":"Zoë","b":[1,null]}\n'.encode()
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(),
+        lambda inner: st.dictionaries(st.text(), inner, max_size=4) | st.lists(inner, max_size=4), max_leaves=12,
+    ).map(lambda value: {"data": value}))
+    @example({"data": {"fname": "\x00\x1f\x7f\x85\u2028\u2029\"\\/\ud7ff\ue000\U0010ffff\t\r\n\b\f"}})
+    @example({"data": [2**63 - 1, -(2**63), 2**64 - 1, 2**64, -(2**63) - 1, 10**40]})
+    def test_the_line_is_what_json_dumps_writes(self, message: dict[str, Any]) -> None:
+        """The oracle is the standard library's encoder, which the format was first written with;
+        an integer beyond 64 bits, which orjson refuses, takes that path."""
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        assert json_line(message) == (text.translate(JSON_LINE_BREAKS) + "\n").encode("utf-8")
 
 
 def test_a_data_messages_object_is_named_by_its_key_columns_in_key_order() -> None:

@@ -306,20 +306,27 @@ def encode_current(value_type: ValueType, value: object) -> str | None:
     return _CURRENT[value_type](value)
 
 
-def typed_value(value_type: ValueType, text: str | None) -> int | bool | dt.datetime | bytes | str | None:
+Typed = int | bool | dt.datetime | bytes | str
+
+
+def typed_value(value_type: ValueType, text: str | None) -> Typed | None:
     """A published text as a typed value, for the formats that carry types (change tables,
     messages): int, bool, UTC datetime (from epoch seconds), bytes (from base64), or str."""
-    if text is None:
-        return None
-    if value_type is ValueType.INT:
-        return int(text)
-    if value_type is ValueType.STATE:
-        return text == "true"
-    if value_type is ValueType.TIME:
-        return _EPOCH_AWARE + dt.timedelta(seconds=int(text))
-    if value_type is ValueType.OCTET:
-        return base64.b64decode(text)
-    return text
+    return None if text is None else TYPED[value_type](text)
+
+
+def _epoch_time(text: str) -> dt.datetime:
+    return _EPOCH_AWARE + dt.timedelta(seconds=int(text))
+
+
+TYPED: dict[ValueType, Callable[[str], Typed]] = {
+    ValueType.INT: int,
+    ValueType.STATE: "true".__eq__,
+    ValueType.TIME: _epoch_time,
+    ValueType.OCTET: base64.b64decode,
+    ValueType.STRING: str,
+}
+"""`typed_value` of a text (not None) per value type, for a writer that looks it up once per column."""
 
 
 _PLAIN_DATE_TIME = (r"\A(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-[0-9]{2}-[0-9]{2}"

@@ -27,7 +27,7 @@ from publisher.pipeline.read import read_batches
 from publisher.pipeline.resolve import RESOLVED_SCHEMA, object_slices, resolve_batches
 from publisher.pipeline.stages import REJECT_FIELDS, CyclePath, Outcomes
 from publisher.pipeline.timing import StepTimer
-from publisher.rules.changes import NO_TIME, Change, stamp, time_prefix, transaction_places
+from publisher.rules.changes import Change, stamp, time_prefix, transaction_places
 from publisher.rules.classify import Disposition
 from publisher.rules.classify_batch import BatchClassifier
 from publisher.rules.order import arrow_sort_keys
@@ -99,7 +99,7 @@ class InDriver(CyclePath[pa.Table, Resolved]):
     def write_formats(self, resolved: Resolved, cycle_number: int) -> FormatsWritten:
         changes = [Change.from_bytes(change) for change in resolved.operations["change"].to_pylist() if change]
         formats = self.plan.cycle_formats(cycle_number)
-        latest = max((time_prefix(c.event_time) for c in changes), default=NO_TIME)
+        latest = time_prefix(max((c.event_time for c in changes if c.event_time is not None), default=None))
         numbers = reserve_change_numbers(self.plan.output, len(changes), latest)
         stamped = stamp(changes, transaction_places(changes), numbers.first, numbers.after_time)
         return formats.finish([write_part(stamped, formats.started, 0)])

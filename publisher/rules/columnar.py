@@ -44,7 +44,8 @@ _LOGGED_ADDS = frozenset(
 OPERATION_FIELDS = ("op_time", "event_id", "xml")
 CHANGE_FIELDS = ("change", "transaction_id", "change_time", "records")
 """With the change formats on, an operation's change besides (`changes.change_of`)."""
-_UNIT_FIELDS = ("record_id", "event_time", "transaction_id", "attr_name", "old_text", "new_text")
+_UNIT_FIELDS = ("effective_type", "attr_name", "old_text", "new_text")
+_PLACE_FIELDS = ("record_id", "event_time", "transaction_id")
 _ADD, _MODIFY, _DELETE = OperationKind.ADD.value, OperationKind.MODIFY.value, OperationKind.DELETE.value
 
 
@@ -273,11 +274,15 @@ def _run_changes(
     events: pa.Table, codes: np.ndarray, starts: np.ndarray, ends: np.ndarray, kinds: pa.Array,
     current: Mapping[tuple[str, str], CurrentRow], ctx: OperationContext,
 ) -> list[Change]:
-    """`changes.change_of` of each published run [start, end) of events, of kind `kinds`."""
-    units = events.select(list(_UNIT_FIELDS)).to_pylist()
-    for unit, code in zip(units, codes.tolist(), strict=True):
-        unit["effective_type"] = code
+    """`changes.change_of` of each published run [start, end) of events, of kind `kinds`. Each
+    event is a unit of its run; where in the log the run stands (its first event's id, time and
+    transaction) is read for the runs' first events alone."""
     names, keys = events["class_name"].to_pylist(), events["canonical_key"].to_pylist()
+    units = [dict(zip(_UNIT_FIELDS, unit, strict=True)) for unit in zip(
+        codes.tolist(), *(events[name].to_pylist() for name in _UNIT_FIELDS[1:]), strict=True)]
+    firsts = events.select(list(_PLACE_FIELDS)).take(pa.array(starts, pa.int64()))
+    for start, *place in zip(starts.tolist(), *(firsts[name].to_pylist() for name in _PLACE_FIELDS), strict=True):
+        units[start].update(zip(_PLACE_FIELDS, place, strict=True))
     described = []
     for start, end, kind in zip(starts.tolist(), ends.tolist(), kinds.to_pylist(), strict=True):
         obj = (names[start], keys[start])
