@@ -324,7 +324,7 @@ class ChangeTableFiles:
 
 
 def _arrow_table(rows: list[list[Any]], schema: pa.Schema) -> pa.Table:
-    """Rows to Arrow by columns: pyarrow's from_pylist takes about 20 µs a row, this about 2."""
+    """Rows to Arrow by columns, transposed by `zip`: pyarrow's from_pylist takes about 20 µs a row."""
     columns = zip(*rows, strict=True)
     return pa.Table.from_arrays([pa.array(column, field.type) for column, field in zip(columns, schema, strict=True)],
                                 schema=schema)
