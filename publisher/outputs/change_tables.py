@@ -144,7 +144,7 @@ def _check(change: Change, table: TableInfo) -> None:
             "which only an UPDATE can have"
         )
     known = _data_column_names(table)
-    for values in (change.after, change.before or {}, dict.fromkeys(change.changed)):
+    for values in (change.after, change.before or (), change.changed):
         for name in values:
             if name not in known:
                 raise ChangeTableError(
