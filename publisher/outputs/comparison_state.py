@@ -214,14 +214,6 @@ class BucketWriter:
         self.writers.clear()
         self.sinks.clear()
 
-    def discard(self) -> None:
-        """What was written goes: the table is read again from its start."""
-        self.gathered = []
-        self.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
-        self.directory.mkdir(parents=True)
-        self.rows = 0
-
 
 def read_bucket(directory: Path, table_index: int, layout: TableLayout, bucket: int, buckets: int) -> pa.Table:
     """The rows of a generation's table whose key falls in `bucket` of `buckets` (the count now,

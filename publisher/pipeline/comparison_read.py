@@ -15,7 +15,7 @@ from sqlalchemy import Engine, func, select, text
 from publisher.model.catalog import MultiValued, TableInfo
 from publisher.outputs.comparison_state import BucketWriter, ComparisonState, Generation, TableLayout, buckets_for
 from publisher.pipeline.queryback import QueryBackContext
-from publisher.pipeline.table_scan import BLOCK_BYTES, RowTooLongError, ScannedRows, scan_table_columns
+from publisher.pipeline.table_scan import ScannedRows, scan_table_columns
 
 READ_ROWS = 20_000
 """Rows a table is read and written to its state's buckets at a time."""
@@ -71,18 +71,13 @@ def read_tables(engine: Engine, ctx: QueryBackContext, state: ComparisonState, n
 
 
 def read_table(ctx: QueryBackContext, directory: Path, index: int, member: Member) -> TableLayout:
-    """One table read whole into its buckets (again, in a larger block, past a row too long)."""
-    layout = member.layout
-    for block_bytes in BLOCK_BYTES:
-        writer = BucketWriter(directory, index, layout)
-        try:
-            write_while_reading(writer, scan_table_columns(ctx, member.table, READ_ROWS, block_bytes, member.linked))
-            break
-        except RowTooLongError:
-            writer.discard()
-        finally:
-            writer.close()
-    return dataclasses.replace(layout, rows=writer.rows)
+    """One table read whole into its buckets."""
+    writer = BucketWriter(directory, index, member.layout)
+    try:
+        write_while_reading(writer, scan_table_columns(ctx, member.table, READ_ROWS, member.linked))
+    finally:
+        writer.close()
+    return dataclasses.replace(member.layout, rows=writer.rows)
 
 
 def write_while_reading(writer: BucketWriter, scanned: Iterator[ScannedRows]) -> None:

@@ -5,7 +5,6 @@ parses them into Arrow batches, so no Python runs per row. It reads the same row
 """
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -144,28 +143,6 @@ def _problems(batch: pa.RecordBatch, window: CycleWindow) -> list[str | None]:
             found.append("event_time is empty" if text is None else f"event_time {shown(text)} is not a time")
         problems.append("; ".join(found) or None)
     return problems
-
-
-class Chunks(io.RawIOBase):
-    """COPY's chunks as a byte stream pyarrow can read."""
-
-    def __init__(self, chunks: Iterable[Any]) -> None:
-        self._chunks = iter(chunks)
-        self._pending = memoryview(b"")
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._pending:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return 0
-            self._pending = memoryview(bytes(chunk))
-        count = min(len(buffer), len(self._pending))
-        buffer[:count] = self._pending[:count]
-        self._pending = self._pending[count:]
-        return count
 
 
 def text_columns_options(names: list[str], block_bytes: int) -> dict[str, Any]:

@@ -8,8 +8,6 @@ statement, so it sees the table as of one moment.
 """
 from __future__ import annotations
 
-import io
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +18,7 @@ from sqlalchemy import Connection
 
 from publisher.model.canonical import canonical_value_column
 from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo
-from publisher.pipeline.copy_read import Chunks, can_copy, text_columns_options
+from publisher.pipeline.copy_read import can_copy, row_blocks, text_columns_options
 from publisher.pipeline.queryback import (
     LinkedReading,
     QueryBackContext,
@@ -29,10 +27,6 @@ from publisher.pipeline.queryback import (
     published_column,
     reading_session,
 )
-
-BLOCK_BYTES: tuple[int | None, ...] = (1 << 20, 64 << 20, None)
-"""CSV bytes pyarrow parses at a time, tried in turn: a block must hold a whole row, so a table
-with a row longer than the first is read again in the larger; one longer than that by a cursor."""
 
 
 @dataclass(frozen=True)
@@ -48,24 +42,17 @@ class ScannedRows:
         return len(self.keys[0])
 
 
-class RowTooLongError(Exception):
-    """A row longer than the COPY block: the table is read again in a larger one."""
-
-
 def scan_table_columns(
-    ctx: QueryBackContext, table: TableInfo, rows: int, block_bytes: int | None,
-    linked: tuple[MultiValued, TableInfo] | None = None,
+    ctx: QueryBackContext, table: TableInfo, rows: int, linked: tuple[MultiValued, TableInfo] | None = None,
 ) -> Iterator[ScannedRows]:
-    """Every current row of `table`, about `rows` at a time: through COPY in blocks of
-    `block_bytes` where the database can (else, or with None, by a cursor). A row longer than
-    the block raises RowTooLongError, after the rows before it were handed over: the caller
-    reads the table again from the start, in a larger block. `linked`: `table` is the child
-    table of a multi-valued attribute of a parent, read with the parent's key (`LinkedReading`)."""
+    """Every current row of `table`: through COPY where the database can, in blocks of about a
+    MiB, else by a cursor, about `rows` at a time. `linked`: `table` is the child table of a
+    multi-valued attribute of a parent, read with the parent's key (`LinkedReading`)."""
     with reading_session(ctx) as conn:
         reading = (RowReading(table, ctx.schema, conn.dialect) if linked is None
                    else LinkedReading(*linked, ctx.schema, conn.dialect))
-        if block_bytes is not None and can_copy(conn):
-            yield from _copied(conn, reading, block_bytes)
+        if can_copy(conn):
+            yield from _copied(conn, reading)
             return
         streamed = conn.execution_options(stream_results=True, yield_per=rows)
         for records in streamed.execute(reading.select()).partitions():
@@ -73,25 +60,17 @@ def scan_table_columns(
             yield _published(reading, [list(column) for column in columns])
 
 
-def _copied(conn: Connection, reading: RowReading, block_bytes: int) -> Iterator[ScannedRows]:
+def _copied(conn: Connection, reading: RowReading) -> Iterator[ScannedRows]:
+    """COPY's rows cut into blocks that each end where a row does (`row_blocks`), each parsed
+    alone: a long row is a block of its own, and no Python reads the stream for pyarrow."""
     compiled = reading.select().compile(dialect=conn.dialect)
     names = [f"c{i}" for i in range(len(reading.table.columns))]
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     with cursor.copy(f"COPY ({compiled}) TO STDOUT (FORMAT csv)") as copy:
-        chunks = iter(copy)
-        first = next(chunks, None)
-        if first is None:
-            return  # pyarrow refuses an empty CSV stream
-        try:
-            reader = pacsv.open_csv(io.BufferedReader(Chunks(itertools.chain([first], chunks)), buffer_size=1 << 20),
-                                    **text_columns_options(names, block_bytes))
-            for batch in reader:  # the first block is parsed by open_csv, the others here
-                if batch.num_rows:
-                    yield _published(reading, batch.columns)
-        except pa.ArrowInvalid as exc:
-            if "straddl" in str(exc):
-                raise RowTooLongError(str(exc)) from exc
-            raise
+        for block in row_blocks(copy):
+            parsed = pacsv.read_csv(pa.BufferReader(block), **text_columns_options(names, len(block) + 1))
+            if parsed.num_rows:
+                yield _published(reading, [parsed.column(name).combine_chunks() for name in names])
 
 
 def _published(reading: RowReading, columns: list[Any]) -> ScannedRows:
