@@ -79,3 +79,83 @@ def test_a_keys_hash_is_its_own_whatever_rows_it_is_hashed_with(rows, start):
     start = min(start, len(rows) - 1)
     sliced = key_hashes([column[start:] for column in columns])
     assert list(sliced) == list(together[start:])
+
+
+KEY_TEXTS = st.one_of(st.none(), st.sampled_from(["", "a", "b", "é", "1", "10", "2"]))
+NAMES = ["a", "b", "c", "d"]
+
+
+@st.composite
+def buckets(draw):
+    """A bucket's old state and new read of a table keyed by two columns, the columns of each
+    drawn from NAMES (so some were lost and some gained), keys repeated or NULL now and then,
+    and the keys of objects whose other attributes changed (`also`)."""
+    old_names = draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=3))
+    new_names = draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=3))
+    key = st.tuples(KEY_TEXTS, KEY_TEXTS)
+    old = draw(st.lists(st.tuples(key, st.lists(TEXTS, min_size=len(old_names), max_size=len(old_names))),
+                        max_size=12))
+    same = draw(st.booleans())
+    if same:
+        new_names = old_names
+    new = [(k, v if same and draw(st.booleans()) else draw(st.lists(TEXTS, min_size=len(new_names),
+                                                                    max_size=len(new_names))))
+           for k, v in old if draw(st.booleans())]
+    new += draw(st.lists(st.tuples(key, st.lists(TEXTS, min_size=len(new_names), max_size=len(new_names))),
+                         max_size=6))
+    named = [k for k, _ in old if None not in k]
+    some_key = st.sampled_from(named) if named else st.nothing()
+    also = draw(st.lists(st.one_of(some_key, st.tuples(KEY_TEXTS.filter(lambda t: t is not None),
+                                                       KEY_TEXTS.filter(lambda t: t is not None))),
+                         unique=True, max_size=4))
+    return old_names, old, new_names, draw(st.permutations(new)), also
+
+
+def compared_oracle(old_names, old, new_names, new, also):
+    """Row by row: rows whose key is NULL or shared name no object and are left out (those read
+    now on both sides); then every key of either side, compared by column name."""
+    def unkeyed(rows):
+        counts = {}
+        for k, _ in rows:
+            counts[k] = counts.get(k, 0) + 1
+        return {k for k, n in counts.items() if n > 1 or None in k}
+
+    left_out = unkeyed(new)
+    new_rows = {k: dict(zip(new_names, v)) for k, v in new if k not in left_out}
+    old_rows = {k: dict(zip(old_names, v)) for k, v in old if k not in left_out | unkeyed(old)}
+    names = [*new_names, *(n for n in old_names if n not in new_names)]
+    found = []
+    for k in sorted(set(old_rows) | set(new_rows), key=lambda k: (k[0].encode(), k[1].encode())):
+        o, n = old_rows.get(k), new_rows.get(k)
+        olds = [None if o is None else o.get(name) for name in names]
+        news = [None if n is None else n.get(name) for name in names]
+        kind = "add" if o is None else "delete" if n is None else "modify"
+        if kind != "modify" or olds != news or k in also:
+            found.append((*k, *olds, *news, kind))
+    return found, sorted(left_out, key=repr)
+
+
+@settings(max_examples=300, deadline=None)
+@given(buckets())
+def test_a_bucket_compared_equals_the_rows_compared_one_by_one(drawn):
+    from publisher.outputs.comparison_state import TableLayout, key_hashes, schema_of
+    from publisher.pipeline.comparison_buckets import compare_bucket
+
+    old_names, old, new_names, new, also = drawn
+    key = (("x", "text"), ("y", "text"))
+
+    def state(names, rows):
+        layout = TableLayout("t", key, tuple((n, "string") for n in names), 1)
+        keys = [pa.array([k[i] for k, _ in rows], pa.string()) for i in range(2)]
+        values = [pa.array([v[i] for _, v in rows], pa.string()) for i in range(len(names))]
+        return layout, pa.Table.from_arrays([*keys, pa.array(key_hashes(keys), pa.uint64()), *values],
+                                            schema=schema_of(layout))
+
+    old_layout, old_table = state(old_names, old)
+    layout, new_table = state(new_names, new)
+    also_table = pa.table({"k0": pa.array([k[0] for k in also], pa.string()),
+                           "k1": pa.array([k[1] for k in also], pa.string())})
+    found, unkeyed = compare_bucket(layout, old_table, old_layout, new_table, also_table)
+    expected, left_out = compared_oracle(old_names, old, new_names, new, set(also))
+    assert [tuple(row.values()) for row in found.to_pylist()] == expected
+    assert sorted(((row["k0"], row["k1"]) for row in unkeyed.to_pylist()), key=repr) == left_out

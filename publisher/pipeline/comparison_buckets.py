@@ -268,47 +268,62 @@ def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableL
     column's old (`o<i>`) and new (`n<i>`) text; and the keys of the rows read that name no one
     object (`unkeyed_rows`), left out. The old state's columns are matched by name: a column the
     table gained has no old values, one it lost (`lost_columns`) no new ones. `also`: the keys of
-    objects whose other attributes changed (a class's values), which differ where both hold them."""
+    objects whose other attributes changed (a class's values), which differ where both hold them.
+
+    The join matches keys to row positions alone (`matched_rows`); the values are then taken
+    where they are compared, so the join does not carry every row's texts."""
     keys = key_names(layout)
     lost = lost_columns(layout, old_layout)
-    count = len(layout.columns) + len(lost)
-    new_columns = [*(new.column(k) for k in keys),
-                   *(new.column(value_name(i)) for i in range(len(layout.columns))),
-                   *(pa.nulls(len(new), pa.string()) for _ in lost), pa.array(np.ones(len(new), bool))]
-    renamed_new = pa.table(new_columns, names=[*keys, *(f"n{i}" for i in range(count)), "in_new"])
-    old_columns: list[Any] = []
-    old_names = [*keys, *(f"o{i}" for i in range(count)), "in_old"]
+    new_values = [*(new.column(value_name(i)) for i in range(len(layout.columns))),
+                  *(pa.nulls(len(new), pa.string()) for _ in lost)]
     if old is None or old_layout is None:
-        old_columns = [pa.array([], pa.string()) for _ in old_names[:-1]] + [pa.array([], pa.bool_())]
+        old = pa.table([pa.array([], pa.string()) for _ in keys], names=keys)
+        old_values = [pa.array([], pa.string()) for _ in new_values]
     else:
         positions = {name: i for i, (name, _) in enumerate(old_layout.columns)}
-        old_columns = [old.column(k) for k in keys]
-        for name in [*(name for name, _ in layout.columns), *(c.name for c in lost)]:
-            at = positions.get(name)
-            old_columns.append(old.column(value_name(at)) if at is not None else pa.nulls(len(old), pa.string()))
-        old_columns.append(pa.array(np.ones(len(old), bool)))
-    renamed_old = pa.table(old_columns, names=old_names)
-    unkeyed = unkeyed_rows(renamed_new, keys)
-    if len(unkeyed):  # left as the consumer holds them, said in rejects.jsonl
-        renamed_new = keyed_only(renamed_new, unkeyed, keys)
-        renamed_old = keyed_only(renamed_old, unkeyed, keys)
-    renamed_old = keyed_only(renamed_old, unkeyed_rows(renamed_old, keys), keys)
-    joined = renamed_old.join(renamed_new, keys, join_type="full outer")
+        names = [*(name for name, _ in layout.columns), *(c.name for c in lost)]
+        old_values = [old.column(value_name(positions[name])) if name in positions else pa.nulls(len(old), pa.string())
+                      for name in names]
+    matched, unkeyed = matched_rows(old.select(keys), new.select(keys), keys)
     if also is not None:
-        joined = joined.join(also.append_column("also", pa.array(np.ones(len(also), bool))), keys,
-                             join_type="left outer")
-    in_old = pc.fill_null(joined.column("in_old"), False)
-    in_new = pc.fill_null(joined.column("in_new"), False)
+        matched = matched.join(also.append_column("also", pa.array(np.ones(len(also), bool))), keys,
+                               join_type="left outer")
+    old_at, new_at = matched.column("old_at"), matched.column("new_at")
+    in_old, in_new = pc.is_valid(old_at), pc.is_valid(new_at)
     differs = pc.not_equal(in_old, in_new)
     if also is not None:
-        differs = pc.or_(differs, pc.and_(pc.and_(in_old, in_new), pc.fill_null(joined.column("also"), False)))
-        joined = joined.drop_columns(["also"])
-    for i in range(count):
-        differs = pc.or_(differs, pc.and_(in_new, changed(joined.column(f"o{i}"), joined.column(f"n{i}"))))
-    found = joined.filter(differs)
-    kinds = kinds_of(pc.fill_null(found.column("in_old"), False), pc.fill_null(found.column("in_new"), False))
-    found = found.append_column("kind", kinds).drop_columns(["in_old", "in_new"])
+        differs = pc.or_(differs, pc.and_(pc.and_(in_old, in_new), pc.fill_null(matched.column("also"), False)))
+    olds = [_taken(column, old_at) for column in old_values]
+    news = [_taken(column, new_at) for column in new_values]
+    for old_texts, new_texts in zip(olds, news, strict=True):
+        differs = pc.or_(differs, pc.and_(in_new, changed(old_texts, new_texts)))
+    found = pa.table([*(matched.column(k) for k in keys), *olds, *news, kinds_of(in_old, in_new)],
+                     names=[*keys, *(f"o{i}" for i in range(len(olds))), *(f"n{i}" for i in range(len(news))), "kind"])
+    found = found.filter(differs)
     return found.sort_by([(k, "ascending") for k in keys]), unkeyed
+
+
+def matched_rows(old: pa.Table, new: pa.Table, keys: list[str]) -> tuple[pa.Table, pa.Table]:
+    """The keys of both, each with its row's position in `old` (`old_at`) and in `new` (`new_at`),
+    null where that side does not hold it; and the keys of the rows read that name no one object
+    (`unkeyed_rows`), which match nothing."""
+    new = new.append_column("new_at", pa.array(np.arange(len(new), dtype=np.int64)))
+    old = old.append_column("old_at", pa.array(np.arange(len(old), dtype=np.int64)))
+    unkeyed = unkeyed_rows(new.select(keys), keys)
+    if len(unkeyed):  # left as the consumer holds them, said in rejects.jsonl
+        new = keyed_only(new, unkeyed, keys)
+        old = keyed_only(old, unkeyed, keys)
+    old = keyed_only(old, unkeyed_rows(old.select(keys), keys), keys)
+    return old.join(new, keys, join_type="full outer"), unkeyed
+
+
+def _taken(values: pa.Array | pa.ChunkedArray, at: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`values` at the positions `at`, null where a position is."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(at, pa.ChunkedArray):
+        at = at.combine_chunks()
+    return values.take(at)
 
 
 def keyed_only(rows: pa.Table, unkeyed: pa.Table, keys: list[str]) -> pa.Table:
