@@ -108,3 +108,36 @@ def test_copy_reads_rows_longer_than_a_block_and_rejects_rows_over_the_limit(spa
     assert rows[1]["old_value"] is None and rows[1]["new_value"] == "b"
     assert rows[1]["unreadable"].startswith(f"row of {size} bytes is over publisher.max_row_bytes ({2 * BLOCK_BYTES})")
     assert rows[2]["new_value"] == "c" and rows[2]["unreadable"] is None
+
+
+def test_copy_rows_are_psycopgs_rows_and_a_failed_copy_leaves_the_connection_usable(postgresql_database):
+    """`copy_rows` reads COPY from libpq itself: the same rows as psycopg's iteration, long ones
+    included; the server's error raised as psycopg raises it, with its SQLSTATE; and after an
+    error, or a reader that stops on one of its own, the connection takes the next statement."""
+    import psycopg
+
+    from publisher.pipeline.copy_read import copy_rows
+
+    statement = ("COPY (SELECT i, repeat('x', i % 7 * 40000), E'a\\nb' FROM generate_series(1, 300) i) "
+                 "TO STDOUT (FORMAT csv)")
+    with psycopg.connect(postgresql_database.url) as conn:
+        cursor = conn.cursor()
+        with cursor.copy(statement) as copy:
+            theirs = [bytes(row) for row in copy]
+        with cursor.copy(statement) as copy:
+            ours = [bytes(row) for row in copy_rows(copy)]
+        assert ours == theirs and len(ours) == 300
+        with pytest.raises(psycopg.errors.DivisionByZero) as failed:
+            with cursor.copy("COPY (SELECT 1 / (20000 - i) FROM generate_series(1, 50000) i) TO STDOUT") as copy:
+                for _ in copy_rows(copy):
+                    pass
+        assert failed.value.sqlstate == "22012"
+        conn.rollback()
+        assert cursor.execute("SELECT 42").fetchone() == (42,)
+        with pytest.raises(ValueError, match="the reader's own"):
+            with cursor.copy("COPY (SELECT i FROM generate_series(1, 200000) i) TO STDOUT") as copy:
+                for index, _ in enumerate(copy_rows(copy)):
+                    if index == 1000:
+                        raise ValueError("the reader's own")
+        conn.rollback()
+        assert cursor.execute("SELECT 43").fetchone() == (43,)

@@ -17,6 +17,7 @@ from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
 from publisher.model.events import Status
+from publisher.pipeline.copy_read import copy_rows
 
 
 @dataclass(frozen=True)
@@ -122,12 +123,13 @@ def _read(connection: Any, select: str) -> tuple[int, int | None, float]:
 
 def copy_out(connection: Any, select: str) -> tuple[int, int, float]:
     """Every row of `select` through COPY … TO STDOUT, each read into Python as bytes: the rows,
-    the bytes and the seconds it took. `connection` is psycopg 3's own."""
+    the bytes and the seconds it took. `connection` is psycopg 3's own. The rows are taken as the
+    publisher's reads take them (`copy_rows`), the cheapest way Python has them."""
     rows = size = 0
     started = time.perf_counter()
     with connection.cursor() as cursor:
         with cursor.copy(f"COPY ({select}) TO STDOUT") as copy:
-            for row in copy:
+            for row in copy_rows(copy):
                 rows += 1
                 size += len(row)
     return rows, size, time.perf_counter() - started

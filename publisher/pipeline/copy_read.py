@@ -5,9 +5,11 @@ parses them into Arrow batches, so no Python runs per row. It reads the same row
 """
 from __future__ import annotations
 
+import select as io_select
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -58,13 +60,48 @@ def copy_batches(conn: Connection, window: CycleWindow, lo: int, hi: int) -> Ite
     convert = pacsv.ConvertOptions(column_types=_TYPES, null_values=[""], strings_can_be_null=True,
                                    quoted_strings_can_be_null=False)
     with cursor.copy(sql, compiled.params) as copy:
-        for block in row_blocks(copy):
+        for block in row_blocks(copy_rows(copy)):
             read = pacsv.ReadOptions(column_names=list(_NAMES), block_size=len(block) + 1, use_threads=False)
             parsed = pacsv.read_csv(pa.BufferReader(block), read_options=read, parse_options=parse,
                                     convert_options=convert)
             for batch in parsed.to_batches():
                 if batch.num_rows:
                     yield _event_batch(batch, schema, window)
+
+
+def copy_rows(copy: Any) -> Iterator[Any]:
+    """The rows of a COPY … TO STDOUT that psycopg's `cursor.copy()` began, as libpq hands them
+    over (one whole row each), taken from libpq itself: psycopg's own iteration runs a generator
+    and a wait for every row, 0.75 s of the client's time for 1M rows of a table where this takes
+    0.35 s. It waits on the socket only when libpq holds no whole row, with the GIL let go, and
+    reads the statement's end itself, raising the server's error as psycopg would. Read to the
+    end, the COPY leaves psycopg nothing to do; left with an exception, psycopg cancels it."""
+    pgconn = copy.connection.pgconn
+    while True:
+        size, row = pgconn.get_copy_data(1)
+        if size > 0:
+            yield row
+        elif size == 0:
+            _readable(pgconn)
+        else:
+            break
+    failed = None
+    while True:  # every result, so that the connection is idle again whatever it says
+        while pgconn.is_busy():
+            _readable(pgconn)
+        result = pgconn.get_result()
+        if result is None:
+            break
+        if result.status != psycopg.pq.ExecStatus.COMMAND_OK and failed is None:
+            failed = psycopg.errors.error_from_result(result, encoding=copy.connection.info.encoding)
+    if failed is not None:
+        raise failed
+
+
+def _readable(pgconn: Any) -> None:
+    """Wait until the server has sent more, then let libpq take it in."""
+    io_select.select([pgconn.socket], [], [])
+    pgconn.consume_input()
 
 
 def row_blocks(rows: Iterable[Any]) -> Iterator[bytearray]:
@@ -167,7 +204,7 @@ def copy_texts(conn: Connection, query: Any, columns: int) -> list[pa.Array] | N
     try:
         with cursor.copy(sql, compiled.params) as copy:
             data = bytearray()
-            for row in copy:
+            for row in copy_rows(copy):
                 data += row
     except driver_error as exc:  # as SQLAlchemy raises it for a statement of its own (a lock given way)
         raise DBAPIError.instance(sql, compiled.params, exc, driver_error) from exc

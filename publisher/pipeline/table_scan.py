@@ -18,7 +18,7 @@ from sqlalchemy import Connection
 
 from publisher.model.canonical import canonical_value_column
 from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo
-from publisher.pipeline.copy_read import can_copy, row_blocks, text_columns_options
+from publisher.pipeline.copy_read import can_copy, copy_rows, row_blocks, text_columns_options
 from publisher.pipeline.queryback import (
     LinkedReading,
     QueryBackContext,
@@ -67,7 +67,7 @@ def _copied(conn: Connection, reading: RowReading) -> Iterator[ScannedRows]:
     names = [f"c{i}" for i in range(len(reading.table.columns))]
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     with cursor.copy(f"COPY ({compiled}) TO STDOUT (FORMAT csv)") as copy:
-        for block in row_blocks(copy):
+        for block in row_blocks(copy_rows(copy)):
             parsed = pacsv.read_csv(pa.BufferReader(block), **text_columns_options(names, len(block) + 1))
             if parsed.num_rows:
                 yield _published(reading, [parsed.column(name).combine_chunks() for name in names])
