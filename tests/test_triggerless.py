@@ -609,7 +609,34 @@ def test_a_state_moved_away_starts_again_under_event_ids_never_used_in_its_outpu
     assert verify(config, db.engine) == []
 
 
-def test_a_row_longer_than_the_copy_block_first_in_its_table_is_read_in_a_larger_one(postgresql_database, tmp_path):
+def test_a_state_an_earlier_version_kept_in_parquet_is_compared_and_replaced(sqlite_database, tmp_path):
+    """The state was Parquet before it was Arrow IPC: such a state is read as it is, the next
+    cycle publishes exactly what changed since, and the state it keeps is IPC."""
+    import pyarrow.parquet as pq
+
+    db = sqlite_database
+    create_tables(db)
+    db.execute(*(f"INSERT INTO {db.qualified('acct')} (id, name, photo) VALUES ({i}, 'n{i}', {binary(db, '0a0b')})"
+                 for i in range(40)))
+    config = config_of(db, tmp_path)
+    cycle(config, db)
+    state = tmp_path / "out" / comparison_state.STATE_DIRECTORY
+    kept = sorted(state.glob("g*/t*/b*.arrow"))
+    assert kept
+    for path in kept:
+        pq.write_table(comparison_state.read_state_file(path), path.with_suffix(".parquet"))
+        path.unlink()
+    db.execute(f"UPDATE {db.qualified('acct')} SET name = 'changed' WHERE id = 7",
+               f"DELETE FROM {db.qualified('acct')} WHERE id = 9")
+    _, ops = cycle(config, db)
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [
+        ("modify", "id=7", {"name": (["n7"], ["changed"])}), ("delete", "id=9", {})]
+    assert not list(state.glob("g*/t*/b*.parquet")) and list(state.glob("g*/t*/b*.arrow"))
+    assert cycle(config, db)[1] == []
+    assert verify(config, db.engine) == []
+
+
+def test_a_row_longer_than_a_copy_block_is_read_whole(postgresql_database, tmp_path):
     db = postgresql_database
     db.execute(f"CREATE TABLE {db.qualified('big')} (k INT PRIMARY KEY, v TEXT)",
                f"INSERT INTO {db.qualified('big')} VALUES (1, repeat('x', 3000000)), (2, 'small')")

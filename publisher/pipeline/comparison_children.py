@@ -18,14 +18,21 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from publisher.model.canonical import canonical_key_of
 from publisher.model.catalog import MultiValued, TableInfo, child_table
 from publisher.model.operation import OperationKind
 from publisher.model.values import ValueType
 from publisher.model.xds import column_value_changes, column_values
-from publisher.outputs.comparison_state import TableLayout, key_name, key_names, read_bucket, value_name
+from publisher.outputs.comparison_state import (
+    TableLayout,
+    bucket_files,
+    key_name,
+    key_names,
+    read_bucket,
+    read_state_file,
+    value_name,
+)
 from publisher.pipeline.queryback import published_column
 from publisher.rules.columnar_logical import published_references
 from publisher.rules.operations import References
@@ -122,11 +129,10 @@ class Referenced:
 def read_keys(directory: Path, table_index: int) -> pa.Array:
     """The key texts of a table (keyed by one column) as a generation read it: whether an object
     a reference names exists. Read once per process and generation."""
-    files = sorted((directory / f"t{table_index}").glob("b*.parquet"))
+    files = bucket_files(directory, table_index)
     if not files:
         return pa.array([], pa.string())
-    return pa.concat_arrays([pq.read_table(path, columns=[key_name(0)]).column(0).combine_chunks()
-                             for path in files])
+    return pa.concat_arrays([read_state_file(path, [key_name(0)]).column(0).combine_chunks() for path in files])
 
 
 @functools.lru_cache(maxsize=4)
