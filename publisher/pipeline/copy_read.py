@@ -99,8 +99,11 @@ def copy_rows(copy: Any) -> Iterator[Any]:
 
 
 def _readable(pgconn: Any) -> None:
-    """Wait until the server has sent more, then let libpq take it in."""
-    io_select.select([pgconn.socket], [], [])
+    """Wait until the server has sent more, then let libpq take it in. poll(), not select(),
+    which refuses a descriptor numbered 1024 or more (a long-running process's may be)."""
+    waiting = io_select.poll()
+    waiting.register(pgconn.socket, io_select.POLLIN)
+    waiting.poll()
     pgconn.consume_input()
 
 
