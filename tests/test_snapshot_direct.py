@@ -354,14 +354,45 @@ def taken_in_a_thread(h, **options) -> tuple[threading.Thread, list[SnapshotResu
     return taker, results, errors
 
 
+@pytest.mark.parametrize("server", ["postgresql_database", "mariadb_database"])
+def test_rows_written_directly_wait_for_no_writer(spark, server, request, tmp_path):
+    """The rows a chunk writes directly are read as last committed, without a lock: an
+    application transaction holding one of them, changed and not yet committed, neither waits
+    for the snapshot nor is waited for (the logged path would wait, and lock every row it
+    reads). Its change, committed afterwards, is published after the row's document."""
+    h = make(spark, request.getfixturevalue(server), tmp_path)
+    fill(h, 30)
+    h.install("usr", style="field")
+    usr = h.table("usr")
+    writer = h.engine.connect()
+    writer.execute(text(f"UPDATE {usr} SET fname = 'late' WHERE idu = 12"))
+    writer.execute(text(f"DELETE FROM {usr} WHERE idu = 13"))
+    writer.execute(text(f"INSERT INTO {usr} (idu, fname) VALUES (13, 'again')"))
+    try:
+        taker, results, errors = taken_in_a_thread(h, chunk_rows=8)
+        taker.join(timeout=60)
+        assert not taker.is_alive(), "the snapshot waited for the application's transaction"
+        assert errors == []
+        assert (results[0].tables["usr"].rows, results[0].tables["usr"].published) == (30, 30)
+        assert logged_rows(h) == {}
+    finally:
+        writer.commit()
+        writer.close()
+    drain(h)
+    assert_mirrored(h)
+    assert h.db.rows(f"SELECT fname FROM {usr} WHERE idu IN (12, 13) ORDER BY idu") == [("late",), ("again",)]
+
+
 def test_a_key_changed_while_a_chunk_waits_for_its_row_leaves_no_row_behind(spark, postgresql_database, tmp_path):
-    """A writer changes the key of the row a chunk ends on and commits while the chunk waits for
-    its lock. PostgreSQL then hands the row back with its new key: had that key bounded the next
-    chunk, the rows in between would have been passed over."""
+    """The row a chunk ends on has an event waiting, so the chunk logs it under the share lock; a
+    writer changes its key and commits while the chunk waits for that lock. PostgreSQL hands the
+    row back with its new key, out of the chunk: had that key bounded the next chunk, the rows
+    in between would have been passed over. The row read before the lock is not written."""
     h = make(spark, postgresql_database, tmp_path)
     fill(h, 20)
     h.install("usr", style="row")
     usr = h.table("usr")
+    h.db.execute(f"UPDATE {usr} SET fname = 'waiting' WHERE idu = 5")
     writer = h.engine.connect()
     writer.execute(text(f"UPDATE {usr} SET idu = 1005 WHERE idu = 5"))
     taker, results, errors = taken_in_a_thread(h, chunk_rows=5)
@@ -381,13 +412,15 @@ def test_a_key_changed_while_a_chunk_waits_for_its_row_leaves_no_row_behind(spar
 
 def test_a_row_committed_while_a_mariadb_chunk_waits_for_it_is_left_to_its_own_event(spark, mariadb_database,
                                                                                      tmp_path):
-    """A writer inserts a row inside a chunk and commits while the chunk waits for it. Under
-    InnoDB's REPEATABLE READ the chunk's locked read saw the row and its read of the waiting
-    events did not (its snapshot was fixed by the read before): the row was written directly,
-    and its insert published it again, an <add> of an object the consumer held."""
+    """A writer inserts a row inside a chunk and commits while the chunk, about to log the rows
+    around it (they have events waiting), waits under the share lock. The locked read sees the
+    row, which neither the chunk's read of its rows nor its read of the waiting events did: it
+    is neither written nor logged, and its insert publishes it (written, it would have been
+    published again, an <add> of an object the consumer held)."""
     h = make(spark, mariadb_database, tmp_path)
     h.db.execute(f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (1, 'a'), (3, 'c')")
     h.install("usr", style="row")
+    h.db.execute(f"UPDATE {h.table('usr')} SET fname = 'waiting'")
     writer = h.engine.connect()
     writer.execute(text(f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (2, 'b')"))
     taker, results, errors = taken_in_a_thread(h, chunk_rows=5)
@@ -403,7 +436,8 @@ def test_a_row_committed_while_a_mariadb_chunk_waits_for_it_is_left_to_its_own_e
     taker.join()
     assert errors == []
     taken = results[0].tables["usr"]
-    assert (taken.rows, taken.published) == (3, 2), "2 left to its insert's event"
+    assert (taken.rows, taken.published) == (2, 0), "1 and 3 logged, 2 left to its insert's event"
+    assert logged_rows(h) == {("usr", "idu=1"): 1, ("usr", "idu=3"): 1}
     drain(h)
     assert_mirrored(h)
 

@@ -158,13 +158,21 @@ class KeyOrder:
         extent = self.extent(conn, after, rows)
         if extent.last is None:
             return extent, []
-        return extent, self.keyed(conn.execute(self.locked_rows(select(*self.texts), after, extent)))
+        return extent, self.locked_keys(conn, after, extent)
 
-    def locked_rows(self, columns: Select[Any], after: Sequence[Any] | None, extent: ChunkExtent) -> Select[Any]:
-        """`columns` of a chunk's rows, after `after` up to its extent's last key, under its lock."""
+    def locked_keys(self, conn: Connection, after: Sequence[Any] | None,
+                    extent: ChunkExtent) -> list[tuple[str, tuple[Any, ...]]]:
+        """(canonical key, key texts) of a chunk's rows in key order, read under the lock."""
+        return self.keyed(conn.execute(self.rows_upto(select(*self.texts), after, extent)))
+
+    def rows_upto(self, columns: Select[Any], after: Sequence[Any] | None, extent: ChunkExtent,
+                  lock: bool = True) -> Select[Any]:
+        """`columns` of a chunk's rows, after `after` up to its extent's last key: under its lock,
+        or with `lock` False as last committed (the direct path, which locks only the rows it
+        logs)."""
         assert extent.last is not None
         query = self.query(columns, after, None).where(not_(self._after(bound_after(self, extent.last), "last")))
-        return query.with_for_update(read=True) if self.locked else query
+        return query.with_for_update(read=True) if lock and self.locked else query
 
     def query(self, columns: Select[Any], after: Sequence[Any] | None, rows: int | None,
               descending: bool = False) -> Select[Any]:

@@ -2,16 +2,20 @@
 snapshot itself, in the chunk's transaction, instead of logged as events the cycles read back.
 
 Logging a row query-back per row costs every row twice over (an event written, read, read back
-and acknowledged). The direct path reads each chunk's rows whole, under the same share lock as
-the logged path, and writes them as the operations their row query-backs would have published
-(`rules.columnar_rows`, the column shapes `query_back_operations` builds them with), while it
-holds the reader's lock, so that no cycle writes between them. Why that is consistent with
-the writers (README, "Snapshots"):
-- A row with no event waiting in the log (status N) when its chunk is read has had every change
-  published; the share lock holds any writer of it until the chunk commits, after its document
-  is written, so the row's next events are published after it.
+and acknowledged). The direct path reads each chunk's rows whole, as last committed, and writes
+them as the operations their row query-backs would have published (`rules.columnar_rows`, the
+column shapes `query_back_operations` builds them with), while it holds the reader's lock, so
+that no cycle writes between them. Why that is consistent with the writers (README,
+"Snapshots"):
+- The log's waiting events (status N) are read after the rows, by a later statement. A row with
+  none has had every change committed before its read published, and none committed between
+  the two reads; every later change is in events the cycles publish after the row's document
+  (none runs before the snapshot ends), applied on the state the document holds. So it needs
+  no lock: a share lock on every row would write a lock into each (WAL, dirty pages) and hold
+  the application's writers back.
 - A row with events waiting goes the logged way: it is logged as a row query-back in the same
-  transaction, behind them, as the logged path does with every row.
+  transaction, behind them, as the logged path does with every row, and under the logged path's
+  share lock: a writer's delete of it not yet committed is waited for and the row passed over.
 - So is a row with a value that cannot be published: its event says why, as `E`.
 
 The operations' event-ids are negative, so that they never meet a record_id: the chunk's own
@@ -42,7 +46,7 @@ from publisher.pipeline.event_log import EventLogSource, event_log_source
 from publisher.pipeline.queryback import ReadColumns
 from publisher.rules.columnar_rows import row_operations
 from publisher.rules.operations import OperationContext
-from publisher.service.snapshot_chunks import ChunkDone, EventLogger, KeyOrder, giving_way
+from publisher.service.snapshot_chunks import ChunkDone, ChunkExtent, EventLogger, KeyOrder, giving_way
 from publisher.service.snapshot_state import TablePart
 
 PLACE_BITS = 20
@@ -86,32 +90,44 @@ def publish_chunk(
     engine: Engine, order: KeyOrder, logger: EventLogger, part: TablePart, last_key: str | None,
     after: Sequence[Any] | None, chunk_rows: int, direct: DirectOutput, numbering: Numbering,
 ) -> ChunkDone:
-    """One chunk's rows read under the share lock; those with no event waiting written as
-    operations, the others logged; the progress committed with them."""
+    """One chunk's rows read as last committed; those with no event waiting written as
+    operations, the others logged if the share lock finds them still there (as the logged path
+    counts, a row passed over is not taken); the progress committed with them."""
 
     def work(conn: Connection) -> ChunkDone:
         reading = order.reading
         table = reading.table
         extent = order.extent(conn, after, chunk_rows)
         last = extent.last
-        read = reading.columns([]) if last is None else reading.read(conn, order.locked_rows(reading.select(), after,
-                                                                                             extent))
+        read = reading.columns([]) if last is None else reading.read(
+            conn, order.rows_upto(reading.select(), after, extent, lock=False))
         held = np.zeros(len(read), np.bool_)
         held[list(read.problems)] = True
         waiting = waiting_keys(conn, direct.log, table)
         if waiting:
             held |= np.asarray(pc.is_in(read.keys, value_set=pa.array(list(waiting), pa.string())))
-        logger.log(conn, table.name, read.keys.filter(pa.array(held)).to_pylist())
+        logged = logger.log(conn, table.name, _still_there(conn, order, after, extent,
+                                                           read.keys.filter(pa.array(held)))) if held.any() else 0
         written = np.flatnonzero(~held)
         if len(written):
             if direct.lock_lost is not None and direct.lock_lost():
                 raise TransientError("the snapshot lost the status mode's lock; start it again to continue")
             assert last is not None
             _write(direct, numbering, logger.mark(conn, table.name, last[0]), table, read, pa.array(written))
-        part.advance(conn, last[0] if last else last_key, len(read), extent.finished)
-        return ChunkDone(len(read), extent, len(written))
+        taken = len(written) + logged
+        part.advance(conn, last[0] if last else last_key, taken, extent.finished)
+        return ChunkDone(taken, extent, len(written))
 
     return giving_way(engine, work)
+
+
+def _still_there(conn: Connection, order: KeyOrder, after: Sequence[Any] | None, extent: ChunkExtent,
+                 keys: pa.Array) -> list[str]:
+    """Of the chunk's rows to log, in key order, those its rows read again under the share lock
+    still hold: a writer's uncommitted delete of one is waited for, and the row passed over (its
+    own events publish it)."""
+    wanted = set(keys.to_pylist())
+    return [key for key, _ in order.locked_keys(conn, after, extent) if key in wanted]
 
 
 def waiting_keys(conn: Connection, log: EventLogSource, table: TableInfo) -> set[str]:
