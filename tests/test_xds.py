@@ -456,3 +456,26 @@ def test_documents_cut_from_a_column_are_those_built_from_the_operations(
     assert sorted(p.name for p in columned.iterdir()) == sorted(p.name for p in listed.iterdir())
     for path in listed.iterdir():
         assert (columned / path.name).read_bytes() == path.read_bytes()
+
+
+_SPECIAL_TEXT = st.text(st.sampled_from(["a", "é", "&", "<", ">", "\r", "\n", "\t", "\x00", "\x01", "\x1f", "\x0b",
+                                         "\ufffe", "\uffff", "\uff01", "\ufeff", "中", "😀"]), max_size=6)
+
+
+@given(st.lists(st.none() | _SPECIAL_TEXT, max_size=12), st.sampled_from(["string", "large_string"]), st.data())
+@example([None, ""], "string", None)
+def test_a_column_is_escaped_and_refused_as_each_of_its_texts_is_searched(texts, kind, data) -> None:
+    """`_column_text` and `column_refused` skip the search of a column whose bytes hold no byte
+    that may begin a special character: they equal the search of every text, on any slice of a
+    column (oracle: the regular expressions over each text, no shortcut)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = pa.array(texts, getattr(pa, kind)())
+    if data is not None and texts:
+        start = data.draw(st.integers(0, len(texts)))
+        column = column.slice(start, data.draw(st.integers(0, len(texts) - start)))
+    expected_text = [None if t is None else t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+                     .replace("\r", "&#13;") for t in column.to_pylist()]
+    assert xds._column_text(column).to_pylist() == expected_text
+    assert xds.column_refused(column).to_pylist() == pc.match_substring_regex(column, xds._REFUSED).to_pylist()

@@ -15,6 +15,7 @@ import functools
 from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -236,13 +237,38 @@ def build_heartbeat() -> bytes:
 
 
 _ESCAPED_IN_TEXT = "[&<>\r]"
+_ESCAPED_BYTES = b"&<>\r"
+_REFUSED_BYTES = bytes([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0xEF])
+"""The bytes that begin, in UTF-8, a character `_REFUSED` names: the control characters, and
+0xEF, the first byte of U+FFFE and U+FFFF (and of other characters, which the search then
+tells apart)."""
+_NEITHER = bytes(sorted(set(range(256)) - set(_ESCAPED_BYTES) - set(_REFUSED_BYTES)))
+_OFFSETS = {pa.string(): np.int32, pa.binary(): np.int32, pa.large_string(): np.int64, pa.large_binary(): np.int64}
+
+
+def _special_bytes(texts: pa.Array) -> bytes | None:
+    """The bytes of a string column's texts that may begin a character to escape or to refuse,
+    kept from one pass over the column's data (None: a column of another type, to be searched).
+    Most columns hold none, and this pass costs a quarter of one search of every text."""
+    width = _OFFSETS.get(texts.type)
+    if width is None:
+        return None
+    if not len(texts) or texts.buffers()[2] is None:
+        return b""
+    offsets = np.frombuffer(texts.buffers()[1], width)
+    start, end = int(offsets[texts.offset]), int(offsets[texts.offset + len(texts)])
+    return memoryview(texts.buffers()[2])[start:end].tobytes().translate(None, _NEITHER)
 
 
 def _column_text(texts: pa.Array) -> pa.Array:
     """`_text` over a string column. Few texts hold a character to escape, and a replacement
-    pass costs several times a search: only the rows that hold one are replaced."""
+    pass costs several times a search: only the rows that hold one are replaced, and a column
+    whose bytes hold none is not searched."""
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks()
+    special = _special_bytes(texts)
+    if special is not None and not special.translate(None, _REFUSED_BYTES):
+        return texts
     needs = pc.fill_null(pc.match_substring_regex(texts, _ESCAPED_IN_TEXT), False)
     if not pc.any(needs).as_py():
         return texts
@@ -339,5 +365,11 @@ _REFUSED = "[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]"
 
 def column_refused(xml: pa.Array) -> pa.Array:
     """True where a column_operations text holds a character XML 1.0 cannot carry (a string
-    column holds no lone surrogate), as `_xml_utf8` refuses it."""
+    column holds no lone surrogate), as `_xml_utf8` refuses it; null where it is null. A column
+    whose bytes begin no such character is not searched."""
+    if isinstance(xml, pa.ChunkedArray):
+        xml = xml.combine_chunks()
+    special = _special_bytes(xml)
+    if special is not None and not special.translate(None, _ESCAPED_BYTES):
+        return pc.if_else(pc.is_valid(xml), False, pa.scalar(None, pa.bool_()))
     return pc.match_substring_regex(xml, _REFUSED)
