@@ -331,11 +331,12 @@ def column_value_changes(
 
 def column_operations(
     kinds: pa.Array | str, class_names: pa.Array | str, event_ids: pa.Array, associations: pa.Array,
-    *bodies: pa.Array,
+    *bodies: pa.Array | str,
 ) -> pa.Array:
     """`build_operation` per row, as a string column; its body is its operation's attribute
-    changes, joined from the `bodies` columns in order. `kinds` and `class_names` may be one
-    for every row. Whether the result is text XML can carry is `column_refused`'s to say."""
+    changes, joined from the `bodies` in order (columns, or a text every row holds). `kinds`
+    and `class_names` may be one for every row. Whether the result is text XML can carry is
+    `column_refused`'s to say."""
     names = _name(class_names) if isinstance(class_names, str) else _column_names(class_names, _name)
     return pc.binary_join_element_wise(
         "<", kinds, ' class-name="', names, '" event-id="',
@@ -344,11 +345,16 @@ def column_operations(
     )
 
 
-def column_whole_values(kind: OperationKind, name: str, value_type: ValueType, texts: pa.Array) -> pa.Array:
+def column_whole_values(
+    kind: OperationKind, name: str, value_type: ValueType, texts: pa.Array,
+) -> tuple[pa.Array | str, ...]:
     """Attribute `name` given exactly the one value in `texts` (null: NULL, no value), per row,
     as an operation of `kind` writes it when it replaces every value (`_modify_body`, every
     value removed first) or adds them (`_add_body`): the fragment the per-row shapes write is
-    cut around the value's text, so the two cannot differ, and the column needs one join."""
+    cut around the value's text, so the two cannot differ. Given as pieces of the operation's
+    join (`column_operations`): where no text is null, the text before the value, the values
+    and the text after, so that the values are copied once, into the operation; else one
+    column of fragments."""
     mark = next(chr(c) for c in range(0xE000, 0xF900) if chr(c) not in name)
     if kind is OperationKind.ADD:
         filled = _add_body((AttrChange(name, add=Value(value_type, mark)),))
@@ -357,7 +363,12 @@ def column_whole_values(kind: OperationKind, name: str, value_type: ValueType, t
         filled = _modify_body((AttrChange(name, remove_all=True, add=Value(value_type, mark)),))
         empty = _modify_body((AttrChange(name, remove_all=True),))
     before, after = filled.split(mark)
-    return pc.fill_null(pc.binary_join_element_wise(before, _column_text(texts), after, ""), empty)
+    if texts.null_count == len(texts):
+        return (empty,)
+    escaped = _column_text(texts)
+    if texts.null_count == 0:
+        return before, escaped, after
+    return (pc.fill_null(pc.binary_join_element_wise(before, escaped, after, ""), empty),)
 
 
 _REFUSED = "[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]"

@@ -37,8 +37,8 @@ def row_operations(
     values = [_column(column) for column in texts]
     associations = pc.binary_join_element_wise(_column(keys), f",table={table.name},schema={ctx.schema_label}", "")
     _refuse_unwritable(table, associations, values, event_ids)
-    fragments = [column_whole_values(kind, column.name, column.value_type, column_texts)
-                 for column, column_texts in zip(table.value_columns, values, strict=True)]
+    fragments = [piece for column, column_texts in zip(table.value_columns, values, strict=True)
+                 for piece in column_whole_values(kind, column.name, column.value_type, column_texts)]
     xml = column_operations(kind.value, table.name, event_ids, associations, *fragments)
     return pc.cast(xml, pa.binary())
 
