@@ -24,7 +24,15 @@ from publisher.model.catalog import ColumnInfo, TableInfo
 from publisher.model.keys import KeyPart, format_key
 from publisher.model.operation import OperationKind
 from publisher.model.values import ValueType, xml_problem
-from publisher.outputs.comparison_state import Generation, TableLayout, key_name, key_names, read_bucket, value_name
+from publisher.outputs.comparison_state import (
+    HASH,
+    Generation,
+    TableLayout,
+    key_name,
+    key_names,
+    read_bucket,
+    value_name,
+)
 from publisher.outputs.formats import StartedFormats, write_part
 from publisher.pipeline.comparison_changes import compared_changes
 from publisher.pipeline.comparison_children import (
@@ -34,6 +42,7 @@ from publisher.pipeline.comparison_children import (
     multi_valued_changes,
     objects_changed,
 )
+from publisher.pipeline.comparison_match import matched_rows
 from publisher.pipeline.queryback import published_column
 from publisher.rules.comparison import changed, compared_operations, kinds_of
 
@@ -277,14 +286,14 @@ def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableL
     new_values = [*(new.column(value_name(i)) for i in range(len(layout.columns))),
                   *(pa.nulls(len(new), pa.string()) for _ in lost)]
     if old is None or old_layout is None:
-        old = pa.table([pa.array([], pa.string()) for _ in keys], names=keys)
+        old = pa.table([*(pa.array([], pa.string()) for _ in keys), pa.array([], pa.uint64())], names=[*keys, HASH])
         old_values = [pa.array([], pa.string()) for _ in new_values]
     else:
         positions = {name: i for i, (name, _) in enumerate(old_layout.columns)}
         names = [*(name for name, _ in layout.columns), *(c.name for c in lost)]
         old_values = [old.column(value_name(positions[name])) if name in positions else pa.nulls(len(old), pa.string())
                       for name in names]
-    matched, unkeyed = matched_rows(old.select(keys), new.select(keys), keys)
+    matched, unkeyed = matched_rows(old.select([*keys, HASH]), new.select([*keys, HASH]), keys)
     if also is not None:
         matched = matched.join(also.append_column("also", pa.array(np.ones(len(also), bool))), keys,
                                join_type="left outer")
@@ -303,20 +312,6 @@ def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableL
     return found.sort_by([(k, "ascending") for k in keys]), unkeyed
 
 
-def matched_rows(old: pa.Table, new: pa.Table, keys: list[str]) -> tuple[pa.Table, pa.Table]:
-    """The keys of both, each with its row's position in `old` (`old_at`) and in `new` (`new_at`),
-    null where that side does not hold it; and the keys of the rows read that name no one object
-    (`unkeyed_rows`), which match nothing."""
-    new = new.append_column("new_at", pa.array(np.arange(len(new), dtype=np.int64)))
-    old = old.append_column("old_at", pa.array(np.arange(len(old), dtype=np.int64)))
-    unkeyed = unkeyed_rows(new.select(keys), keys)
-    if len(unkeyed):  # left as the consumer holds them, said in rejects.jsonl
-        new = keyed_only(new, unkeyed, keys)
-        old = keyed_only(old, unkeyed, keys)
-    old = keyed_only(old, unkeyed_rows(old.select(keys), keys), keys)
-    return old.join(new, keys, join_type="full outer"), unkeyed
-
-
 def _taken(values: pa.Array | pa.ChunkedArray, at: pa.Array | pa.ChunkedArray) -> pa.Array:
     """`values` at the positions `at`, null where a position is."""
     if isinstance(values, pa.ChunkedArray):
@@ -324,27 +319,3 @@ def _taken(values: pa.Array | pa.ChunkedArray, at: pa.Array | pa.ChunkedArray) -
     if isinstance(at, pa.ChunkedArray):
         at = at.combine_chunks()
     return values.take(at)
-
-
-def keyed_only(rows: pa.Table, unkeyed: pa.Table, keys: list[str]) -> pa.Table:
-    """`rows` without those whose key is NULL or among `unkeyed`'s (a join never matches NULLs)."""
-    if not len(unkeyed):
-        return rows
-    valid = pc.is_valid(rows.column(keys[0]))
-    for key in keys[1:]:
-        valid = pc.and_(valid, pc.is_valid(rows.column(key)))
-    return rows.filter(valid).join(unkeyed.select(keys), keys, join_type="left anti")
-
-
-def unkeyed_rows(rows: pa.Table, keys: list[str]) -> pa.Table:
-    """The key texts of rows that name no one object, with how many rows share each: a key
-    other rows have too (a view whose pk_ columns are not unique; SQLite's untyped key columns
-    holding 1 and '1') or a NULL in a key column. Such rows cannot be told apart from one cycle
-    to the next."""
-    counted = rows.group_by(keys, use_threads=False).aggregate([([], "count_all")])
-    shared = pc.greater(counted.column("count_all"), 1)
-    for key in keys:
-        shared = pc.or_(shared, pc.is_null(counted.column(key)))
-    return counted.filter(shared)
-
-
