@@ -312,10 +312,21 @@ def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableL
     return found.sort_by([(k, "ascending") for k in keys]), unkeyed
 
 
-def _taken(values: pa.Array | pa.ChunkedArray, at: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """`values` at the positions `at`, null where a position is."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
+def _taken(values: pa.Array | pa.ChunkedArray, at: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """`values` at the positions `at`, null where a position is. Where `at` is every position in
+    order, then only nulls (the rows read as they are, then the objects gone; in a cycle where the
+    table's rows did not move, the state's rows too), that is `values` followed by nulls: nothing
+    is copied."""
     if isinstance(at, pa.ChunkedArray):
         at = at.combine_chunks()
+    count = len(values)
+    if at.null_count == len(at) - count and _in_order(at.slice(0, count)):
+        chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+        return pa.chunked_array([*chunks, pa.nulls(len(at) - count, values.type)], values.type)
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
     return values.take(at)
+
+
+def _in_order(positions: pa.Array) -> bool:
+    return positions.null_count == 0 and bool(np.array_equal(positions.to_numpy(), np.arange(len(positions))))
