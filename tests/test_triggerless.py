@@ -665,6 +665,78 @@ def test_rows_that_share_a_key_are_rejected_and_the_others_published(sqlite_data
     assert [(kind, key) for kind, key, _, _ in ops] == [("add", "a=1+b=1")], "once one row's, it is published"
 
 
+def test_a_key_shared_for_a_while_is_compared_with_what_the_consumer_holds(database, tmp_path, on_spark):
+    """A view's key that rows share for some cycles publishes nothing meanwhile; then, one row's
+    again, what changed since the consumer last had it (a modify, not an add it would refuse),
+    and, its rows all gone, a delete. A key shared from its first cycle is added once one row's,
+    and a column the view gained while a key was shared is published as added."""
+    db = database
+    q = db.qualified
+    db.execute(f"CREATE TABLE {q('emp')} (id INTEGER PRIMARY KEY, code VARCHAR(40) NOT NULL, name VARCHAR(40))",
+               f"INSERT INTO {q('emp')} VALUES (1, 'employee-code-long-0001', 'a'), "
+               "(2, 'employee-code-long-0002', 'b'), (3, 'employee-code-long-0003', 'c'), "
+               "(4, 'employee-code-long-0004', 'd'), (5, 'employee-code-long-0004', 'e')",
+               f"CREATE VIEW {q('staff')} AS SELECT code AS pk_code, name FROM {q('emp')}")
+    config = config_of(db, tmp_path, tables=("staff",), startup_option=StartupOption.RESYNC)
+    spark = on_spark
+    _, ops = cycle(config, db, spark)
+    assert sorted(key for _, key, _, _ in ops) == [f"pk_code=employee-code-long-000{i}" for i in (1, 2, 3)]
+    db.execute(f"INSERT INTO {q('emp')} VALUES (6, 'employee-code-long-0001', 'x'), "
+               "(7, 'employee-code-long-0002', 'y')")
+    _, ops = cycle(config, db, spark)
+    assert ops == [], "a key shared now is left as the consumer holds it"
+    db.execute(f"UPDATE {q('emp')} SET name = 'a2' WHERE id = 1", f"DELETE FROM {q('emp')} WHERE id = 6",
+               f"DELETE FROM {q('emp')} WHERE code = 'employee-code-long-0002'")
+    _, ops = cycle(config, db, spark)
+    assert sorted((kind, key, attrs) for kind, key, _, attrs in ops) == [
+        ("delete", "pk_code=employee-code-long-0002", {}),
+        ("modify", "pk_code=employee-code-long-0001", {"name": (["a"], ["a2"])}),
+    ]
+    db.execute(f"INSERT INTO {q('emp')} VALUES (8, 'employee-code-long-0003', 'z')")
+    _, ops = cycle(config, db, spark)
+    assert ops == []
+    db.execute(f"DROP VIEW {q('staff')}",
+               f"CREATE VIEW {q('staff')} AS SELECT code AS pk_code, name, id AS num FROM {q('emp')}",
+               f"DELETE FROM {q('emp')} WHERE id IN (3, 5)")
+    _, ops = cycle(config, db, spark)
+    assert sorted((kind, key, attrs) for kind, key, _, attrs in ops) == [
+        ("add", "pk_code=employee-code-long-0004", {"name": ([], ["d"]), "num": ([], ["4"])}),
+        ("modify", "pk_code=employee-code-long-0001", {"num": ([], ["1"])}),
+        ("modify", "pk_code=employee-code-long-0003", {"name": (["c"], ["z"]), "num": ([], ["8"])}),
+    ]
+    assert verify(config, db.engine) == []
+
+
+def test_a_class_whose_key_was_shared_for_a_while_publishes_the_values_changed_meanwhile(database, tmp_path):
+    """The child rows of a key shared for a while are compared, once it is one row's again, with
+    the values the consumer holds, not with those read while it was shared."""
+    from publisher.config import ClassConfig
+
+    db = database
+    q = db.qualified
+    db.execute(f"CREATE TABLE {q('pbase')} (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, name VARCHAR(40))",
+               f"CREATE TABLE {q('pview_phone')} (pk_pid INTEGER NOT NULL, phone VARCHAR(20) NOT NULL, "
+               "PRIMARY KEY (pk_pid, phone))",
+               f"INSERT INTO {q('pbase')} VALUES (1, 1, 'a'), (2, 2, 'b')",
+               f"INSERT INTO {q('pview_phone')} VALUES (1, '111'), (2, '222')",
+               f"CREATE VIEW {q('pview')} AS SELECT pid AS pk_pid, name FROM {q('pbase')}")
+    config = dataclasses.replace(
+        config_of(db, tmp_path, tables=("pview",), startup_option=StartupOption.RESYNC),
+        classes={"pview": ClassConfig(multi_valued={"phone": "pview_phone.phone"})})
+    _, ops = cycle(config, db)
+    assert sorted((kind, key) for kind, key, _, _ in ops) == [("add", "pk_pid=1"), ("add", "pk_pid=2")]
+    db.execute(f"INSERT INTO {q('pbase')} VALUES (3, 1, 'x')",
+               f"INSERT INTO {q('pview_phone')} VALUES (1, '112')",
+               f"DELETE FROM {q('pview_phone')} WHERE phone = '111'")
+    _, ops = cycle(config, db)
+    assert ops == []
+    db.execute(f"DELETE FROM {q('pbase')} WHERE id = 3")
+    _, ops = cycle(config, db)
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [
+        ("modify", "pk_pid=1", {"phone": (["111"], ["112"])})]
+    assert verify(config, db.engine) == []
+
+
 # --- logical classes -----------------------------------------------------------------------------
 
 

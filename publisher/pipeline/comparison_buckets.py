@@ -28,9 +28,11 @@ from publisher.outputs.comparison_state import (
     HASH,
     Generation,
     TableLayout,
+    keep_held,
     key_name,
     key_names,
     read_bucket,
+    schema_of,
     value_name,
 )
 from publisher.outputs.formats import StartedFormats, write_part
@@ -145,12 +147,14 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
     layout, table = job.layout, job.table
     new_rows = read_bucket(job.read, job.table_index, layout, bucket, layout.buckets)
     old_rows = None if job.old is None or job.kept is None else read_bucket(
-        job.kept, job.kept_index, job.old, bucket, layout.buckets)
+        job.kept, job.kept_index, job.old, bucket, layout.buckets, held=True)
     children = [child_rows(child, job.read, job.kept, bucket, layout.buckets) for child in job.children]
     differences, unkeyed = compare_bucket(layout, old_rows, job.old, new_rows, objects_changed(children,
                                                                                               key_names(layout)))
     done = BucketDone(table.name, [])
     done.rejects += unkeyed_rejects(table, unkeyed)
+    if len(unkeyed) and old_rows is not None:
+        keep_shared_as_held(job, bucket, old_rows, unkeyed)
     if not len(differences):
         return done
     keys, kinds, found = published_keys(table, differences, done.rejects)
@@ -260,6 +264,32 @@ def unkeyed_rejects(table: TableInfo, unkeyed: pa.Table) -> list[dict[str, Any]]
         rejects.append({"table_name": table.name, "table_key": shown, "column_name": None,
                         "reason": f"{reason}; no object can be told apart by it, none of them is published"})
     return rejects
+
+
+def keep_shared_as_held(job: BucketJob, bucket: int, old_rows: pa.Table, unkeyed: pa.Table) -> None:
+    """What the consumer holds of the keys the read found shared (the state's rows, and its
+    class's child rows), kept in the read's generation for the next cycle to compare with."""
+    if job.old is None or job.kept is None:
+        return
+    keep_held(job.read, job.table_index, bucket, held_rows(job.layout, job.old, old_rows, unkeyed))
+    for child in job.children:
+        if child.old is not None:
+            kept = read_bucket(job.kept, child.kept_index, child.old, bucket, job.layout.buckets, held=True)
+            keep_held(job.read, child.table_index, bucket, held_rows(child.layout, child.old, kept, unkeyed))
+
+
+def held_rows(layout: TableLayout, old_layout: TableLayout, old: pa.Table, unkeyed: pa.Table) -> pa.Table:
+    """The state's rows of the keys the read found shared by rows (what the consumer holds of
+    them: a key the state too held in several rows, it holds none of, and kept so it stays), in
+    the read's layout: a column the table gained since has no value there, as the consumer has
+    none."""
+    keys = key_names(layout)
+    held = old.join(unkeyed.select(keys), keys, join_type="left semi")
+    positions = {name: i for i, (name, _) in enumerate(old_layout.columns)}
+    values = [held.column(value_name(positions[name])) if name in positions else pa.nulls(len(held), pa.string())
+              for name, _ in layout.columns]
+    return pa.Table.from_arrays([*(held.column(k) for k in keys), held.column(HASH), *values],
+                                schema=schema_of(layout))
 
 
 def lost_columns(layout: TableLayout, old_layout: TableLayout | None) -> list[ColumnInfo]:

@@ -66,7 +66,7 @@ def child_rows(child: ChildJob, read: Path, kept: Path | None, bucket: int, buck
     if child.old is None or kept is None:
         old = new.schema.empty_table()
     else:
-        old = distinct(read_bucket(kept, child.kept_index, child.old, bucket, buckets), child.old)
+        old = distinct(read_bucket(kept, child.kept_index, child.old, bucket, buckets, held=True), child.old)
     names = new.column_names
     joined = _present(old, "in_old").join(_present(new, "in_new"), names, join_type="full outer")
     in_old = pc.fill_null(joined.column("in_old"), False)
