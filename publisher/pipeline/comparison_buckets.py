@@ -279,10 +279,10 @@ def keep_shared_as_held(job: BucketJob, bucket: int, old_rows: pa.Table, unkeyed
 
 
 def held_rows(layout: TableLayout, old_layout: TableLayout, old: pa.Table, unkeyed: pa.Table) -> pa.Table:
-    """The state's rows of the keys the read found shared by rows (what the consumer holds of
-    them: a key the state too held in several rows, it holds none of, and kept so it stays), in
-    the read's layout: a column the table gained since has no value there, as the consumer has
-    none."""
+    """The state's rows of the keys the read found shared by rows: what the consumer holds of
+    them (where the state held a key in several rows too, the consumer holds nothing of it, and
+    the rows kept say so again). In the read's layout: a column the table gained since has no
+    value there, as the consumer has none."""
     keys = key_names(layout)
     held = old.join(unkeyed.select(keys), keys, join_type="left semi")
     positions = {name: i for i, (name, _) in enumerate(old_layout.columns)}
