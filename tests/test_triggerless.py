@@ -34,6 +34,7 @@ from publisher.outputs.comparison_state import ForeignStateError
 from publisher.pipeline import comparison
 from publisher.pipeline.comparison import run_comparison_cycle
 from publisher.service.mirror import verify
+from publisher.service.repair import repairs
 
 BINARY = {"sqlite": "BLOB", "postgresql": "BYTEA", "mariadb": "VARBINARY(64)"}
 HEX = {"sqlite": "x'{}'", "postgresql": "'\\x{}'::bytea", "mariadb": "x'{}'"}
@@ -685,6 +686,11 @@ def test_a_key_shared_for_a_while_is_compared_with_what_the_consumer_holds(datab
                "(7, 'employee-code-long-0002', 'y')")
     _, ops = cycle(config, db, spark)
     assert ops == [], "a key shared now is left as the consumer holds it"
+    found = verify(config, db.engine)
+    assert {(d.association.split(",table=")[0], d.attribute, d.expected, d.published) for d in found} == {
+        (f"pk_code=employee-code-long-000{i}", None, "no one object: 2 rows of staff share this key",
+         "absent" if i == 4 else "present") for i in (1, 2, 4)}, "verify says why it cannot compare them"
+    assert repairs(found) == {}, "publishing a shared key's row again cannot make it one object"
     db.execute(f"UPDATE {q('emp')} SET name = 'a2' WHERE id = 1", f"DELETE FROM {q('emp')} WHERE id = 6",
                f"DELETE FROM {q('emp')} WHERE code = 'employee-code-long-0002'")
     _, ops = cycle(config, db, spark)

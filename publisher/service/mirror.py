@@ -6,6 +6,7 @@ When the event log is drained, every difference is a change the consumer lost or
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ Objects = dict[str, dict[str, set[str]]]
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True)
 ABSENT = "absent"
 CANNOT_PUBLISH = "cannot be published"
+NO_ONE_OBJECT = "no one object"
+"""Said of a key that rows of a table share: they name no one object, so none is compared."""
 REFUSED_ADD = "no <add> while it exists"
 """An anomaly: what the consumer did is in the documents' history, whatever is published next."""
 PRESENT = "present"
@@ -178,13 +181,20 @@ def _source(config: Config, engine: Engine, reader: Reader) -> tuple[int, Object
     problems: list[Difference] = []
     references = References(catalog.tables, label)
     for table in tables.values():
+        rows: collections.Counter[str] = collections.Counter()
         for key, row, row_problems in scan_table(ctx, table):
             name = association(key, table.name, label)
+            rows[name] += 1
             objects[name] = {column: {_published(table, column, value, references)}
                              for column, value in row.items() if value is not None}
             for column, reason in row_problems.items():
                 objects[name].pop(column, None)
                 problems.append(Difference(name, column, f"{CANNOT_PUBLISH}: {reason}", ""))
+        for name, count in rows.items():
+            if count > 1:  # a view whose pk_ columns are not unique, SQLite's 1 and '1': no one object
+                objects.pop(name)
+                problems.append(Difference(name, None, f"{NO_ONE_OBJECT}: {count} rows of {table.name} share this key",
+                                           ""))
         for key, attribute, value, problem in scan_children(ctx, table, config.triggerless) if table.multi_valued \
                 else ():
             name = association(key, table.name, label)
@@ -209,8 +219,12 @@ def compare(mirror: Mirror, source: Objects, source_problems: Iterable[Differenc
     for problem in source_problems:
         problems.setdefault(problem.association, {})[problem.attribute or ""] = problem
     found = list(mirror.anomalies)
-    for name in source.keys() | mirror.objects.keys():
+    for name in source.keys() | mirror.objects.keys() | problems.keys():
         expected, published = source.get(name), mirror.objects.get(name)
+        whole = problems.get(name, {}).get("")
+        if whole is not None:  # the source names no one object by it: said instead of its values
+            found.append(dataclasses.replace(whole, published=_presence(published)))
+            continue
         if expected is None or published is None:
             found.append(Difference(name, None, _presence(expected), _presence(published)))
         found += _attribute_differences(name, expected, published, problems.get(name, {}))

@@ -20,7 +20,16 @@ from sqlalchemy import Engine
 from publisher.config import STATUS_MODE, Config, Reader
 from publisher.model.events import EventType
 from publisher.rules.classify import snapshot_perpetrator
-from publisher.service.mirror import ABSENT, CANNOT_PUBLISH, PRESENT, REFUSED_ADD, Difference, Verification, check
+from publisher.service.mirror import (
+    ABSENT,
+    CANNOT_PUBLISH,
+    NO_ONE_OBJECT,
+    PRESENT,
+    REFUSED_ADD,
+    Difference,
+    Verification,
+    check,
+)
 from publisher.service.snapshot_chunks import EventLogger
 
 
@@ -47,11 +56,11 @@ _NAMES = {
 
 def repairs(differences: Iterable[Difference]) -> dict[tuple[str, str], EventType]:
     """Per differing object (table, canonical key): the event that makes the consumer equal.
-    Left out: a value that cannot be published, and an operation the consumer refused (an
-    anomaly of the documents' history): publishing the row again changes neither."""
+    Left out: a value that cannot be published, an operation the consumer refused (an anomaly
+    of the documents' history), and a key rows share: publishing the row again changes none."""
     wanted: dict[tuple[str, str], EventType] = {}
     for difference in differences:
-        if difference.expected.startswith(CANNOT_PUBLISH) or difference.expected == REFUSED_ADD:
+        if difference.expected.startswith((CANNOT_PUBLISH, NO_ONE_OBJECT)) or difference.expected == REFUSED_ADD:
             continue
         obj = (difference.table, difference.association.rsplit(",table=", 1)[0])
         if difference.attribute is None and difference.expected == ABSENT:
