@@ -111,6 +111,12 @@ class Dialect:
         triggers log it: `binary` for a binary column, `sql_type` the type's name."""
         return ref if binary else f"CAST({ref} AS TEXT)"
 
+    def read_value_sql(self, ref: str, binary: bool, sql_type: str) -> str:
+        """SQL a read selects a value column (not a key column: keys are compared by their text)
+        with: its text as the triggers log it, or what the reader encodes to that text itself
+        (`valuetext.encode_read`)."""
+        return self.value_text_sql(ref, binary, sql_type)
+
     def settings_sql(self, local: bool) -> list[str]:
         """Statements that put a session (or, with `local`, a transaction) where the texts of
         values are written as the triggers write them."""

@@ -68,6 +68,12 @@ class MariaDB(Dialect):
             ref = f"CAST({ref} AS DOUBLE)"
         return f"CAST({ref} AS CHAR CHARACTER SET utf8mb4)"
 
+    def read_value_sql(self, ref: str, binary: bool, sql_type: str) -> str:
+        """Binary as its bytes, which the reader encodes as the trigger's base64: REPLACE takes
+        the line breaks out of TO_BASE64's text in time that grows with the square of its
+        length (1.5 s for a value of 3 MB, against 10 ms for TO_BASE64 alone)."""
+        return ref if binary else self.value_text_sql(ref, binary, sql_type)
+
     def settings_sql(self, local: bool) -> list[str]:
         """The session's time zone, which has no transaction scope."""
         return [f"SET time_zone = '{MYSQL_TIME_ZONE}'"]

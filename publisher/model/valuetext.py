@@ -19,6 +19,13 @@ def value_text_sql(dialect: str, ref: str, value_type: ValueType, sql_type: str 
     return dialect_of(dialect).value_text_sql(ref, value_type is ValueType.OCTET, sql_type)
 
 
+def read_value_sql(dialect: str, ref: str, value_type: ValueType, sql_type: str = "") -> str:
+    """SQL a read selects a value column with (`Dialect.read_value_sql`): its text as logged, or
+    the value itself where the database's text is slow to make; `encode_read` makes either the
+    same published text."""
+    return dialect_of(dialect).read_value_sql(ref, value_type is ValueType.OCTET, sql_type)
+
+
 def encode_read(value_type: ValueType, value: object) -> str | None:
     """Published text of a value read through `value_text_sql`: text as a trigger would have
     logged it, or SQLite's raw binary."""

@@ -43,7 +43,7 @@ from publisher.model.canonical import bound_value, canonical_key_column, keys_va
 from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo, child_table
 from publisher.model.keys import KeyKind, KeyPart, format_key
 from publisher.model.values import BadValueError, ValueType, logged_times, logged_unchanged_as, shown
-from publisher.model.valuetext import encode_read, value_text_sql
+from publisher.model.valuetext import encode_read, read_value_sql, value_text_sql
 from publisher.rules.precedence import CurrentRow
 
 CHUNK = 500
@@ -229,6 +229,12 @@ class RowReading:
             c.name: literal_column(value_text_sql(dialect.name, quote(c.name), c.value_type, c.sql_type))
             for c in table.columns
         }
+        """Each column's text as logged: what a key is compared by (`key_in`)."""
+        self.selected: list[ColumnElement[Any]] = [
+            self.texts[c.name] if c.is_key else literal_column(read_value_sql(dialect.name, quote(c.name), c.value_type,
+                                                                              c.sql_type))
+            for c in table.columns]
+        """What is selected of each column: a value column's as `read_value_sql` reads it."""
         self.keys = [c for c in table.columns if c.is_key]
         self.arrays = dialect_of(dialect.name).id_arrays and all(c.in_arrays for c in self.keys)
         names = [c.name for c in table.columns]
@@ -236,7 +242,7 @@ class RowReading:
         self.key_indices = [names.index(name) for name, _ in table.key_columns]
 
     def select(self) -> Select[Any]:
-        columns = (text.label(f"c{i}") for i, text in enumerate(self.texts.values()))
+        columns = (text.label(f"c{i}") for i, text in enumerate(self.selected))
         return select(*columns).select_from(self.sql_table)
 
     def key_in(self, keys: Sequence[tuple[int | str, ...]]) -> ColumnElement[bool]:
@@ -357,7 +363,7 @@ class LinkedReading(RowReading):
         self.selected: list[ColumnElement[Any]] = [
             literal_column(value_text_sql(dialect.name, f"p.{quote(c.name)}", c.value_type, c.sql_type))
             for c in keys]
-        self.selected.append(literal_column(value_text_sql(dialect.name, f"c.{quote(multi.value.name)}",
+        self.selected.append(literal_column(read_value_sql(dialect.name, f"c.{quote(multi.value.name)}",
                                                            multi.value.value_type, multi.value.sql_type)))
 
     def select(self) -> Select[Any]:
