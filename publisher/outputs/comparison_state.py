@@ -40,7 +40,9 @@ LAST_CYCLE_FILE = "cycle.json"
 KEY = "key"
 HASH = "hash"
 BUCKET_ROWS = 100_000
-"""A table's state is cut into as many buckets (a power of two) as hold about this many rows each."""
+BUCKET_BYTES = 256 << 20
+"""A table's state is cut into as many buckets (a power of two) as hold about this many rows, and
+of values of some KB or MB, bytes each: a bucket is compared whole in memory."""
 
 
 class ForeignStateError(ValueError):
@@ -63,6 +65,9 @@ class TableLayout:
     """A logical class's child table: the class (parent table) whose multi-valued attribute its
     rows are, bucketed by the parent's key (its link columns) beside the parent's rows."""
     attribute: str = ""
+    bytes: int = 0
+    """About the bytes of its rows' texts as read: with `rows`, what the next read cuts it into
+    buckets by (`buckets_for`)."""
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -77,12 +82,14 @@ class TableLayout:
             return tuple((str(a), str(b)) for a, b in value)
 
         return cls(str(raw["name"]), pairs(raw["key"]), pairs(raw["columns"]), int(str(raw["buckets"])),
-                   int(str(raw.get("rows", 0))), str(raw.get("parent", "")), str(raw.get("attribute", "")))
+                   int(str(raw.get("rows", 0))), str(raw.get("parent", "")), str(raw.get("attribute", "")),
+                   int(str(raw.get("bytes", 0))))
 
 
-def buckets_for(rows: int) -> int:
-    """The power of two that cuts `rows` into buckets of at most about BUCKET_ROWS."""
-    wanted = max(1, -(-rows // BUCKET_ROWS))
+def buckets_for(rows: int, size: int = 0) -> int:
+    """The power of two that cuts `rows`, of `size` bytes of text in all, into buckets of at most
+    about BUCKET_ROWS rows and BUCKET_BYTES bytes."""
+    wanted = max(1, -(-rows // BUCKET_ROWS), -(-size // BUCKET_BYTES))
     return 1 << (wanted - 1).bit_length()
 
 
@@ -159,7 +166,9 @@ still read, so that its state is compared once more and then replaced."""
 HELD_FILES = "h*.arrow"
 """Rows the consumer holds of keys the read found shared (`keep_held`), one file per bucket."""
 FLUSH_ROWS = 200_000
-"""Rows a writer gathers before it sorts them into their buckets and writes them."""
+FLUSH_BYTES = 256 << 20
+"""Rows, and bytes of them, a writer gathers before it sorts them into their buckets and writes
+them: values of some MB each would otherwise pass the 2 GiB a text column of one batch holds."""
 
 
 class BucketWriter:
@@ -176,16 +185,21 @@ class BucketWriter:
         self.sinks: dict[int, pa.NativeFile] = {}
         """The writers' files, opened here (a path would have pyarrow resolve a file system for each)."""
         self.gathered: list[pa.Table] = []
+        self.gathered_bytes = 0
         self.rows = 0
+        self.bytes = 0
 
     def write(self, keys: Sequence[pa.Array], values: Sequence[pa.Array]) -> None:
         """Rows read: their key texts (key order) and value texts, a column each."""
         if not len(keys[0]):
             return
         hashes = pa.nulls(len(keys[0]), pa.uint64())  # filled in by _flush, many rows at once
-        self.gathered.append(pa.Table.from_arrays([*keys, hashes, *values], schema=self.schema))
+        rows = pa.Table.from_arrays([*keys, hashes, *values], schema=self.schema)
+        self.gathered.append(rows)
+        self.gathered_bytes += rows.nbytes
+        self.bytes += rows.nbytes
         self.rows += len(hashes)
-        if sum(len(t) for t in self.gathered) >= FLUSH_ROWS:
+        if sum(len(t) for t in self.gathered) >= FLUSH_ROWS or self.gathered_bytes >= FLUSH_BYTES:
             self._flush()
 
     def _flush(self) -> None:
@@ -193,6 +207,7 @@ class BucketWriter:
             return
         table = pa.concat_tables(self.gathered).combine_chunks()
         self.gathered = []
+        self.gathered_bytes = 0
         keys = [table.column(name).combine_chunks() for name in key_names(self.layout)]
         table = table.set_column(table.schema.get_field_index(HASH), HASH, pa.array(key_hashes(keys), pa.uint64()))
         buckets = bucket_of(table.column(HASH), self.layout.buckets)

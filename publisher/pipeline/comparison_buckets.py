@@ -9,8 +9,10 @@ again, whichever path runs it and however its buckets are spread.
 """
 from __future__ import annotations
 
+import collections
 import datetime as dt
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ from publisher.outputs.formats import StartedFormats, write_part
 from publisher.pipeline.comparison_changes import compared_changes
 from publisher.pipeline.comparison_children import (
     ChildJob,
+    ChildRows,
     Referenced,
     child_rows,
     multi_valued_changes,
@@ -46,12 +49,18 @@ from publisher.pipeline.comparison_children import (
 )
 from publisher.pipeline.comparison_match import matched_rows
 from publisher.pipeline.queryback import published_column
+from publisher.rules.changes import StampedChange
 from publisher.rules.comparison import changed, compared_operations, kinds_of
 
 GENERATION_BITS = 32
 BUCKET_BITS = 20
 """An event-id's parts (`publish_bucket`): 2^12 buckets in a cycle, 2^20 operations in a bucket."""
 MAX_BUCKETS = 1 << (GENERATION_BITS - BUCKET_BITS)
+PART_BYTES = 64 << 20
+"""Texts of a bucket's differences published at a time: a `<modify>` holds its old and new
+values, escaped, so a part's documents stay well inside the 2 GiB an array of them holds."""
+LARGE_BYTES = 1 << 30
+"""A bucket's column of more bytes than this is compared as `large_string`."""
 
 
 class ComparisonLimitError(ValueError):
@@ -143,7 +152,8 @@ def child_jobs(table: TableInfo, read: Generation,
 
 def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
     """The bucket's differences as operations, in key order, with their counts by kind and the
-    values that cannot be published (rejects.jsonl's lines)."""
+    values that cannot be published (rejects.jsonl's lines). They are published in parts of at
+    most `PART_BYTES` of texts (`parts_of`), numbered on from one part to the next."""
     layout, table = job.layout, job.table
     new_rows = read_bucket(job.read, job.table_index, layout, bucket, layout.buckets)
     old_rows = None if job.old is None or job.kept is None else read_bucket(
@@ -151,21 +161,33 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
     children = [child_rows(child, job.read, job.kept, bucket, layout.buckets) for child in job.children]
     differences, unkeyed = compare_bucket(layout, old_rows, job.old, new_rows, objects_changed(children,
                                                                                               key_names(layout)))
-    done = BucketDone(table.name, [])
+    done = BucketDone(table.name, [], {kind.value: 0 for kind in OperationKind})
     done.rejects += unkeyed_rejects(table, unkeyed)
     if len(unkeyed) and old_rows is not None:
         keep_shared_as_held(job, bucket, old_rows, unkeyed)
     if not len(differences):
         return done
+    first = (job.generation << GENERATION_BITS) + ((job.first_bucket + bucket) << BUCKET_BITS)
+    changes = (publish_part(job, part, children, first, done) for part in parts_of(differences))
+    if job.formats and job.read_at is not None:
+        done.formats = write_part(itertools.chain.from_iterable(changes), job.formats, job.first_bucket + bucket).counts
+    else:
+        collections.deque(changes, maxlen=0)  # the parts published, their changes unused
+    return done
+
+
+def publish_part(job: BucketJob, differences: pa.Table, children: Sequence[ChildRows], first: int,
+                 done: BucketDone) -> Iterator[StampedChange]:
+    """Some of a bucket's differences published: their operations, counts and rejects added to
+    `done`, numbered from `first` on after the operations it holds; their changes, for the
+    change formats."""
+    table = job.table
     keys, kinds, found = published_keys(table, differences, done.rejects)
     tracked = pc.is_in(kinds, value_set=pa.array(sorted(job.kinds), pa.string()))
     if not pc.all(tracked).as_py():  # a subscription's untracked kinds of change: the state advances alone
         keys = [key for key, kept in zip(keys, tracked.to_pylist(), strict=True) if kept]
         kinds, found = kinds.filter(tracked), found.filter(tracked)
-    if len(keys) > 1 << BUCKET_BITS:
-        raise ComparisonLimitError(f"{table.name}: {len(keys)} differences in one bucket, more than an event-id "
-                                   f"numbers ({1 << BUCKET_BITS}); the table grew while it was read")
-    columns = [*table.value_columns, *lost_columns(layout, job.old)]
+    columns = [*table.value_columns, *lost_columns(job.layout, job.old)]
     old_texts = [published(table, c, found.column(f"o{i}"), keys, None) for i, c in enumerate(columns)]
     new_texts = [published(table, c, found.column(f"n{i}"), keys, done.rejects) for i, c in enumerate(columns)]
     as_read = (list(old_texts), list(new_texts))  # for the change formats: a reference as its column holds it
@@ -184,20 +206,42 @@ def publish_bucket(job: BucketJob, bucket: int) -> BucketDone:
         old_texts, new_texts, more = ([a.filter(says) for a in arrays] for arrays in (old_texts, new_texts, more))
         as_read = ([a.filter(says) for a in as_read[0]], [a.filter(says) for a in as_read[1]])
         refs = [tuple(None if r is None else r.filter(says) for r in pair) for pair in refs]  # type: ignore[misc]
+    if len(done.operations) + len(keys) > 1 << BUCKET_BITS:
+        raise ComparisonLimitError(f"{table.name}: more than {1 << BUCKET_BITS} differences in one bucket, more "
+                                   f"than an event-id numbers; the table grew while it was read")
     for kind in OperationKind:
-        done.counts[kind.value] = pc.sum(pc.equal(kinds, kind.value)).as_py() or 0
-    first = (job.generation << GENERATION_BITS) + ((job.first_bucket + bucket) << BUCKET_BITS)
+        done.counts[kind.value] += pc.sum(pc.equal(kinds, kind.value)).as_py() or 0
+    first += len(done.operations)
     event_ids = pa.array(range(first, first + len(keys)), pa.int64())
     associations = pc.binary_join_element_wise(
         pa.array(keys, pa.string()), f",table={table.name},schema={job.schema_label}", "")
-    done.operations = compared_operations(table.name, columns, associations, kinds, old_texts, new_texts,
-                                          event_ids, refs, more).to_pylist()
-    if job.formats and job.read_at is not None:
-        key_texts = [published(table, c, found.column(key_name(i)), keys, None) for i, c in enumerate(
-            c for c in table.columns if c.is_key)]
-        changes = compared_changes(table, columns, kinds, key_texts, *as_read, event_ids, job.read_at)
-        done.formats = write_part(changes, job.formats, job.first_bucket + bucket).counts
-    return done
+    done.operations += compared_operations(table.name, columns, associations, kinds, old_texts, new_texts,
+                                           event_ids, refs, more).to_pylist()
+    if not job.formats or job.read_at is None:
+        return iter(())
+    key_texts = [published(table, c, found.column(key_name(i)), keys, None) for i, c in enumerate(
+        c for c in table.columns if c.is_key)]
+    return compared_changes(table, columns, kinds, key_texts, *as_read, event_ids, job.read_at)
+
+
+def parts_of(differences: pa.Table) -> Iterator[pa.Table]:
+    """`differences` cut, in order, into parts whose texts total at most `PART_BYTES` (or one
+    row, where one row's are more), each with its texts as `string` again: a bucket's may be
+    `large_string`, more than one array of `string` holds (`_taken`)."""
+    sizes = np.zeros(len(differences), np.int64)
+    for column in differences.columns:
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            sizes += pc.fill_null(pc.binary_length(column), 0).combine_chunks().to_numpy()
+    ends = np.cumsum(sizes)
+    start = 0
+    while start < len(differences):
+        end = max(start + 1, int(np.searchsorted(ends, ends[start] - sizes[start] + PART_BYTES, side="right")))
+        part = differences.slice(start, end - start)
+        if any(pa.types.is_large_string(t) for t in part.schema.types):  # its texts copied out, then narrowed
+            part = part.take(pa.array(np.arange(len(part)))).cast(pa.schema(
+                [pa.field(f.name, pa.string()) if pa.types.is_large_string(f.type) else f for f in part.schema]))
+        yield part
+        start = end
 
 
 def publish_references(table: TableInfo, referenced: Referenced, columns: Sequence[ColumnInfo],
@@ -338,7 +382,8 @@ def compare_bucket(layout: TableLayout, old: pa.Table | None, old_layout: TableL
         differs = pc.or_(differs, pc.and_(in_new, changed(old_texts, new_texts)))
     found = pa.table([*(matched.column(k) for k in keys), *olds, *news, kinds_of(in_old, in_new)],
                      names=[*keys, *(f"o{i}" for i in range(len(olds))), *(f"n{i}" for i in range(len(news))), "kind"])
-    found = found.filter(differs)
+    found = found.filter(differs)  # chunk by chunk: the rows read are not copied whole
+    found = pa.table([_widened(column) for column in found.columns], names=found.column_names)
     return found.sort_by([(k, "ascending") for k in keys]), unkeyed
 
 
@@ -354,8 +399,16 @@ def _taken(values: pa.Array | pa.ChunkedArray, at: pa.Array | pa.ChunkedArray) -
         chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
         return pa.chunked_array([*chunks, pa.nulls(len(at) - count, values.type)], values.type)
     if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
+        values = _widened(values).combine_chunks()
     return values.take(at)
+
+
+def _widened(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Texts of more than `LARGE_BYTES` in all as `large_string`, which no offset overflows
+    when they are taken or sorted into one array."""
+    if pa.types.is_string(values.type) and values.nbytes > LARGE_BYTES:
+        return values.cast(pa.large_string())
+    return values
 
 
 def _in_order(positions: pa.Array) -> bool:

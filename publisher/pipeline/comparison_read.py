@@ -52,18 +52,18 @@ def class_layouts(table: TableInfo) -> list[Member]:
 def read_tables(engine: Engine, ctx: QueryBackContext, state: ComparisonState, number: int,
                 current: Generation | None, source: str) -> Generation:
     """Every published table (and child table) read whole into generation `number`'s buckets,
-    made durable. A class's tables share its buckets, cut for the most rows one of them held
-    when the last cycle read it (counted only the first time), so that an object's child rows
-    are compared in its bucket. `source` names where they were read (`source_of`)."""
-    read_before = {layout.identity: layout.rows for layout in current.tables} if current is not None else {}
+    made durable. A class's tables share its buckets, cut for the most rows, or bytes of them,
+    one of them held when the last cycle read it (rows counted only the first time), so that an
+    object's child rows are compared in its bucket. `source` names where they were read (`source_of`)."""
+    read_before = {layout.identity: layout for layout in current.tables} if current is not None else {}
     read_at = dt.datetime.now(dt.UTC)
     directory = state.reading(number)
     read: list[TableLayout] = []
     for table in ctx.tables.values():
         members = class_layouts(table)
-        rows = [read_before.get(member.layout.identity) for member in members]
-        buckets = buckets_for(max(count_rows(engine, ctx.schema, member.table) if held is None else held
-                                  for member, held in zip(members, rows, strict=True)))
+        held = [read_before.get(member.layout.identity) for member in members]
+        buckets = max(buckets_for(count_rows(engine, ctx.schema, member.table)) if last is None
+                      else buckets_for(last.rows, last.bytes) for member, last in zip(members, held, strict=True))
         for member in members:
             read.append(read_table(ctx, directory, len(read), dataclasses.replace(
                 member, layout=dataclasses.replace(member.layout, buckets=buckets))))
@@ -77,7 +77,7 @@ def read_table(ctx: QueryBackContext, directory: Path, index: int, member: Membe
         write_while_reading(writer, scan_table_columns(ctx, member.table, READ_ROWS, member.linked))
     finally:
         writer.close()
-    return dataclasses.replace(member.layout, rows=writer.rows)
+    return dataclasses.replace(member.layout, rows=writer.rows, bytes=writer.bytes)
 
 
 def write_while_reading(writer: BucketWriter, scanned: Iterator[ScannedRows]) -> None:

@@ -28,6 +28,11 @@ from publisher.pipeline.queryback import (
     reading_session,
 )
 
+FIRST_ROWS = 100
+SCAN_BYTES = 16 << 20
+"""A cursor's first fetch, in rows, and about the bytes of rows each next one takes (at most the
+rows asked for): no more memory for a table of large values than for one of small ones."""
+
 
 @dataclass(frozen=True)
 class ScannedRows:
@@ -46,18 +51,28 @@ def scan_table_columns(
     ctx: QueryBackContext, table: TableInfo, rows: int, linked: tuple[MultiValued, TableInfo] | None = None,
 ) -> Iterator[ScannedRows]:
     """Every current row of `table`: through COPY where the database can, in blocks of about a
-    MiB, else by a cursor, about `rows` at a time. `linked`: `table` is the child table of a
-    multi-valued attribute of a parent, read with the parent's key (`LinkedReading`)."""
+    MiB, else by a cursor, about `rows` at a time (fewer where they are large: `SCAN_BYTES`).
+    `linked`: `table` is the child table of a multi-valued attribute of a parent, read with the
+    parent's key (`LinkedReading`)."""
     with reading_session(ctx) as conn:
         reading = (RowReading(table, ctx.schema, conn.dialect) if linked is None
                    else LinkedReading(*linked, ctx.schema, conn.dialect))
         if can_copy(conn):
             yield from _copied(conn, reading)
             return
-        streamed = conn.execution_options(stream_results=True, yield_per=rows)
-        for records in streamed.execute(reading.select()).partitions():
-            columns = list(zip(*records, strict=True))
-            yield _published(reading, [list(column) for column in columns])
+        result = conn.execution_options(stream_results=True).execute(reading.select())
+        wanted = min(rows, FIRST_ROWS)
+        while records := result.fetchmany(wanted):
+            scanned = _published(reading, [list(column) for column in zip(*records, strict=True)])
+            yield scanned
+            wanted = _rows_within(SCAN_BYTES, scanned, len(records), rows)
+
+
+def _rows_within(size: int, scanned: ScannedRows, count: int, most: int) -> int:
+    """How many rows of the size of the `count` just read make about `size` bytes (at least one,
+    at most `most`): values of some MB are fetched a few at a time."""
+    read = sum(column.nbytes for column in (*scanned.keys, *scanned.values))
+    return max(1, min(most, size * count // max(1, read)))
 
 
 def _copied(conn: Connection, reading: RowReading) -> Iterator[ScannedRows]:
