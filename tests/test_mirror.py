@@ -160,6 +160,9 @@ def test_a_difference_reads_as_one_line():
     line = str(Difference('name="a,table=b"+site=1,table=grp,schema=indirect', "descr", "['x']", "absent"))
     assert line == "grp  name=\"a,table=b\"+site=1,table=grp,schema=indirect  descr: expected ['x'], published absent"
     assert str(Difference(U2, None, "present", "absent")).endswith("object: expected present, published absent")
+    long = "['" + "ab" * 2_000_000 + "']"
+    line = str(Difference(U2, "photo", long, "['" + "x" * 196 + "']"))
+    assert line.endswith(f"photo: expected {long[:100]}... (4,000,004 characters), published ['{'x' * 196}']")
 
 
 # --- against real cycles -------------------------------------------------------------------------

@@ -51,7 +51,18 @@ class Difference:
 
     def __str__(self) -> str:
         return (f"{self.table}  {self.association}  {self.attribute or 'object'}: "
-                f"expected {self.expected}, published {self.published}")
+                f"expected {_abbreviated(self.expected)}, published {_abbreviated(self.published)}")
+
+
+SHOWN_CHARACTERS = 200
+"""A difference's side longer than this is shown by its start and length: values of some MB
+would make each difference's line as long."""
+
+
+def _abbreviated(side: str) -> str:
+    if len(side) <= SHOWN_CHARACTERS:
+        return side
+    return f"{side[:SHOWN_CHARACTERS // 2]}... ({len(side):,} characters)"
 
 
 @dataclass
