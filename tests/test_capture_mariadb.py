@@ -373,3 +373,39 @@ def test_an_event_log_that_cannot_hold_the_statement_id_is_refused_before_any_tr
     install_capture(make_config(db), db.engine, ["doc"])
     db.execute(f"INSERT INTO {doc} VALUES (1, 'a')")
     assert [row[1:3] for row in logged(db)] == [("doc", "id=1")]
+
+
+def test_a_long_binary_value_is_logged_as_a_field_query_back(db: TestDatabase, spark, tmp_path, monkeypatch) -> None:
+    """A binary value longer than the triggers log (its base64 would cost the application's
+    write time that grows with the square of its length) logs a 7 or an 8 instead of a 1 or a
+    2; the publisher reads it back, and the consumer ends with the table's values."""
+    from harness import Harness, assert_mirrored, drain
+    from test_cycle_features import OTHER_USER
+
+    from publisher.capture import mariadb
+
+    monkeypatch.setattr(mariadb, "LOGGED_BINARY_BYTES", 100)
+    t = db.qualified("pic")
+    db.execute(f"CREATE TABLE {t} (k INT PRIMARY KEY, img BLOB, note VARCHAR(20))")
+    h = Harness(spark, db, tmp_path, user=OTHER_USER, tables=())  # not the writes' user (loopback)
+    install_capture(h.config, db.engine, ["pic"], "field")
+    edge, long, short = b"e" * 100, b"L" * 101, b"s" * 50
+    with db.engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO {t} VALUES (1, :img, 'a')"), {"img": edge})
+        conn.execute(text(f"INSERT INTO {t} VALUES (2, :img, 'b')"), {"img": long})
+        conn.execute(text(f"UPDATE {t} SET img = :img WHERE k = 1"), {"img": long})
+        conn.execute(text(f"UPDATE {t} SET img = :img WHERE k = 2"), {"img": short})
+        conn.execute(text(f"UPDATE {t} SET img = :img, note = 'c' WHERE k = 2"), {"img": edge})
+    b64 = {value: base64.b64encode(value).decode() for value in (edge, short)}
+    assert logged(db) == [
+        (1, "pic", "k=1", "img", None, b64[edge]),
+        (1, "pic", "k=1", "note", None, "a"),
+        (1, "pic", "k=2", "note", None, "b"),
+        (7, "pic", "k=2", "img", None, None),
+        (8, "pic", "k=1", "img", None, None),
+        (8, "pic", "k=2", "img", None, None),
+        (2, "pic", "k=2", "img", b64[short], b64[edge]),
+        (2, "pic", "k=2", "note", "b", "c"),
+    ]
+    drain(h)
+    assert_mirrored(h, rejects_allowed=False)

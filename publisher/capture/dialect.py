@@ -175,6 +175,18 @@ class Dialect(abc.ABC):
         """Whether a trigger can write the column's value, or must log a field query-back."""
         return True
 
+    def logged_bytes(self, column: Column) -> int | None:
+        """The longest value (in bytes) of the column a trigger writes; a longer one it logs as
+        a field query-back, where its text costs the application's write too much. None: any."""
+        return None
+
+    def _short(self, refs: Sequence[str], limit: int | None) -> str:
+        """That the values `refs` are all short enough to log (NULL is)."""
+        return TRUE if limit is None else all_of(f"COALESCE(LENGTH({ref}), 0) <= {limit}" for ref in refs)
+
+    def _long(self, refs: Sequence[str], limit: int) -> str:
+        return any_of(f"COALESCE(LENGTH({ref}), 0) > {limit}" for ref in refs)
+
     @abc.abstractmethod
     def changed(self, column: Column, old: str, new: str) -> str:
         """Whether the column's published text differs between the rows `old` and `new`."""
@@ -197,12 +209,13 @@ class Dialect(abc.ABC):
         logged, read_back = [], []
         for column in table.values:
             value = self.ref(new, column)
+            limit = self.logged_bytes(column)
             if self.logs_value(column):
                 logged.append(Event(EventType.INSERT_FIELD, "new", column.name, None, self.as_text(value, column),
-                                     f"{value} IS NOT NULL"))
-            else:
+                                    all_of([f"{value} IS NOT NULL", self._short([value], limit)])))
+            if not self.logs_value(column) or limit is not None:
                 read_back.append(Event(EventType.INSERT_FIELD_QUERY_BACK, "new", column.name, None, None,
-                                        f"{value} IS NOT NULL"))
+                                       f"{value} IS NOT NULL" if limit is None else self._long([value], limit)))
         all_null = all_of(f"{self.ref(new, c)} IS NULL" for c in table.values)
         first = table.values[0].name
         logged.append(Event(EventType.INSERT_FIELD, "new", first, None, None, all_null))
@@ -220,13 +233,15 @@ class Dialect(abc.ABC):
             return [Event(EventType.UPDATE_ROW_QUERY_BACK, "new", None, None, None, changed)]
         events = []
         for column in table.values:
+            changed = self.changed(column, old, new)
+            refs = [self.ref(old, column), self.ref(new, column)]
+            limit = self.logged_bytes(column)
             if self.logs_value(column):
-                event_type = EventType.UPDATE_FIELD
-                old_text = self.as_text(self.ref(old, column), column)
-                new_text = self.as_text(self.ref(new, column), column)
-            else:
-                event_type, old_text, new_text = EventType.UPDATE_FIELD_QUERY_BACK, None, None
-            events.append(Event(event_type, "new", column.name, old_text, new_text, self.changed(column, old, new)))
+                events.append(Event(EventType.UPDATE_FIELD, "new", column.name, self.as_text(refs[0], column),
+                                    self.as_text(refs[1], column), all_of([changed, self._short(refs, limit)])))
+            if not self.logs_value(column) or limit is not None:
+                events.append(Event(EventType.UPDATE_FIELD_QUERY_BACK, "new", column.name, None, None,
+                                    changed if limit is None else all_of([changed, self._long(refs, limit)])))
         return events
 
     def delete_events(self, table: Table, style: Style, old: str = "OLD") -> list[Event]:
@@ -248,7 +263,13 @@ class Dialect(abc.ABC):
         ref = self.ref(row, value)
         text_sql = self.as_text(ref, value)
         old, new = (text_sql, None) if side == "old" else (None, text_sql)
-        return [Event(EventType.UPDATE_FIELD, side, attribute, old, new, all_of([linked, f"{ref} IS NOT NULL"]))]
+        limit = self.logged_bytes(value)
+        events = [Event(EventType.UPDATE_FIELD, side, attribute, old, new,
+                        all_of([linked, f"{ref} IS NOT NULL", self._short([ref], limit)]))]
+        if limit is not None:
+            events.append(Event(EventType.UPDATE_FIELD_QUERY_BACK, side, attribute, None, None,
+                                all_of([linked, self._long([ref], limit)])))
+        return events
 
     def logs_multi_value(self, value: Column, style: Style) -> bool:
         """Whether a child's rows log their values; if not, they log query-backs, one per
