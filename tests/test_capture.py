@@ -414,12 +414,17 @@ def test_sqlite_logs_binary_as_field_query_back(sqlite_database: TestDatabase) -
         update(usr).values(photo=b"\xbb\xbb"),
         update(usr).values(photo=b"\xbb\xbb"),
         update(usr).values(photo=None),
+        insert(usr).values(idu=2, photo=b"\xcc"),
+        insert(usr).values(idu=3),
     )
     assert logged(db) == [
         event(db, 1, "idu=1", "fname", None, "Jack"),
         event(db, 7, "idu=1", "photo"),
         event(db, 8, "idu=1", "photo"),
         event(db, 8, "idu=1", "photo"),
+        event(db, 5, "idu=2"),  # no value logged, one read back: the row read back (`insert_row_operation`)
+        event(db, 7, "idu=2", "photo"),
+        event(db, 1, "idu=3", "fname"),  # no value at all: a type 1 without one
     ]
 
 

@@ -378,16 +378,20 @@ def test_an_event_log_that_cannot_hold_the_statement_id_is_refused_before_any_tr
 def test_a_long_binary_value_is_logged_as_a_field_query_back(db: TestDatabase, spark, tmp_path, monkeypatch) -> None:
     """A binary value longer than the triggers log (its base64 would cost the application's
     write time that grows with the square of its length) logs a 7 or an 8 instead of a 1 or a
-    2; the publisher reads it back, and the consumer ends with the table's values."""
+    2, and a new row that logs no value but one read back a 5 (an `<add>` here, as
+    `insert_row_operation` says); the publisher reads them back, and the consumer ends with the
+    table's values."""
     from harness import Harness, assert_mirrored, drain
     from test_cycle_features import OTHER_USER
 
     from publisher.capture import mariadb
+    from publisher.config import InsertRowOperation
 
     monkeypatch.setattr(mariadb, "LOGGED_BINARY_BYTES", 100)
     t = db.qualified("pic")
     db.execute(f"CREATE TABLE {t} (k INT PRIMARY KEY, img BLOB, note VARCHAR(20))")
-    h = Harness(spark, db, tmp_path, user=OTHER_USER, tables=())  # not the writes' user (loopback)
+    h = Harness(spark, db, tmp_path, user=OTHER_USER, tables=(),  # not the writes' user (loopback)
+                insert_row_operation=InsertRowOperation.ADD)
     install_capture(h.config, db.engine, ["pic"], "field")
     edge, long, short = b"e" * 100, b"L" * 101, b"s" * 50
     with db.engine.begin() as conn:
@@ -396,6 +400,7 @@ def test_a_long_binary_value_is_logged_as_a_field_query_back(db: TestDatabase, s
         conn.execute(text(f"UPDATE {t} SET img = :img WHERE k = 1"), {"img": long})
         conn.execute(text(f"UPDATE {t} SET img = :img WHERE k = 2"), {"img": short})
         conn.execute(text(f"UPDATE {t} SET img = :img, note = 'c' WHERE k = 2"), {"img": edge})
+        conn.execute(text(f"INSERT INTO {t} VALUES (3, :img, NULL)"), {"img": long})
     b64 = {value: base64.b64encode(value).decode() for value in (edge, short)}
     assert logged(db) == [
         (1, "pic", "k=1", "img", None, b64[edge]),
@@ -406,6 +411,12 @@ def test_a_long_binary_value_is_logged_as_a_field_query_back(db: TestDatabase, s
         (8, "pic", "k=2", "img", None, None),
         (2, "pic", "k=2", "img", b64[short], b64[edge]),
         (2, "pic", "k=2", "note", "b", "c"),
+        (5, "pic", "k=3", None, None, None),  # no value logged, one read back: the row read back, an <add>
+        (7, "pic", "k=3", "img", None, None),
     ]
     drain(h)
     assert_mirrored(h, rejects_allowed=False)
+    first = {}
+    for tag, association, _ in h.published(new_only=False).describe():
+        first.setdefault(association.split(",")[0], tag)
+    assert first == {"k=1": "add", "k=2": "add", "k=3": "add"}

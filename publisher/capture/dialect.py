@@ -187,6 +187,11 @@ class Dialect(abc.ABC):
     def _long(self, refs: Sequence[str], limit: int) -> str:
         return any_of(f"COALESCE(LENGTH({ref}), 0) > {limit}" for ref in refs)
 
+    def _not_logged(self, ref: str, column: Column) -> str:
+        """That a new row's value logs no type 1: NULL, or longer than the triggers write."""
+        limit = self.logged_bytes(column)
+        return f"{ref} IS NULL" if limit is None else any_of([f"{ref} IS NULL", self._long([ref], limit)])
+
     @abc.abstractmethod
     def changed(self, column: Column, old: str, new: str) -> str:
         """Whether the column's published text differs between the rows `old` and `new`."""
@@ -201,7 +206,10 @@ class Dialect(abc.ABC):
 
     def insert_events(self, table: Table, style: Style, new: str = "NEW") -> list[Event]:
         """The events of a new row (an insert, or an update that gave a row a new key): the
-        logged values first, so that they make one `<add>`, then the field query-backs."""
+        logged values first, so that they make one `<add>`, then the field query-backs. A row
+        that logs no value logs one type 1 without one where each is NULL, or a row query-back
+        where some are read back (a field query-back alone would be a `<modify>`), so that it is
+        an `<add>` too."""
         if table.multi_valued:
             return self.value_events(table, style, "new", new)
         if style == "row" or not table.values:
@@ -216,10 +224,16 @@ class Dialect(abc.ABC):
             if not self.logs_value(column) or limit is not None:
                 read_back.append(Event(EventType.INSERT_FIELD_QUERY_BACK, "new", column.name, None, None,
                                        f"{value} IS NOT NULL" if limit is None else self._long([value], limit)))
-        all_null = all_of(f"{self.ref(new, c)} IS NULL" for c in table.values)
+        none_logged = all_of(self._not_logged(self.ref(new, c), c) for c in table.values if self.logs_value(c))
+        some_read_back = any_of(event.condition for event in read_back)
         first = table.values[0].name
-        logged.append(Event(EventType.INSERT_FIELD, "new", first, None, None, all_null))
-        return logged + read_back
+        if some_read_back == FALSE:
+            logged.append(Event(EventType.INSERT_FIELD, "new", first, None, None, none_logged))
+            return logged
+        logged.append(Event(EventType.INSERT_FIELD, "new", first, None, None,
+                            all_of([none_logged, f"NOT ({some_read_back})"])))
+        whole = Event(EventType.INSERT_ROW_QUERY_BACK, "new", None, None, None, all_of([none_logged, some_read_back]))
+        return [*logged, whole, *read_back]
 
     def update_events(self, table: Table, style: Style, old: str = "OLD", new: str = "NEW") -> list[Event]:
         """The events of an update that kept the key; none for a child row that kept its links
