@@ -207,9 +207,9 @@ class Dialect(abc.ABC):
     def insert_events(self, table: Table, style: Style, new: str = "NEW") -> list[Event]:
         """The events of a new row (an insert, or an update that gave a row a new key): the
         logged values first, so that they make one `<add>`, then the field query-backs. A row
-        that logs no value logs one type 1 without one where each is NULL, or a row query-back
-        where some are read back (a field query-back alone would be a `<modify>`), so that it is
-        an `<add>` too."""
+        that logs no value logs one type 1 without one where each is NULL (an `<add>` too), or a
+        row query-back where some are read back: one operation of the whole row, as
+        `insert_row_operation` says, not a `<modify>` of the values read back alone."""
         if table.multi_valued:
             return self.value_events(table, style, "new", new)
         if style == "row" or not table.values:
