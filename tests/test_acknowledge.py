@@ -235,3 +235,105 @@ def test_on_postgresql_scattered_rows_go_by_id_and_a_large_range_join_on_fresh_s
     assert "UNNEST" in changes[0]
     assert [s.split()[0] for s in changes[2:]] == (["ANALYZE", "UPDATE"] if trusted_join == 30 else ["UPDATE"])
     assert "UNNEST" in changes[-1]
+
+
+# --- on PostgreSQL, the statuses are written beside the cycle's output -----------------------
+
+
+def locked_by_another_session(h: Harness, record_id: int, seconds: float = 20.0) -> bool:
+    """Whether the row becomes locked by another session's open UPDATE within `seconds`, while it
+    still reads N here (nothing committed)."""
+    import time
+
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    log = h.table("event_log")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with h.engine.connect() as conn:
+            try:
+                conn.execute(text(f"SELECT 1 FROM {log} WHERE record_id = {record_id} FOR UPDATE NOWAIT"))
+            except OperationalError as exc:
+                if "could not obtain lock" in str(exc):
+                    return True
+                raise
+            finally:
+                conn.rollback()
+        time.sleep(0.05)
+    return False
+
+
+def test_on_postgresql_the_statuses_are_marked_beside_and_committed_only_at_the_finish(
+    spark, postgresql_database, tmp_path, small_statements
+):
+    """The rows are updated while the caller writes (they are locked by the marking), yet every
+    other session sees them new until `finish`, which commits the statuses the runs give."""
+    h = Harness(spark, postgresql_database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    ids = log_events(h, 10)
+    exceptions = {ids[2]: Status.WARNING, ids[5]: Status.ERROR}
+
+    pending = ack.MarkingBeside(h.engine, h.acknowledging(), status_runs(id_runs(ids), exceptions))
+    assert locked_by_another_session(h, ids[-1])
+    assert set(h.statuses().values()) == {"N"}
+    written = pending.finish(published=True)
+
+    assert written == {Status.WARNING: 1, Status.ERROR: 1, Status.SUCCESS: 8}
+    assert h.statuses() == {rid: exceptions.get(rid, Status.SUCCESS).value for rid in ids}
+
+
+def test_on_postgresql_marking_abandoned_or_refused_leaves_every_row_new(
+    spark, postgresql_database, tmp_path, small_statements
+):
+    h = Harness(spark, postgresql_database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    ids = log_events(h, 6)
+
+    abandoned = ack.MarkingBeside(h.engine, h.acknowledging(), status_runs(id_runs(ids), {}))
+    assert locked_by_another_session(h, ids[0])
+    abandoned.abandon()
+    assert set(h.statuses().values()) == {"N"}
+
+    h.db.execute(f"UPDATE {h.table('event_log')} SET status = 'S' WHERE record_id = {ids[3]}")
+    refused = ack.MarkingBeside(h.engine, h.acknowledging(), status_runs(id_runs(ids), {ids[0]: Status.ERROR}))
+    with pytest.raises(AcknowledgeError, match="expected to mark 5 event log rows S, but 4 were still new"):
+        refused.finish(published=False)
+    assert h.statuses() == {**{rid: "N" for rid in ids}, ids[3]: "S"}
+
+
+def test_on_postgresql_a_cycle_marks_while_it_writes_and_a_failed_write_leaves_the_rows_new(
+    spark, postgresql_database, tmp_path, monkeypatch
+):
+    """The cycle's statuses are written while its documents are, committed once they are
+    durable: while they are written the rows are locked by the marking and still new; a write
+    that fails leaves them new, and the next cycle publishes them."""
+    from publisher.errors import StageFailedError
+    from publisher.pipeline.driver import InDriver
+
+    h = Harness(spark, postgresql_database, tmp_path, user="publisher_app")
+    h.create_usr()
+    h.install("usr")
+    for idu in (1, 2, 3):
+        h.insert_usr(idu, fname=f"n{idu}")
+    ids = sorted(h.statuses())
+    seen: list[tuple[bool, set[str]]] = []
+    write = InDriver.write_documents
+
+    def failing_write(self, resolved, cycle_number):
+        seen.append((locked_by_another_session(h, ids[-1]), set(h.statuses().values())))
+        raise OSError("the disk is full")
+
+    monkeypatch.setattr(InDriver, "write_documents", failing_write)
+    with pytest.raises(StageFailedError, match="the disk is full"):
+        h.poll()
+    assert seen == [(True, {"N"})]
+    assert set(h.statuses().values()) == {"N"}
+
+    monkeypatch.setattr(InDriver, "write_documents", write)
+    result = h.poll()
+    assert result.statuses == {"S": 3}
+    assert set(h.statuses().values()) == {"S"}
+    assert [kind for kind, *_ in h.published().describe()] == ["add", "add", "add"]

@@ -29,6 +29,11 @@ class Dialect:
     commit until it ends begins as the writer."""
     one_statement_per_call: ClassVar[bool] = False
     """The driver runs one statement per call: a script is split into its statements first."""
+    marks_beside_writes: ClassVar[bool] = False
+    """A cycle's statuses may be written, uncommitted, while its output is written: an open
+    UPDATE of the event log's rows holds back no insert of the application's triggers. Not so
+    where the UPDATE locks the gap after the rows it marks (InnoDB), or the whole database (one
+    writer): there the statuses are written once the output is durable, in a short transaction."""
     id_arrays: ClassVar[bool] = False
     """Arrays of ids can be bound as one parameter (`= ANY(:ids)`)."""
     copy_out: ClassVar[bool] = False

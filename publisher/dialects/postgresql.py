@@ -25,6 +25,7 @@ def function_settings_sql() -> str:
 class PostgreSQL(Dialect):
     name = "postgresql"
     transaction_snapshots = True
+    marks_beside_writes = True
     id_arrays = True
     copy_out = True
     advisory_locks = True

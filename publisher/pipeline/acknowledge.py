@@ -10,7 +10,8 @@ statement's worth of ids, whether it hands over a list or streams the runs from 
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +80,23 @@ def acknowledge_runs(
     engine: Engine, settings: Acknowledging, runs: Iterable[StatusRun], run_post_polling: bool
 ) -> Mapping[Status, int]:
     """Give every read event its status (or delete S and W rows), then run the post-polling
-    statements; all or nothing.
+    statements; all or nothing."""
+    with engine.begin() as conn:
+        written = mark_runs(conn, settings, runs)
+        end_marking(conn, settings, run_post_polling)
+    return written
+
+
+def _at_failpoint() -> None:
+    reached("acknowledge")
+
+
+def mark_runs(
+    conn: Connection, settings: Acknowledging, runs: Iterable[StatusRun],
+    on_statement: Callable[[], None] = _at_failpoint,
+) -> Mapping[Status, int]:
+    """Give every read event its status (or delete S and W rows), in `conn`'s transaction, which
+    the caller commits; `on_statement` is called after each statement.
 
     `runs` covers exactly the read events, in record_id order; it is gone through twice, so it
     is a collection or an object whose every iteration starts over, not an iterator. The W and
@@ -95,7 +112,7 @@ def acknowledge_runs(
     record_id = table.c[names.record_id]
     status = table.c[names.status]
     written: dict[Status, int] = {}
-    arrays = dialect_of(engine).id_arrays
+    arrays = dialect_of(conn).id_arrays
     within = _within_arrays if arrays else _within
     ids_per_statement = ARRAY_IDS_PER_STATEMENT if arrays else IDS_PER_STATEMENT
     ranges_per_statement = ARRAY_RANGES_PER_STATEMENT if arrays else RANGES_PER_STATEMENT
@@ -122,7 +139,7 @@ def acknowledge_runs(
             else update(table).where(*still_new).values({names.status: outcome.value})
         )
         changed = conn.execute(statement).rowcount
-        reached("acknowledge")
+        on_statement()
         if changed != expected:
             raise AcknowledgeError(
                 f"expected to mark {expected} event log rows {outcome.value}, but {changed} were "
@@ -130,45 +147,85 @@ def acknowledge_runs(
             )
         written[outcome] = written.get(outcome, 0) + changed
 
-    with engine.begin() as conn:
-        exceptional: dict[Status, list[IdRun]] = {Status.WARNING: [], Status.ERROR: []}
-        counts = dict.fromkeys(exceptional, 0)
-        for outcome, run in _in_order(runs):
-            if outcome is Status.SUCCESS:
-                continue
-            rest: IdRun | None = run
-            while rest is not None:
-                room = ids_per_statement - counts[outcome]
-                piece, rest = (rest, None) if rest.count <= room else (
-                    IdRun(rest.first, rest.first + room - 1), IdRun(rest.first + room, rest.last)
-                )
-                exceptional[outcome].append(piece)
-                counts[outcome] += piece.count
-                if counts[outcome] == ids_per_statement:
-                    apply(conn, outcome, exceptional[outcome], counts[outcome])
-                    exceptional[outcome], counts[outcome] = [], 0
-        for outcome, pieces in exceptional.items():
-            if pieces:
-                apply(conn, outcome, pieces, counts[outcome])
+    exceptional: dict[Status, list[IdRun]] = {Status.WARNING: [], Status.ERROR: []}
+    counts = dict.fromkeys(exceptional, 0)
+    for outcome, run in _in_order(runs):
+        if outcome is Status.SUCCESS:
+            continue
+        rest: IdRun | None = run
+        while rest is not None:
+            room = ids_per_statement - counts[outcome]
+            piece, rest = (rest, None) if rest.count <= room else (
+                IdRun(rest.first, rest.first + room - 1), IdRun(rest.first + room, rest.last)
+            )
+            exceptional[outcome].append(piece)
+            counts[outcome] += piece.count
+            if counts[outcome] == ids_per_statement:
+                apply(conn, outcome, exceptional[outcome], counts[outcome])
+                exceptional[outcome], counts[outcome] = [], 0
+    for outcome, pieces in exceptional.items():
+        if pieces:
+            apply(conn, outcome, pieces, counts[outcome])
 
-        chunk: list[IdRun] = []
-        expected = 0
-        for read, noted in _read_runs(runs):
-            if read.count == noted:
-                continue
-            chunk.append(read)
-            expected += read.count - noted
-            if len(chunk) == ranges_per_statement:
-                apply(conn, Status.SUCCESS, chunk, expected)
-                chunk, expected = [], 0
-        if chunk:
+    chunk: list[IdRun] = []
+    expected = 0
+    for read, noted in _read_runs(runs):
+        if read.count == noted:
+            continue
+        chunk.append(read)
+        expected += read.count - noted
+        if len(chunk) == ranges_per_statement:
             apply(conn, Status.SUCCESS, chunk, expected)
-        if settings.delete_processed_rows and settings.readers.subscribers:
-            delete_purgeable(conn, settings.log, settings.readers)
-        if run_post_polling:
-            for sql in settings.post_polling_statements:
-                conn.exec_driver_sql(sql)
+            chunk, expected = [], 0
+    if chunk:
+        apply(conn, Status.SUCCESS, chunk, expected)
     return written
+
+
+def end_marking(conn: Connection, settings: Acknowledging, run_post_polling: bool) -> None:
+    """What the acknowledgement's transaction does after the statuses: the rows no reader needs
+    deleted, and the post-polling statements run (`run_post_polling`: the cycle published)."""
+    if settings.delete_processed_rows and settings.readers.subscribers:
+        delete_purgeable(conn, settings.log, settings.readers)
+    if run_post_polling:
+        for sql in settings.post_polling_statements:
+            conn.exec_driver_sql(sql)
+
+
+class MarkingBeside:
+    """An acknowledgement whose statements run on a thread of their own while the cycle writes its
+    outputs, in a transaction committed only once they are durable (`finish`): the database marks
+    the rows on one core while the driver writes on another. Until the commit nothing is marked
+    for any other session, and a crash, or `abandon`, rolls it back; its failpoint is reached
+    before the commit, with every statement run, as where the statements run in turn."""
+
+    def __init__(self, engine: Engine, settings: Acknowledging, runs: Iterable[StatusRun]) -> None:
+        self._settings = settings
+        self._conn = engine.connect()
+        self._conn.begin()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="acknowledge")
+        self._marked: Future[Mapping[Status, int]] = self._pool.submit(
+            mark_runs, self._conn, settings, runs, on_statement=lambda: None)
+
+    def finish(self, published: bool) -> Mapping[Status, int]:
+        """Wait for the statements, end the transaction (`published`: the cycle wrote documents)
+        and commit it; all or nothing."""
+        try:
+            written = self._marked.result()
+            _at_failpoint()
+            end_marking(self._conn, self._settings, published)
+            self._conn.commit()
+            return written
+        finally:
+            self._close()
+
+    def abandon(self) -> None:
+        """Roll back what was marked (the outputs it waited for failed)."""
+        self._close()
+
+    def _close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._conn.close()
 
 
 def _in_order(runs: Iterable[StatusRun]) -> Iterator[StatusRun]:

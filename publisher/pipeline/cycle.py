@@ -24,6 +24,7 @@ from publisher import failpoints
 from publisher.capture.install import follow_shapes, published_tables
 from publisher.config import STATUS_MODE, Config, ConfigError, Reader
 from publisher.database import association_schema, publisher_user
+from publisher.dialects import dialect_of
 from publisher.errors import MissingStateError, StageFailedError, root_cause
 from publisher.model.catalog import referenced_tables, reflect_catalog
 from publisher.model.events import Status
@@ -32,7 +33,13 @@ from publisher.outputs.cycle_files import WINDOW_FILE, next_cycle_number, pin_wi
 from publisher.outputs.documents import DocumentWritten
 from publisher.outputs.formats import FormatsWritten
 from publisher.outputs.outcomes import append_rejects
-from publisher.pipeline.acknowledge import ANALYZE_AFTER, Acknowledging, acknowledge_runs, refresh_statistics
+from publisher.pipeline.acknowledge import (
+    ANALYZE_AFTER,
+    Acknowledging,
+    MarkingBeside,
+    acknowledge_runs,
+    refresh_statistics,
+)
 from publisher.pipeline.distributed import Distributed
 from publisher.pipeline.driver import InDriver
 from publisher.pipeline.event_log import EventLogSource, event_log_source
@@ -41,7 +48,13 @@ from publisher.pipeline.poison import FailureMemory, Isolation, is_row_failure, 
 from publisher.pipeline.queryback import QueryBackContext
 from publisher.pipeline.shapes import described_tables, shape_history, within_one_shape
 from publisher.pipeline.spark import is_connect
-from publisher.pipeline.stages import Acknowledgement, CyclePath, CyclePlan
+from publisher.pipeline.stages import (
+    AcknowledgedAtFinish,
+    Acknowledgement,
+    CyclePath,
+    CyclePlan,
+    PendingAcknowledgement,
+)
 from publisher.pipeline.subscribers import CheckOutAcknowledgement, check_out_window, subscriber_config, tracked
 from publisher.pipeline.timing import StepTimer
 from publisher.pipeline.window import CycleWindow, WindowLimits, plan_window, resume_window, window_pin
@@ -163,19 +176,26 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, reader: Read
     with watch.stage("write"):
         memory.forget()
         cycle_number = next_cycle_number(plan.output)
-        documents = path.write_documents(resolved, cycle_number)
-    formats = FormatsWritten()
-    if plan.formats is not None:
-        with watch.stage("changes"):
-            formats = path.write_formats(resolved, cycle_number)
     with watch.stage("outcomes"):
         outcomes = path.outcomes(classified, resolved, cycle_number)
     try:
-        with watch.stage("rejects"):
-            rejected = outcomes.append_rejects()
-        failpoints.reached("before_acknowledge")
         with watch.stage("acknowledge"):
-            statuses = plan.acknowledgement.acknowledge(outcomes.statuses, published=bool(documents))
+            pending = plan.acknowledgement.start(outcomes.statuses)
+        try:
+            with watch.stage("write"):
+                documents = path.write_documents(resolved, cycle_number)
+            formats = FormatsWritten()
+            if plan.formats is not None:
+                with watch.stage("changes"):
+                    formats = path.write_formats(resolved, cycle_number)
+            with watch.stage("rejects"):
+                rejected = outcomes.append_rejects()
+            failpoints.reached("before_acknowledge")
+        except BaseException:
+            pending.abandon()
+            raise
+        with watch.stage("acknowledge"):
+            statuses = pending.finish(published=bool(documents))
     finally:
         outcomes.discard()
     plan.acknowledgement.release()
@@ -347,6 +367,12 @@ class StatusAcknowledgement:
 
     def acknowledge(self, runs: Iterable[StatusRun], published: bool) -> Mapping[Status, int]:
         return acknowledge_runs(self.engine, self.settings, runs, run_post_polling=published)
+
+    def start(self, runs: Iterable[StatusRun]) -> PendingAcknowledgement:
+        """The statuses written beside the output where the database allows (`MarkingBeside`)."""
+        if dialect_of(self.engine).marks_beside_writes:
+            return MarkingBeside(self.engine, self.settings, runs)
+        return AcknowledgedAtFinish(self, runs)
 
     def refresh_statistics(self) -> None:
         refresh_statistics(self.engine, self.settings.log)

@@ -45,8 +45,38 @@ class Acknowledgement(Protocol):
     def acknowledge(self, runs: Iterable[StatusRun], published: bool) -> Mapping[Status, int]:
         """All or nothing; `published`: the cycle wrote documents."""
 
+    def start(self, runs: Iterable[StatusRun]) -> PendingAcknowledgement:
+        """The acknowledgement of `runs` begun before the cycle's output is written, finished
+        once it is durable; as `acknowledge`, at its finish or beside the writes."""
+
     def release(self) -> None:
         """What `keep` kept is no longer needed."""
+
+
+class PendingAcknowledgement(Protocol):
+    """An acknowledgement begun (`Acknowledgement.start`) and not yet made."""
+
+    def finish(self, published: bool) -> Mapping[Status, int]:
+        """All or nothing, once the output is durable; `published`: the cycle wrote documents."""
+
+    def abandon(self) -> None:
+        """Nothing acknowledged: the output failed."""
+
+
+@dataclass(frozen=True)
+class AcknowledgedAtFinish:
+    """A pending acknowledgement made whole at its finish: for a reader whose acknowledgement is
+    short (a check-out's state row), or a database where marking beside the writes would hold
+    the application's writers back (`Dialect.marks_beside_writes`)."""
+
+    acknowledgement: Acknowledgement
+    runs: Iterable[StatusRun]
+
+    def finish(self, published: bool) -> Mapping[Status, int]:
+        return self.acknowledgement.acknowledge(self.runs, published)
+
+    def abandon(self) -> None:
+        """Nothing was begun."""
 
 
 @dataclass(frozen=True)

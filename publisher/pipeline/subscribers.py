@@ -20,6 +20,7 @@ from publisher.outputs.cycle_files import CHECK_OUT_FILE, pin_window, pinned_win
 from publisher.pipeline.checkout import CheckOutState, CheckOutWindow, check_out_predicate, checked_out_predicate
 from publisher.pipeline.event_log import EventLogSource, event_log_table_of, logged_transaction_column
 from publisher.pipeline.retention import PROCESSED
+from publisher.pipeline.stages import AcknowledgedAtFinish, PendingAcknowledgement
 from publisher.pipeline.window import CycleWindow, WindowLimits, kept_check_out_window, plan_window
 from publisher.rules.subscription import SubscriptionFilter, UntrackableError, subscription_filter
 
@@ -75,6 +76,10 @@ class CheckOutAcknowledgement:
             self.state.advance(conn, check_out, self.window.hi, finished=not more)
             reached("acknowledge")
         return counted
+
+    def start(self, runs: Iterable[StatusRun]) -> PendingAcknowledgement:
+        """A check-out's acknowledgement is one short transaction, made at the finish."""
+        return AcknowledgedAtFinish(self, runs)
 
     def release(self) -> None:
         unpin_window(self.output, CHECK_OUT_FILE)
