@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from publisher.model.events import Status
-from publisher.model.runs import IdRun, StatusRun, coded_runs, id_runs, joined_runs, status_runs
+from publisher.model.runs import IdRun, StatusRun, changed_runs, coded_runs, id_runs, joined_runs, status_runs
 from publisher.outputs.outcomes import STATUS_CODES
 from publisher.pipeline import acknowledge as ack
 from publisher.pipeline.acknowledge import AcknowledgeError, acknowledge_runs
@@ -337,3 +337,83 @@ def test_on_postgresql_a_cycle_marks_while_it_writes_and_a_failed_write_leaves_t
     assert result.statuses == {"S": 3}
     assert set(h.statuses().values()) == {"S"}
     assert [kind for kind, *_ in h.published().describe()] == ["add", "add", "add"]
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.dictionaries(st.integers(min_value=-5, max_value=60), st.tuples(OUTCOMES, OUTCOMES)))
+def test_changed_runs_name_exactly_the_ids_whose_status_changed_in_maximal_runs(pairs) -> None:
+    """The rows an early acknowledgement marks again once the outcomes are known."""
+    before = list(runs_of(sorted((rid, old) for rid, (old, _) in pairs.items())))
+    after = list(runs_of(sorted((rid, new) for rid, (_, new) in pairs.items())))
+    changes = changed_runs(before, after)
+    named = {rid: (old, new) for old, new, run in changes for rid in range(run.first, run.last + 1)}
+    assert named == {rid: pair for rid, pair in pairs.items() if pair[0] is not pair[1]}
+    assert all(not (a[:2] == b[:2] and a[2].last + 1 == b[2].first) for a, b in zip(changes, changes[1:]))
+    assert [run.first for *_, run in changes] == sorted(run.first for *_, run in changes)
+
+
+def test_changed_runs_refuse_runs_of_other_ids() -> None:
+    with pytest.raises(ValueError, match="record_id 5 has a status after but none before"):
+        changed_runs([(Status.SUCCESS, IdRun(1, 4))], [(Status.SUCCESS, IdRun(1, 5))])
+    with pytest.raises(ValueError, match="record_id 7 has a status before but none after"):
+        changed_runs([(Status.SUCCESS, IdRun(1, 4)), (Status.ERROR, IdRun(7, 7))], [(Status.SUCCESS, IdRun(1, 4))])
+
+
+def test_on_postgresql_statuses_marked_early_are_settled_with_the_outcomes(
+    spark, postgresql_database, tmp_path, small_statements
+):
+    """Begun with the statuses classification gives (E for a rejected row, S for the rest),
+    settled with those the cycle ends with: the rows whose status differs are marked again in
+    the same transaction, and the counts are the final statuses'."""
+    h = Harness(spark, postgresql_database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    ids = log_events(h, 12)
+    classified = {ids[0]: Status.ERROR, ids[7]: Status.ERROR}
+    final = {ids[0]: Status.ERROR, ids[7]: Status.ERROR, ids[2]: Status.WARNING, ids[3]: Status.WARNING,
+             ids[4]: Status.WARNING, ids[5]: Status.WARNING, ids[6]: Status.WARNING, ids[11]: Status.ERROR}
+
+    pending = ack.MarkingBeside(h.engine, h.acknowledging(), status_runs(id_runs(ids), classified))
+    assert locked_by_another_session(h, ids[5])
+    pending.settle(status_runs(id_runs(ids), final))
+    assert set(h.statuses().values()) == {"N"}
+    written = pending.finish(published=False)
+
+    assert h.statuses() == {rid: final.get(rid, Status.SUCCESS).value for rid in ids}
+    assert written == {Status.ERROR: 3, Status.WARNING: 5, Status.SUCCESS: 4}
+
+
+def test_on_postgresql_a_cycle_marks_while_it_resolves_and_settles_what_resolving_found(
+    spark, postgresql_database, tmp_path, monkeypatch
+):
+    """The statuses as classified are written while the objects are resolved (the rows locked,
+    still new for everyone else); an object resolving finds gone (W) and a row classification
+    rejects (E) end with their own statuses. A failure while resolving leaves every row new."""
+    from publisher.errors import StageFailedError
+    from publisher.pipeline.driver import InDriver
+
+    h = Harness(spark, postgresql_database, tmp_path, user="publisher_app")
+    h.create_usr()
+    h.install("usr")
+    h.insert_usr(1, fname="Ann")
+    h.insert_usr(2, fname="Bob")
+    gone, rejected = h.log((6, "usr", "idu=99"), (1, "nosuchtable", "idu=1"))
+    ids = sorted(h.statuses())
+    seen: list[tuple[bool, set[str]]] = []
+    resolve = InDriver.resolve
+
+    def watched(self, classified):
+        seen.append((locked_by_another_session(h, ids[0]), set(h.statuses().values())))
+        if len(seen) == 1:
+            raise OSError("the query-back connection broke")
+        return resolve(self, classified)
+
+    monkeypatch.setattr(InDriver, "resolve", watched)
+    with pytest.raises(StageFailedError, match="the query-back connection broke"):
+        h.poll()
+    assert set(h.statuses().values()) == {"N"}
+    result = h.poll()
+
+    assert seen == [(True, {"N"}), (True, {"N"})]
+    assert h.statuses() == {**{rid: "S" for rid in ids}, gone: "W", rejected: "E"}
+    assert result.statuses == {"S": len(ids) - 2, "W": 1, "E": 1}

@@ -87,3 +87,29 @@ def coded_runs(record_ids: np.ndarray, codes: np.ndarray) -> Iterator[tuple[int,
     ends = np.concatenate((starts[1:] - 1, [len(record_ids) - 1]))
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
         yield int(codes[start]), int(record_ids[start]), int(record_ids[end])
+
+
+def changed_runs(before: Iterable[StatusRun], after: Iterable[StatusRun]) -> list[tuple[Status, Status, IdRun]]:
+    """Where `after` gives the ids `before` gives (the same ids, in record_id order) another
+    status: (status before, status after, run), in maximal runs of one such pair."""
+    changes: list[tuple[Status, Status, IdRun]] = []
+    old = iter(before)
+    current: StatusRun | None = next(old, None)
+    for status, run in after:
+        at = run.first
+        while at <= run.last:
+            if current is None or not current[1].first <= at <= current[1].last:
+                raise ValueError(f"record_id {at} has a status after but none before")
+            end = min(run.last, current[1].last)
+            if current[0] is not status:
+                last = changes[-1] if changes else None
+                if last is not None and last[:2] == (current[0], status) and last[2].last + 1 == at:
+                    changes[-1] = (current[0], status, IdRun(last[2].first, end))
+                else:
+                    changes.append((current[0], status, IdRun(at, end)))
+            at = end + 1
+            if at > current[1].last:
+                current = next(old, None)
+    if current is not None:
+        raise ValueError(f"record_id {current[1].first} has a status before but none after")
+    return changes

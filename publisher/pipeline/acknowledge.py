@@ -36,7 +36,7 @@ from publisher.dialects import dialect_of
 from publisher.errors import TransientError
 from publisher.failpoints import reached
 from publisher.model.events import Status
-from publisher.model.runs import IdRun, StatusRun
+from publisher.model.runs import IdRun, StatusRun, changed_runs
 from publisher.pipeline.event_log import EventLogSource
 from publisher.pipeline.retention import Readers, delete_purgeable
 
@@ -192,40 +192,113 @@ def end_marking(conn: Connection, settings: Acknowledging, run_post_polling: boo
             conn.exec_driver_sql(sql)
 
 
+def correct_runs(
+    conn: Connection, settings: Acknowledging, changes: Sequence[tuple[Status, Status, IdRun]]
+) -> dict[Status, int]:
+    """Rows this transaction marked given another status (`changed_runs`): each statement
+    requires its rows to hold the status marked before and changes exactly as many as it names,
+    in pieces of at most a statement's ids, as `mark_runs` sets W and E rows. The counts moved,
+    by status (negative for the status left)."""
+    table = settings.log.table
+    names = settings.log.columns
+    record_id, status = table.c[names.record_id], table.c[names.status]
+    arrays = dialect_of(conn).id_arrays
+    per_statement = ARRAY_IDS_PER_STATEMENT if arrays else IDS_PER_STATEMENT
+    moved: dict[Status, int] = {}
+    for (before, after), runs in _by_pair(changes).items():
+        for piece in _pieces(runs, per_statement):
+            joined = len(piece) * (piece[-1].last - piece[0].first + 1)
+            rows = (_ids_in_array if joined >= TRUSTED_JOIN else _within_arrays) if arrays else _within
+            expected = sum(run.count for run in piece)
+            changed = conn.execute(update(table).where(status == before.value, rows(record_id, piece))
+                                   .values({names.status: after.value})).rowcount
+            if changed != expected:
+                raise AcknowledgeError(
+                    f"expected to mark {expected} event log rows {after.value} instead of {before.value}, but "
+                    f"{changed} were {before.value}: another process changed the event log during the cycle")
+            moved[before] = moved.get(before, 0) - expected
+            moved[after] = moved.get(after, 0) + expected
+    return moved
+
+
+def _by_pair(changes: Sequence[tuple[Status, Status, IdRun]]) -> dict[tuple[Status, Status], list[IdRun]]:
+    pairs: dict[tuple[Status, Status], list[IdRun]] = {}
+    for before, after, run in changes:
+        pairs.setdefault((before, after), []).append(run)
+    return pairs
+
+
+def _pieces(runs: Sequence[IdRun], ids: int) -> Iterator[list[IdRun]]:
+    """The runs in pieces of at most `ids` ids, a longer run cut."""
+    piece: list[IdRun] = []
+    room = ids
+    for run in runs:
+        rest: IdRun | None = run
+        while rest is not None:
+            taken, rest = (rest, None) if rest.count <= room else (
+                IdRun(rest.first, rest.first + room - 1), IdRun(rest.first + room, rest.last))
+            piece.append(taken)
+            room -= taken.count
+            if room == 0:
+                yield piece
+                piece, room = [], ids
+    if piece:
+        yield piece
+
+
 class MarkingBeside:
-    """An acknowledgement whose statements run on a thread of their own while the cycle writes its
-    outputs, in a transaction committed only once they are durable (`finish`): the database marks
-    the rows on one core while the driver writes on another. Until the commit nothing is marked
-    for any other session, and a crash, or `abandon`, rolls it back; its failpoint is reached
-    before the commit, with every statement run, as where the statements run in turn."""
+    """An acknowledgement whose statements run on a thread of their own while the cycle goes on,
+    in a transaction committed only once its output is durable (`finish`): the database marks
+    the rows on one core while the driver resolves and writes on another. It may begin with the
+    statuses known once the rows are classified (every row S but the rejected ones) and be
+    settled with the outcomes' (`settle`: the rows whose status differs marked again). Until
+    the commit nothing is marked for any other session, and a crash, or `abandon`, rolls it
+    back; its failpoint is reached before the commit, with every statement run, as where the
+    statements run in turn."""
 
     def __init__(self, engine: Engine, settings: Acknowledging, runs: Iterable[StatusRun]) -> None:
         self._settings = settings
+        self._runs = runs
         self._conn = engine.connect()
         self._conn.begin()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="acknowledge")
-        self._marked: Future[Mapping[Status, int]] = self._pool.submit(
-            mark_runs, self._conn, settings, runs, on_statement=lambda: None)
+        self._marked: list[Future[Mapping[Status, int]]] = [
+            self._pool.submit(mark_runs, self._conn, settings, runs, on_statement=_nothing)]
+
+    def settle(self, runs: Iterable[StatusRun]) -> None:
+        """The statuses the cycle ends with, for the same rows: those that differ from what was
+        marked are marked again, after it, in the same transaction."""
+        changes = changed_runs(self._runs, runs)
+        self._runs = runs
+        if changes:
+            self._marked.append(self._pool.submit(correct_runs, self._conn, self._settings, changes))
 
     def finish(self, published: bool) -> Mapping[Status, int]:
         """Wait for the statements, end the transaction (`published`: the cycle wrote documents)
         and commit it; all or nothing."""
         try:
-            written = self._marked.result()
+            written: dict[Status, int] = {}
+            for marked in self._marked:
+                for status, count in marked.result().items():
+                    written[status] = written.get(status, 0) + count
             _at_failpoint()
             end_marking(self._conn, self._settings, published)
             self._conn.commit()
-            return written
+            return {status: count for status, count in written.items() if count}
         finally:
             self._close()
 
     def abandon(self) -> None:
-        """Roll back what was marked (the outputs it waited for failed)."""
+        """Roll back what was marked (the cycle failed before its output was durable)."""
         self._close()
 
     def _close(self) -> None:
         self._pool.shutdown(wait=True)
         self._conn.close()
+
+
+def _nothing() -> None:
+    """No failpoint between the statements of a marking beside the cycle: it is reached at its finish."""
 
 
 def _in_order(runs: Iterable[StatusRun]) -> Iterator[StatusRun]:

@@ -53,6 +53,7 @@ from publisher.pipeline.stages import (
     Acknowledgement,
     CyclePath,
     CyclePlan,
+    Outcomes,
     PendingAcknowledgement,
 )
 from publisher.pipeline.subscribers import CheckOutAcknowledgement, check_out_window, subscriber_config, tracked
@@ -163,7 +164,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, reader: Read
     memory = FailureMemory(plan.output, plan.window)
     isolation = None
     try:
-        path, classified, resolved = _read_and_resolve(spark, plan, watch)
+        path, classified, resolved, pending = _read_and_resolve(spark, plan, watch, early=True)
     except StageFailedError as exc:
         if not is_row_failure(exc):
             raise
@@ -172,28 +173,32 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, reader: Read
                 memory.remember(exc)
             raise
         isolation, plan = _isolate(spark, engine, plan, exc, watch)
-        path, classified, resolved = _read_and_resolve(spark, plan, watch)
-    with watch.stage("write"):
-        memory.forget()
-        cycle_number = next_cycle_number(plan.output)
-    with watch.stage("outcomes"):
-        outcomes = path.outcomes(classified, resolved, cycle_number)
+        path, classified, resolved, pending = _read_and_resolve(spark, plan, watch, early=True)
+    outcomes: Outcomes | None = None
     try:
+        with watch.stage("write"):
+            memory.forget()
+            cycle_number = next_cycle_number(plan.output)
+        with watch.stage("outcomes"):
+            outcomes = path.outcomes(classified, resolved, cycle_number)
         with watch.stage("acknowledge"):
-            pending = plan.acknowledgement.start(outcomes.statuses)
-        try:
-            with watch.stage("write"):
-                documents = path.write_documents(resolved, cycle_number)
-            formats = FormatsWritten()
-            if plan.formats is not None:
-                with watch.stage("changes"):
-                    formats = path.write_formats(resolved, cycle_number)
-            with watch.stage("rejects"):
-                rejected = outcomes.append_rejects()
-            failpoints.reached("before_acknowledge")
-        except BaseException:
+            pending = _settled(plan.acknowledgement, pending, outcomes.statuses)
+        with watch.stage("write"):
+            documents = path.write_documents(resolved, cycle_number)
+        formats = FormatsWritten()
+        if plan.formats is not None:
+            with watch.stage("changes"):
+                formats = path.write_formats(resolved, cycle_number)
+        with watch.stage("rejects"):
+            rejected = outcomes.append_rejects()
+        failpoints.reached("before_acknowledge")
+    except BaseException:
+        if pending is not None:
             pending.abandon()
-            raise
+        if outcomes is not None:
+            outcomes.discard()
+        raise
+    try:
         with watch.stage("acknowledge"):
             statuses = pending.finish(published=bool(documents))
     finally:
@@ -228,16 +233,39 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, reader: Read
 
 
 def _read_and_resolve(
-    spark: SparkProvider, plan: CyclePlan, watch: _Stopwatch
-) -> tuple[CyclePath[Any, Any], Any, Any]:
-    """The stages whose work depends on the rows' values (`poison.ROW_STAGES`)."""
+    spark: SparkProvider, plan: CyclePlan, watch: _Stopwatch, early: bool = False
+) -> tuple[CyclePath[Any, Any], Any, Any, PendingAcknowledgement | None]:
+    """The stages whose work depends on the rows' values (`poison.ROW_STAGES`); `early`: the
+    acknowledgement begun beside resolving where the path and the reader allow (the rows'
+    statuses as classified, settled later with the outcomes'), else None."""
     with watch.stage("start"):  # a cold process: waiting for Spark's session
         path = _path(spark, plan)
     with watch.stage("read_and_classify"):
         classified = path.read_and_classify()
-    with watch.stage("resolve"):
-        resolved = path.resolve(classified)
-    return path, classified, resolved
+    pending = None
+    if early:
+        with watch.stage("acknowledge"):
+            provisional = path.provisional_statuses(classified)
+            pending = None if provisional is None else plan.acknowledgement.start_early(provisional)
+    try:
+        with watch.stage("resolve"):
+            resolved = path.resolve(classified)
+    except BaseException:
+        if pending is not None:
+            pending.abandon()
+        raise
+    return path, classified, resolved, pending
+
+
+def _settled(
+    acknowledgement: Acknowledgement, pending: PendingAcknowledgement | None, statuses: Iterable[StatusRun]
+) -> PendingAcknowledgement:
+    """The acknowledgement of the outcomes' statuses: the one begun early settled with them, or
+    one begun now."""
+    if pending is None:
+        return acknowledgement.start(statuses)
+    pending.settle(statuses)
+    return pending
 
 
 def _isolate(
@@ -373,6 +401,13 @@ class StatusAcknowledgement:
         if dialect_of(self.engine).marks_beside_writes:
             return MarkingBeside(self.engine, self.settings, runs)
         return AcknowledgedAtFinish(self, runs)
+
+    def start_early(self, runs: Iterable[StatusRun]) -> PendingAcknowledgement | None:
+        """Beside resolving too, where the rows are marked rather than deleted (a deleted row
+        cannot be marked again once resolving finds its status)."""
+        if dialect_of(self.engine).marks_beside_writes and not self.settings.delete_processed_rows:
+            return MarkingBeside(self.engine, self.settings, runs)
+        return None
 
     def refresh_statistics(self) -> None:
         refresh_statistics(self.engine, self.settings.log)

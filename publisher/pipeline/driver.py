@@ -18,7 +18,7 @@ from publisher import failpoints
 from publisher.errors import OutputStateError
 from publisher.model.arrow import arrow_schema_of
 from publisher.model.events import Status
-from publisher.model.runs import IdRun, coded_runs
+from publisher.model.runs import IdRun, StatusRun, coded_runs
 from publisher.outputs.documents import DocumentWritten, write_documents
 from publisher.outputs.formats import FormatsWritten, reserve_change_numbers, write_part
 from publisher.outputs.outcomes import STATUS_CODES, append_reject_rows
@@ -104,12 +104,14 @@ class InDriver(CyclePath[pa.Table, Resolved]):
         stamped = stamp(changes, transaction_places(changes), numbers.first, numbers.after_time)
         return formats.finish([write_part(stamped, formats.started, 0)])
 
+    def provisional_statuses(self, classified: pa.Table) -> list[StatusRun]:
+        record_ids, error, codes = _classified_codes(classified)
+        return _status_runs(record_ids, codes)
+
     def outcomes(self, classified: pa.Table, resolved: Resolved, cycle_number: int) -> Outcomes:
         """Every read row's status as runs, and the rejected rows' lines, as column operations:
         a cycle that rejects or warns of every row costs no Python per row."""
-        record_ids = classified["record_id"].to_numpy()
-        error = pc.equal(classified["disposition"], Disposition.ERROR)
-        codes = np.where(error.to_numpy(zero_copy_only=False), CODES[Status.ERROR], CODES[Status.SUCCESS])
+        record_ids, error, codes = _classified_codes(classified)
         decided = resolved.decided
         if decided.num_rows:
             found = pc.index_in(decided["record_id"], value_set=classified["record_id"])
@@ -118,13 +120,26 @@ class InDriver(CyclePath[pa.Table, Resolved]):
                 raise OutputStateError(f"a decided status for record_id {missing} was not read")
             at = found.to_numpy(zero_copy_only=False)
             codes[at] = pc.index_in(decided["status"], value_set=pa.array(STATUS_CODES)).to_numpy(zero_copy_only=False)
-        order = np.argsort(record_ids, kind="stable")
-        statuses = [(Status(STATUS_CODES[code]), IdRun(first, last))
-                    for code, first, last in coded_runs(record_ids[order], codes[order])]
+        statuses = _status_runs(record_ids, codes)
         rejected = _rejected_rows(classified, error, decided)
         output = self.plan.output
         return Outcomes(events=classified.num_rows, statuses=statuses,
                         append_rejects=lambda: append_reject_rows(output, rejected))
+
+
+def _classified_codes(classified: pa.Table) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+    """The read rows' record_ids, which of them classification rejected, and each one's status
+    code as classified (E for those, S for the rest)."""
+    record_ids = classified["record_id"].to_numpy()
+    error = pc.equal(classified["disposition"], Disposition.ERROR)
+    codes = np.where(error.to_numpy(zero_copy_only=False), CODES[Status.ERROR], CODES[Status.SUCCESS])
+    return record_ids, error, codes
+
+
+def _status_runs(record_ids: np.ndarray, codes: np.ndarray) -> list[StatusRun]:
+    order = np.argsort(record_ids, kind="stable")
+    return [(Status(STATUS_CODES[code]), IdRun(first, last))
+            for code, first, last in coded_runs(record_ids[order], codes[order])]
 
 
 THREADS = os.cpu_count() or 1

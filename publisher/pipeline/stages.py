@@ -49,12 +49,19 @@ class Acknowledgement(Protocol):
         """The acknowledgement of `runs` begun before the cycle's output is written, finished
         once it is durable; as `acknowledge`, at its finish or beside the writes."""
 
+    def start_early(self, runs: Iterable[StatusRun]) -> PendingAcknowledgement | None:
+        """Begun with the statuses known once the rows are classified (`CyclePath.provisional_statuses`),
+        to be settled with the outcomes'; None where it is not worth beginning before them."""
+
     def release(self) -> None:
         """What `keep` kept is no longer needed."""
 
 
 class PendingAcknowledgement(Protocol):
     """An acknowledgement begun (`Acknowledgement.start`) and not yet made."""
+
+    def settle(self, runs: Iterable[StatusRun]) -> None:
+        """The statuses the cycle ends with, for the rows it was begun with."""
 
     def finish(self, published: bool) -> Mapping[Status, int]:
         """All or nothing, once the output is durable; `published`: the cycle wrote documents."""
@@ -63,7 +70,7 @@ class PendingAcknowledgement(Protocol):
         """Nothing acknowledged: the output failed."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class AcknowledgedAtFinish:
     """A pending acknowledgement made whole at its finish: for a reader whose acknowledgement is
     short (a check-out's state row), or a database where marking beside the writes would hold
@@ -71,6 +78,9 @@ class AcknowledgedAtFinish:
 
     acknowledgement: Acknowledgement
     runs: Iterable[StatusRun]
+
+    def settle(self, runs: Iterable[StatusRun]) -> None:
+        self.runs = runs
 
     def finish(self, published: bool) -> Mapping[Status, int]:
         return self.acknowledgement.acknowledge(self.runs, published)
@@ -138,6 +148,12 @@ class CyclePath(abc.ABC, Generic[Classified, Resolved]):
 
     @abc.abstractmethod
     def read_and_classify(self) -> Classified: ...
+
+    def provisional_statuses(self, classified: Classified) -> list[StatusRun] | None:
+        """Every read row's status as known once the rows are classified (a rejected row E, any
+        other S, whatever resolving finds), where the path has them at hand; None: not before
+        the outcomes."""
+        return None
 
     @abc.abstractmethod
     def resolve(self, classified: Classified) -> Resolved: ...

@@ -81,6 +81,9 @@ class CheckOutAcknowledgement:
         """A check-out's acknowledgement is one short transaction, made at the finish."""
         return AcknowledgedAtFinish(self, runs)
 
+    def start_early(self, runs: Iterable[StatusRun]) -> PendingAcknowledgement | None:
+        return None
+
     def release(self) -> None:
         unpin_window(self.output, CHECK_OUT_FILE)
 
