@@ -10,7 +10,7 @@ import pytest
 from harness import Harness, assert_mirrored, drain
 
 from publisher.errors import StageFailedError
-from publisher.pipeline import cycle
+from publisher.pipeline import acknowledge
 
 PUBLISHER_USER = "publisher_app"
 """Triggers on PostgreSQL record session_user; the publisher must not take it for its own."""
@@ -380,11 +380,8 @@ def test_a_cycle_whose_acknowledgement_was_lost_is_repeated_exactly(spark, cycle
     drain(h)
     h.db.execute(f"UPDATE {table} SET a = 'a2' WHERE id = 1")
 
-    def lost(*args, **kwargs):
-        raise ConnectionError("the database went away before the statuses were committed")
-
     with monkeypatch.context() as patched:
-        patched.setattr(cycle, "acknowledge_runs", lost)
+        patched.setattr(acknowledge, "end_marking", _lose_acknowledgement)
         with pytest.raises(StageFailedError, match="stage acknowledge"):
             h.poll()
     h.db.execute(f"UPDATE {table} SET b = 'b2' WHERE id = 1")
@@ -406,7 +403,7 @@ def test_a_repeat_reads_back_the_row_as_it_is_then_and_a_deduplicating_consumer_
     table = h.table("acct")
     h.db.execute(f"INSERT INTO {table} VALUES (1, 'first')")
     with monkeypatch.context() as patched:
-        patched.setattr(cycle, "acknowledge_runs", _lose_acknowledgement)
+        patched.setattr(acknowledge, "end_marking", _lose_acknowledgement)
         with pytest.raises(StageFailedError, match="stage acknowledge"):
             h.poll()
     first_try = h.published()
@@ -423,6 +420,8 @@ def test_a_repeat_reads_back_the_row_as_it_is_then_and_a_deduplicating_consumer_
 
 
 def _lose_acknowledgement(*args, **kwargs):
+    """The acknowledgement's transaction lost just before its commit, its statuses written (in
+    turn, or beside the cycle on PostgreSQL)."""
     raise ConnectionError("the database went away before the statuses were committed")
 
 
