@@ -1,6 +1,8 @@
 """One polling cycle, read top to bottom: plan → read and classify → resolve (query back,
-precedence and operations per object) → write documents → write formats → outcomes →
-acknowledge. Nothing is acknowledged before the output is on disk.
+precedence and operations per object) → outcomes → write documents → write formats →
+acknowledge. Nothing is acknowledged before the output is on disk: the acknowledgement may be
+begun earlier (the statuses marked beside the cycle, `acknowledge.MarkingBeside`), but it
+commits only then.
 
 Two ways through the same stages (`stages.CyclePath`), chosen by the cycle's size: a cycle of
 at most `spark.small_cycle_events` events (`SparkConfig.driver_events`: on a local master, up to

@@ -1,8 +1,8 @@
 """The stage contract both paths of a cycle implement, and what they share.
 
 A cycle runs the same stages in the same order whichever way it takes: read and classify,
-resolve (query back, precedence and operations per object), write documents, write formats
-(change tables and messages), outcomes (every read row's status, the rejected rows). The driver
+resolve (query back, precedence and operations per object), outcomes (every read row's status,
+the rejected rows), write documents, write formats (change tables and messages). The driver
 path holds each stage's result in the driver's memory; the Spark path holds it in Spark. Both
 call the same rule functions, so both publish the same operations.
 """
