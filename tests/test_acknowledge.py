@@ -14,6 +14,7 @@ from publisher.model.events import Status
 from publisher.model.runs import IdRun, StatusRun, changed_runs, coded_runs, id_runs, joined_runs, status_runs
 from publisher.outputs.outcomes import STATUS_CODES
 from publisher.pipeline import acknowledge as ack
+from publisher.pipeline import cycle
 from publisher.pipeline.acknowledge import AcknowledgeError, acknowledge_runs
 
 
@@ -310,6 +311,7 @@ def test_on_postgresql_a_cycle_marks_while_it_writes_and_a_failed_write_leaves_t
     """The cycle's statuses are written while its documents are, committed once they are
     durable: while they are written the rows are locked by the marking and still new; a write
     that fails leaves them new, and the next cycle publishes them."""
+    monkeypatch.setattr(cycle, "MARKED_BESIDE_EVENTS", 1)
     from publisher.errors import StageFailedError
     from publisher.pipeline.driver import InDriver
 
@@ -389,6 +391,7 @@ def test_on_postgresql_a_cycle_marks_while_it_resolves_and_settles_what_resolvin
     """The statuses as classified are written while the objects are resolved (the rows locked,
     still new for everyone else); an object resolving finds gone (W) and a row classification
     rejects (E) end with their own statuses. A failure while resolving leaves every row new."""
+    monkeypatch.setattr(cycle, "MARKED_BESIDE_EVENTS", 1)
     from publisher.errors import StageFailedError
     from publisher.pipeline.driver import InDriver
 
@@ -417,3 +420,33 @@ def test_on_postgresql_a_cycle_marks_while_it_resolves_and_settles_what_resolvin
     assert seen == [(True, {"N"}), (True, {"N"})]
     assert h.statuses() == {**{rid: "S" for rid in ids}, gone: "W", rejected: "E"}
     assert result.statuses == {"S": len(ids) - 2, "W": 1, "E": 1}
+
+
+def test_on_postgresql_a_small_cycle_marks_its_statuses_after_its_output(
+    spark, postgresql_database, tmp_path, monkeypatch
+):
+    """Below MARKED_BESIDE_EVENTS a cycle's statuses are written in turn, after the writes: a
+    small poll opens no second connection or thread."""
+    from publisher.pipeline.driver import InDriver
+
+    monkeypatch.setattr(cycle, "MARKED_BESIDE_EVENTS", 4)
+    h = Harness(spark, postgresql_database, tmp_path, user="publisher_app")
+    h.create_usr()
+    h.install("usr")
+    for idu in (1, 2, 3):
+        h.insert_usr(idu, fname=f"n{idu}")
+    ids = sorted(h.statuses())
+    seen: list[bool] = []
+    write = InDriver.write_documents
+
+    def watched(self, resolved, cycle_number):
+        seen.append(locked_by_another_session(h, ids[-1], seconds=0.5))
+        return write(self, resolved, cycle_number)
+
+    monkeypatch.setattr(InDriver, "write_documents", watched)
+    assert h.poll().statuses == {"S": 3}
+    for idu in (4, 5, 6, 7):
+        h.insert_usr(idu, fname=f"n{idu}")
+    ids = sorted(h.statuses())
+    assert h.poll().statuses == {"S": 4}
+    assert seen == [False, True]

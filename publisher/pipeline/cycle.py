@@ -377,6 +377,11 @@ def _plan(config: Config, engine: Engine, reader: Reader) -> CyclePlan | None:
     )
 
 
+MARKED_BESIDE_EVENTS = 10_000
+"""Events from which a cycle's statuses are marked beside it: a smaller cycle's statements take a
+few milliseconds, less than a connection and a thread of their own would add to a small poll."""
+
+
 @dataclass
 class StatusAcknowledgement:
     """The status mode's: every read row's status written to the event log; the window kept in
@@ -400,16 +405,20 @@ class StatusAcknowledgement:
 
     def start(self, runs: Iterable[StatusRun]) -> PendingAcknowledgement:
         """The statuses written beside the output where the database allows (`MarkingBeside`)."""
-        if dialect_of(self.engine).marks_beside_writes:
+        if self._beside():
             return MarkingBeside(self.engine, self.settings, runs)
         return AcknowledgedAtFinish(self, runs)
 
     def start_early(self, runs: Iterable[StatusRun]) -> PendingAcknowledgement | None:
         """Beside resolving too, where the rows are marked rather than deleted (a deleted row
         cannot be marked again once resolving finds its status)."""
-        if dialect_of(self.engine).marks_beside_writes and not self.settings.delete_processed_rows:
+        if self._beside() and not self.settings.delete_processed_rows:
             return MarkingBeside(self.engine, self.settings, runs)
         return None
+
+    def _beside(self) -> bool:
+        large = self.window is not None and self.window.count >= MARKED_BESIDE_EVENTS
+        return large and dialect_of(self.engine).marks_beside_writes
 
     def refresh_statistics(self) -> None:
         refresh_statistics(self.engine, self.settings.log)
