@@ -305,21 +305,31 @@ def test_on_postgresql_marking_abandoned_or_refused_leaves_every_row_new(
     assert h.statuses() == {**{rid: "N" for rid in ids}, ids[3]: "S"}
 
 
+def published_usr(spark, database, tmp_path, rows: int) -> Harness:
+    """usr with its triggers, published by a user other than the writer, and `rows` rows inserted."""
+    h = Harness(spark, database, tmp_path, user="publisher_app")
+    h.create_usr()
+    h.install("usr")
+    insert_usr_rows(h, range(1, rows + 1))
+    return h
+
+
+def insert_usr_rows(h: Harness, idus) -> None:
+    for idu in idus:
+        h.insert_usr(idu, fname=f"n{idu}")
+
+
 def test_on_postgresql_a_cycle_marks_while_it_writes_and_a_failed_write_leaves_the_rows_new(
     spark, postgresql_database, tmp_path, monkeypatch
 ):
     """The cycle's statuses are written while its documents are, committed once they are
     durable: while they are written the rows are locked by the marking and still new; a write
     that fails leaves them new, and the next cycle publishes them."""
-    monkeypatch.setattr(cycle, "MARKED_BESIDE_EVENTS", 1)
     from publisher.errors import StageFailedError
     from publisher.pipeline.driver import InDriver
 
-    h = Harness(spark, postgresql_database, tmp_path, user="publisher_app")
-    h.create_usr()
-    h.install("usr")
-    for idu in (1, 2, 3):
-        h.insert_usr(idu, fname=f"n{idu}")
+    monkeypatch.setattr(cycle, "MARKED_BESIDE_EVENTS", 1)
+    h = published_usr(spark, postgresql_database, tmp_path, 3)
     ids = sorted(h.statuses())
     seen: list[tuple[bool, set[str]]] = []
     write = InDriver.write_documents
@@ -430,11 +440,7 @@ def test_on_postgresql_a_small_cycle_marks_its_statuses_after_its_output(
     from publisher.pipeline.driver import InDriver
 
     monkeypatch.setattr(cycle, "MARKED_BESIDE_EVENTS", 4)
-    h = Harness(spark, postgresql_database, tmp_path, user="publisher_app")
-    h.create_usr()
-    h.install("usr")
-    for idu in (1, 2, 3):
-        h.insert_usr(idu, fname=f"n{idu}")
+    h = published_usr(spark, postgresql_database, tmp_path, 3)
     ids = sorted(h.statuses())
     seen: list[bool] = []
     write = InDriver.write_documents
@@ -445,8 +451,7 @@ def test_on_postgresql_a_small_cycle_marks_its_statuses_after_its_output(
 
     monkeypatch.setattr(InDriver, "write_documents", watched)
     assert h.poll().statuses == {"S": 3}
-    for idu in (4, 5, 6, 7):
-        h.insert_usr(idu, fname=f"n{idu}")
+    insert_usr_rows(h, range(4, 8))
     ids = sorted(h.statuses())
     assert h.poll().statuses == {"S": 4}
     assert seen == [False, True]
