@@ -47,7 +47,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine
 
 from publisher.capture.dialect import Dialect
 from publisher.capture.follow import follow_ddl, follow_record, may_follow
@@ -74,6 +74,7 @@ from publisher.capture.tables import STYLES, CaptureError, Style, Table, capture
 from publisher.config import Config
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
+from publisher.dialects.reflection import reflection
 from publisher.model.catalog import PublishedTables
 from publisher.model.logical import child_of, child_tables
 
@@ -298,7 +299,8 @@ def _moved_to(config: Config, engine: Engine, moved: dict[str, str], table: str)
     and forget what it was installed for under a name no table has now."""
     dialect = _dialect(config, engine)
     statements = []
-    existing = {name.lower() for name in inspect(engine).get_table_names(schema=table_schema(config, engine))}
+    schema = table_schema(config, engine)
+    existing = {name.lower() for name in reflection(engine, schema).get_table_names(schema=schema)}
     for installed_on, carrier in moved.items():
         if carrier.lower() == table.lower():
             log.info("table %r carries the capture installed on %r (renamed?): replaced by its own",

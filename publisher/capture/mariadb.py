@@ -25,11 +25,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy import Connection, Engine, text
 
 from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
 from publisher.capture.tables import CaptureError, Column, Table
 from publisher.dialects.mariadb import MYSQL_TIME_ZONE
+from publisher.dialects.reflection import reflection
 from publisher.model.column_types import textless_column, type_name
 from publisher.model.values import ValueType
 
@@ -71,7 +72,7 @@ class MariaDB(RowTriggers):
     def triggers(self, conn: Connection) -> list[tuple[str, str]]:
         return [(trigger, table) for trigger, table, _ in _schema_triggers(conn, self.schema)]
 
-    def execute(self, statements: Sequence[str]) -> None:
+    def run_statements(self, statements: Sequence[str]) -> None:
         execute(self.engine, self.schema, statements)
 
     def quote(self, name: str) -> str:
@@ -80,7 +81,7 @@ class MariaDB(RowTriggers):
     def event_log_ddl(self) -> list[str]:
         """The event log and its index, but where the index exists already (see the template)."""
         table, index = super().event_log_ddl()
-        inspector = inspect(self.engine)
+        inspector = reflection(self.engine, self.schema)
         name = f"{self.config.event_log.table}_status_idx"
         if not inspector.has_table(self.config.event_log.table, schema=self.schema):
             return [table, index]

@@ -6,13 +6,14 @@ import hashlib
 import itertools
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import Connection, inspect, text
+from sqlalchemy import Connection, text
 from sqlalchemy import column as sql_column
 
 from publisher.capture import text_settings
 from publisher.capture.dialect import TRUE, Dialect, all_of, carrying, indent, literal
 from publisher.capture.subscriber_tables import transaction_of
 from publisher.capture.tables import CaptureError, Column, Event, Style, Table
+from publisher.dialects.reflection import reflection
 from publisher.model.values import ValueType
 
 KEY_VALUE_FUNCTION = "publisher_key_value"
@@ -140,7 +141,7 @@ class PostgreSQL(Dialect):
         expression = transaction_of(sql_column(self.config.event_log.columns.transaction_id))
         found_by = expression.compile(self.engine, compile_kwargs={"literal_binds": True})
         name = f"{log}_transaction_idx"
-        inspector = inspect(self.engine)
+        inspector = reflection(self.engine, self.schema)
         if inspector.has_table(log, schema=self.schema) and any(
                 found["name"] == name for found in inspector.get_indexes(log, schema=self.schema)):
             return []  # not stated again: it would lock the event log (`event_log_ddl`)
@@ -160,7 +161,7 @@ class PostgreSQL(Dialect):
         transaction = self.render("event_log_transaction", **self.event_log_fields())
         key_value = self.render("key_value_function", function=self.qualify(KEY_VALUE_FUNCTION))
         log = self.config.event_log.table
-        inspector = inspect(self.engine)
+        inspector = reflection(self.engine, self.schema)
         if not inspector.has_table(log, schema=self.schema):
             return [table, index, transaction, key_value]
         indexes = {found["name"] for found in inspector.get_indexes(log, schema=self.schema)}

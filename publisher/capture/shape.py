@@ -12,6 +12,7 @@ event trigger does better, in the migration's own transaction (`follow`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
@@ -28,7 +29,6 @@ from sqlalchemy import (
     delete,
     func,
     insert,
-    inspect,
     literal,
     literal_column,
     null,
@@ -40,15 +40,28 @@ from sqlalchemy.sql.expression import ClauseElement, ColumnElement
 from publisher.capture.tables import CaptureError, Style, Table, captured, resolve
 from publisher.config import Config
 from publisher.database import table_schema
+from publisher.dialects.reflection import reflection
 from publisher.model.column_types import type_name
 
 CAPTURE_TABLE_SUFFIX = "_capture"
 
 
 def capture_table(event_log: str, schema: str | None, metadata: MetaData | None = None) -> SqlTable:
-    """A row per table carrying capture: what it was installed for."""
+    """A row per table carrying capture: what it was installed for. Without `metadata`, the
+    same object each time, so that the statements every cycle makes of it are compiled once."""
+    if metadata is None:
+        return _capture_table(event_log, schema)
+    return _new_capture_table(event_log, schema, metadata)
+
+
+@functools.lru_cache(maxsize=16)
+def _capture_table(event_log: str, schema: str | None) -> SqlTable:
+    return _new_capture_table(event_log, schema, MetaData())
+
+
+def _new_capture_table(event_log: str, schema: str | None, metadata: MetaData) -> SqlTable:
     return SqlTable(
-        f"{event_log}{CAPTURE_TABLE_SUFFIX}", metadata or MetaData(),
+        f"{event_log}{CAPTURE_TABLE_SUFFIX}", metadata,
         SqlColumn("table_name", String(255), primary_key=True),
         SqlColumn("published_as", String(255), nullable=False),
         SqlColumn("style", String(8), nullable=False),
@@ -155,7 +168,7 @@ def recorded_styles(config: Config, engine: Engine) -> dict[str, Style]:
 def _records(config: Config, engine: Engine) -> list[Row[Any]]:
     schema = table_schema(config, engine)
     target = capture_table(config.event_log.table, schema)
-    if not inspect(engine).has_table(target.name, schema=schema):
+    if not reflection(engine, schema).has_table(target.name, schema=schema):
         return []
     with engine.connect() as conn:
         return list(conn.execute(select(target).order_by(target.c.published_as, target.c.table_name)).all())
@@ -187,7 +200,7 @@ def stale_captures(config: Config, engine: Engine, carriers: Callable[[], Iterab
 def _uncaptured(config: Config, engine: Engine, schema: str | None, published_as: str,
                 records: Sequence[Row[Any]]) -> StaleCapture | None:
     """A table whose record matches it but whose triggers are gone: rebuilt, if it exists."""
-    existing = {name.lower() for name in inspect(engine).get_table_names(schema=schema)}
+    existing = {name.lower() for name in reflection(engine, schema).get_table_names(schema=schema)}
     if not any(r.table_name.lower() in existing for r in records):
         return None
     installed = "; ".join(r.columns for r in records)
@@ -200,7 +213,7 @@ def _stale(config: Config, engine: Engine, schema: str | None, published_as: str
     style: Style = records[0].style
     installed = "; ".join(r.columns if len(records) == 1 else f"{r.table_name}: {r.columns}" for r in records)
     followed = any(r.followed_at is not None for r in records)
-    if resolve(published_as, inspect(engine).get_table_names(schema=schema)) is None:
+    if resolve(published_as, reflection(engine, schema).get_table_names(schema=schema)) is None:
         return None
     try:
         shapes = [shape_of(t, style) for t in captured(config, engine, schema, published_as)]

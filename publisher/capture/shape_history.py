@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Engine, MetaData, String, Text, inspect, select
+from sqlalchemy import BigInteger, DateTime, Engine, MetaData, String, Text, select
 from sqlalchemy import Column as SqlColumn
 from sqlalchemy import Table as SqlTable
 
@@ -22,6 +22,7 @@ from publisher.capture.dialect import literal
 from publisher.config import Config
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
+from publisher.dialects.reflection import reflection
 from publisher.model.catalog import PublishedTables, reflect_catalog
 from publisher.model.shapes import ShapeRecord, columns_from_json, columns_json
 
@@ -78,7 +79,7 @@ def recorded_shapes(config: Config, engine: Engine) -> Mapping[str, list[ShapeRe
     A record that cannot be read counts as one that could not tell the columns."""
     schema = table_schema(config, engine)
     target = shapes_table(config.event_log.table, schema)
-    if not inspect(engine).has_table(target.name, schema=schema):
+    if not reflection(engine, schema).has_table(target.name, schema=schema):
         return {}
     with engine.connect() as conn:
         rows = conn.execute(select(target.c.table_name, target.c.from_record_id, target.c.columns)

@@ -6,10 +6,11 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Literal
 
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine
 from sqlalchemy import types as sqltypes
 
 from publisher.config import ClassConfig, Config
+from publisher.dialects.reflection import reflection
 from publisher.model.catalog import check_link, column_info
 from publisher.model.events import EventType
 from publisher.model.keys import writable_key_column
@@ -92,7 +93,7 @@ def class_children(engine: Engine, schema: str | None, parent: Table, cls: Class
     dialect = engine.dialect.name
     children = []
     try:
-        for link in child_links(inspect(engine), schema, parent.name, [c.name for c in parent.key], cls):
+        for link in child_links(reflection(engine, schema), schema, parent.name, [c.name for c in parent.key], cls):
             child = reflect(engine, schema, link.table, named_in_key=False)
             columns = {c.name: c for c in (*child.key, *child.values)}
             parent_key = tuple((k.name, columns[c]) for k, c in zip(parent.key, link.links, strict=True))
@@ -109,7 +110,7 @@ def class_children(engine: Engine, schema: str | None, parent: Table, cls: Class
 def reflect(engine: Engine, schema: str | None, table: str, named_in_key: bool = True) -> Table:
     """The table's columns and key; ``named_in_key``: its key columns' names are written in
     table_keys (a child table's are not: it logs its parent's)."""
-    inspector = inspect(engine)
+    inspector = reflection(engine, schema)
     where = f"schema {schema}" if schema else "the database"
     tables = inspector.get_table_names(schema=schema)
     views = inspector.get_view_names(schema=schema)

@@ -145,6 +145,12 @@ class Dialect:
         events about them, waiting at most `lock_wait` for a writer's lock before giving way."""
         return [*self.begin_alone(), *self.settings_sql(local=True)]
 
+    def catalog_version(self, conn: Connection, schema: str | None) -> str | None:
+        """A text that changes whenever a table, view, column, key or index of `schema` does,
+        read in one cheap statement; None where the database offers none, and every reflection
+        asks the catalog again."""
+        return None
+
     def begin_alone(self) -> list[str]:
         """Statements that begin a transaction no other writer commits in, where the database
         has one writer at a time."""

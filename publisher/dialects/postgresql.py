@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, func, literal_column, null
+from sqlalchemy import ColumnElement, case, func, literal_column, null, text
+from sqlalchemy.engine import Connection
 
 from publisher.dialects.base import Dialect
 
@@ -15,6 +16,23 @@ TEXT_SETTINGS: tuple[tuple[str, str], ...] = (
 )
 """Settings that change a value's text; the capture functions and query-back's sessions both
 run with these, whatever the changing session set."""
+
+
+_CATALOG_VERSION = text("""
+SELECT md5(coalesce(string_agg(c.oid || ':' || c.xmin
+    || '(' || coalesce((SELECT string_agg(a.attnum || ':' || a.xmin, ',' ORDER BY a.attnum) FROM pg_attribute a
+                        WHERE a.attrelid = c.oid AND a.attnum > 0), '')
+    || ')(' || coalesce((SELECT string_agg(o.oid || ':' || o.xmin, ',' ORDER BY o.oid) FROM pg_constraint o
+                         WHERE o.conrelid = c.oid), '')
+    || ')(' || coalesce((SELECT string_agg(i.indexrelid || ':' || i.xmin, ',' ORDER BY i.indexrelid) FROM pg_index i
+                         WHERE i.indrelid = c.oid), '')
+    || ')', ' ' ORDER BY c.oid), ''))
+  FROM pg_class c
+  WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = coalesce(:schema, current_schema()))
+""")
+"""Every catalog row reflection reads of the schema's tables, views and indexes (their columns,
+constraints and indexes), by its id and the transaction that last wrote it: DDL writes rows anew,
+while ANALYZE and VACUUM update statistics in place."""
 
 
 def function_settings_sql() -> str:
@@ -31,6 +49,9 @@ class PostgreSQL(Dialect):
     advisory_locks = True
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""
+
+    def catalog_version(self, conn: Connection, schema: str | None) -> str | None:
+        return str(conn.execute(_CATALOG_VERSION, {"schema": schema}).scalar_one())
 
     def time_key(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         """+infinity first, with the rows that are no time; a time in a year after 9999 waits

@@ -10,12 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine
 from sqlalchemy import types as sqltypes
 from sqlalchemy.exc import NoSuchTableError
 
 from publisher.config import ClassConfig
 from publisher.dialects import dialect_of
+from publisher.dialects.reflection import reflection
 from publisher.model.column_types import IN_ARRAYS, int_attribute, key_kind_of, type_name
 from publisher.model.keys import KeyKind, writable_key_column
 from publisher.model.logical import ChildLink, LogicalClassError, child_links, class_config
@@ -193,7 +194,7 @@ def reflect_catalog(engine: Engine, schema: str | None, published: PublishedTabl
     lists are ever handed to it, so event log text never reaches SQL. A class the database
     cannot carry raises `LogicalClassError`, before any event is read.
     """
-    inspector = inspect(engine)
+    inspector = reflection(engine, schema)
     dialect = engine.dialect.name
     kinds = {t: False for t in inspector.get_table_names(schema=schema)}
     kinds.update({v: True for v in inspector.get_view_names(schema=schema)})

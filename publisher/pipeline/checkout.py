@@ -38,7 +38,6 @@ from sqlalchemy import (
     cast,
     exists,
     func,
-    inspect,
     literal_column,
     not_,
     or_,
@@ -56,6 +55,7 @@ from publisher.capture.subscriber_tables import (
     transaction_of,
 )
 from publisher.dialects import dialect_of
+from publisher.dialects.reflection import reflection
 from publisher.errors import MissingStateError, OutputStateError
 
 _SNAPSHOT = re.compile(r"(\d+):(\d+):((?:\d+(?:,\d+)*)?)")
@@ -224,7 +224,7 @@ def require_state_tables(engine: Engine, event_log: str, schema: str | None) -> 
     """The subscribers' state tables exist, or an error that says how to make them."""
     require_check_outs(engine.dialect.name)
     for name in (f"{event_log}{SUBSCRIBER_TABLE_SUFFIX}", f"{event_log}{CHECKIN_TABLE_SUFFIX}"):
-        if not inspect(engine).has_table(name, schema=schema):
+        if not reflection(engine, schema).has_table(name, schema=schema):
             where = f" in schema {schema}" if schema else ""
             raise MissingStateError(
                 f"the subscribers' state table {name} does not exist{where}: run `publisher install -c CONFIG` "

@@ -11,13 +11,13 @@ from sqlalchemy import (
     Engine,
     MetaData,
     Table,
-    inspect,
     text,
 )
 
 from publisher.config import EVENT_LOG_COLUMNS, Config, ConfigError, EventLogColumns
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
+from publisher.dialects.reflection import reflection
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def logged_transaction_column(engine: Engine, config: Config, schema: str | None
     """The configured transaction_id column's actual name, or None where the event log has none
     (an event log made before the column existed, or by a site's own DDL)."""
     wanted = config.event_log.columns.transaction_id
-    names = [c["name"] for c in inspect(engine).get_columns(config.event_log.table, schema=schema)]
+    names = [c["name"] for c in reflection(engine, schema).get_columns(config.event_log.table, schema=schema)]
     if wanted in names:
         return wanted
     return next((n for n in names if n.lower() == wanted.lower()), None)

@@ -21,6 +21,7 @@ from sqlalchemy import (
 
 from publisher.config import Config
 from publisher.database import table_schema
+from publisher.dialects.reflection import reflection
 
 
 def snapshot_table(log: str, schema: str | None, metadata: MetaData | None = None) -> Table:
@@ -189,11 +190,10 @@ class RecordedSnapshot:
 
 def recorded_snapshots(config: Config, engine: Engine) -> list[RecordedSnapshot]:
     """Every table's last snapshot per reader; none where no snapshot was ever taken."""
-    from sqlalchemy import inspect
 
     schema = table_schema(config, engine)
     state = snapshot_table(config.event_log.table, schema)
-    if not inspect(engine).has_table(state.name, schema=schema):
+    if not reflection(engine, schema).has_table(state.name, schema=schema):
         return []
     with engine.connect() as conn:
         rows = conn.execute(select(state).order_by(state.c.reader, state.c.table_name)).mappings().all()
