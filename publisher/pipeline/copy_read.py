@@ -139,16 +139,17 @@ def _query(window: CycleWindow, lo: int, hi: int) -> Any:
     c = role_columns(table, w.columns)
     transaction = null() if w.transaction_column is None else table.c[w.transaction_column]
     readable = dialect_of("postgresql").readable_time(c["event_time"])
+    size = row_bytes(w, table, "postgresql")
     return (
         select(
             c["record_id"],
             cast(c["status"], String),
             cast(c["event_type"], String),
             cast(extract("epoch", readable) * 1_000_000, BigInteger),
-            *(cast(within_limit(w, table, role, c[role], "postgresql"), String) for role in _TEXT_ROLES),
+            *(cast(within_limit(w, table, role, c[role], size, "postgresql"), String) for role in _TEXT_ROLES),
             cast(transaction, String),
             case((readable.is_(None), cast(c["event_time"], String)), else_=null()) if w.future else null(),
-            row_bytes(w, table, "postgresql"),
+            size,
         )
         .where(window_predicate(w, table, lo, hi, "postgresql"))
         .order_by(c["record_id"])

@@ -142,17 +142,18 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
     as_bytes = dialect_of(dialect).text_as_bytes
     transaction = null() if w.transaction_column is None else table.c[w.transaction_column]
     readable = dialect_of(dialect).readable_time(c["event_time"])
+    size = row_bytes(w, table, dialect)
     query = (
         select(
             c["record_id"],
             c["status"],
-            *(within_limit(w, table, role, _as_read(c[role], role, dialect), dialect)
+            *(within_limit(w, table, role, _as_read(c[role], role, dialect), size, dialect)
               for role in EVENT_LOG_COLUMNS[2:]),
             _as_read(transaction, "transaction_id", dialect),
             readable if as_bytes else null(),  # the time, since the text is read as bytes
             readable.is_not(None),
             null() if as_bytes else case((readable.is_(None), cast(c["event_time"], String)), else_=null()),
-            row_bytes(w, table, dialect),
+            size,
         )
         .where(window_predicate(w, table, lo, hi, dialect))
         .order_by(c["record_id"])

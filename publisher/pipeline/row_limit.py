@@ -35,15 +35,17 @@ def row_bytes(window: CycleWindow, table: Table, dialect: str) -> ColumnElement[
     return total
 
 
-def within_limit(window: CycleWindow, table: Table, role: str, value: ColumnElement[Any], dialect: str) -> Any:
-    """`value` (the role's column as read), or NULL for a long value of a row over the limit:
-    such a row is rejected, and is never read whole just for that."""
+def within_limit(
+    window: CycleWindow, table: Table, role: str, value: ColumnElement[Any], size: ColumnElement[Any], dialect: str
+) -> Any:
+    """`value` (the role's column as read), or NULL for a long value of a row over the limit
+    (`size`: its `row_bytes`): such a row is rejected, and is never read whole just for that."""
     if role not in _SIZED_ROLES:
         return value
     column = role_columns(table, window.columns)[role]
     # the value's own length first: the row's is then summed only for the rare long value
     long_value = dialect_of(dialect).octets(column) > KEPT_BYTES
-    oversized = and_(long_value, row_bytes(window, table, dialect) > window.max_row_bytes)
+    oversized = and_(long_value, size > window.max_row_bytes)
     return case((oversized, null()), else_=value)
 
 
