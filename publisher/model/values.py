@@ -19,6 +19,7 @@ from decimal import Decimal
 from numbers import Integral
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import types as sqltypes
@@ -209,13 +210,15 @@ encoded one value at a time."""
 def logged_unchanged(value_types: pa.Array, texts: pa.Array) -> pa.Array:
     """For each logged text (NULL included), whether `encode_logged` of its value type gives
     it back as it is: the many values a batch logs checked as columns, not one by one."""
-    unchanged = pc.is_null(texts)
+    unchanged = pc.is_null(texts).to_numpy(zero_copy_only=False).copy()
     for value_type in pc.unique(value_types).to_pylist():
         if value_type is None:
             continue
-        accepted = _accepted(ValueType(value_type), texts)
-        unchanged = pc.or_(unchanged, pc.fill_null(pc.and_(pc.equal(value_types, value_type), accepted), False))
-    return unchanged
+        rows = np.flatnonzero(pc.fill_null(pc.equal(value_types, value_type), False).to_numpy(zero_copy_only=False))
+        # each text is searched by its own type's pattern alone
+        accepted = pc.fill_null(_accepted(ValueType(value_type), texts.take(pa.array(rows))), False)
+        unchanged[rows] |= accepted.to_numpy(zero_copy_only=False)
+    return pa.array(unchanged)
 
 
 def logged_unchanged_as(value_type: ValueType, texts: pa.Array) -> pa.Array:
