@@ -51,6 +51,8 @@ class Dialect:
     statement_event_time: ClassVar[bool] = False
     """Every row a statement logs carries the same event_time: a window can keep a statement's
     rows together by it when they carry no transaction."""
+    catalog_versions: ClassVar[bool] = False
+    """The database says in one statement whether its catalog changed (`catalog_version`)."""
     advisory_locks: ClassVar[bool] = False
     named_locks: ClassVar[bool] = False
     """Which lock the publisher holds: an advisory lock, a named lock, else a lease row."""
@@ -147,8 +149,8 @@ class Dialect:
 
     def catalog_version(self, conn: Connection, schema: str | None) -> str | None:
         """A text that changes whenever a table, view, column, key or index of `schema` does,
-        read in one cheap statement; None where the database offers none, and every reflection
-        asks the catalog again."""
+        read in one cheap statement (where `catalog_versions`); None where the database offers
+        none, and every reflection asks the catalog again."""
         return None
 
     def begin_alone(self) -> list[str]:

@@ -46,6 +46,7 @@ class PostgreSQL(Dialect):
     marks_beside_writes = True
     id_arrays = True
     copy_out = True
+    catalog_versions = True
     advisory_locks = True
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""

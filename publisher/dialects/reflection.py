@@ -72,8 +72,11 @@ def _version(engine: Engine, schema: str | None) -> str | None:
     read = _READ_ONCE.get()
     if read is not None and (id(engine), schema) in read:
         return read[(id(engine), schema)]
+    dialect = dialect_of(engine)
+    if not dialect.catalog_versions:
+        return None
     with engine.connect() as conn:
-        version = dialect_of(engine).catalog_version(conn, schema)
+        version = dialect.catalog_version(conn, schema)
     if read is not None and version is not None:
         read[(id(engine), schema)] = version
     return version

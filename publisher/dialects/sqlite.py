@@ -23,6 +23,7 @@ _ENCODINGS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"
 class SQLite(Dialect):
     name = "sqlite"
     has_schemas = False
+    catalog_versions = True
     one_writer = True
     one_statement_per_call = True
     text_as_bytes = True
