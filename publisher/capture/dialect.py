@@ -15,7 +15,6 @@ from sqlalchemy import Connection, Engine
 from publisher.capture.tables import Column, Event, Style, Table
 from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import table_schema
-from publisher.dialects.reflection import forget
 from publisher.model.column_types import type_name
 from publisher.model.events import EventType
 from publisher.model.valuetext import value_text_sql
@@ -145,14 +144,7 @@ class Dialect(abc.ABC):
         return found
 
     def execute(self, statements: Sequence[str]) -> None:
-        """Run install statements; what was kept of the catalog's reflection is not given again."""
-        try:
-            self.run_statements(statements)
-        finally:
-            forget(self.engine)
-
-    def run_statements(self, statements: Sequence[str]) -> None:
-        """Install statements in one transaction."""
+        """Run install statements in one transaction."""
         with self.engine.connect() as conn:
             for statement in statements:
                 # psycopg reads % as a placeholder even without parameters; format() strings have them.

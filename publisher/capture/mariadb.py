@@ -72,7 +72,7 @@ class MariaDB(RowTriggers):
     def triggers(self, conn: Connection) -> list[tuple[str, str]]:
         return [(trigger, table) for trigger, table, _ in _schema_triggers(conn, self.schema)]
 
-    def run_statements(self, statements: Sequence[str]) -> None:
+    def execute(self, statements: Sequence[str]) -> None:
         execute(self.engine, self.schema, statements)
 
     def quote(self, name: str) -> str:

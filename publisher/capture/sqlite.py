@@ -50,7 +50,7 @@ class SQLite(RowTriggers):
         rows = conn.execute(text("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'"))
         return [(str(trigger), str(table)) for trigger, table in rows]
 
-    def run_statements(self, statements: Sequence[str]) -> None:
+    def execute(self, statements: Sequence[str]) -> None:
         with self.engine.connect() as conn:
             # Python's sqlite3 runs DDL outside any transaction unless one is begun explicitly.
             conn.exec_driver_sql("BEGIN")

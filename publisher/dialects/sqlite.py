@@ -40,13 +40,14 @@ class SQLite(Dialect):
         return _ENCODINGS.get(name, "utf-8"), name
 
     def catalog_version(self, conn: Connection, schema: str | None) -> str | None:
-        """The digest of the schema's own statements, which say every table, column, key and
-        index: exact, and unlike the file's counter of schema changes, it cannot be met again
-        by another file at the same path (an attached database's is not asked)."""
+        """The file's counter of schema changes, which a change undone still moves, with a digest
+        of the schema's own statements, which another file at the same path cannot share unless
+        its schema is the same (an attached database's is not asked)."""
         if schema is not None:
             return None
+        counter = conn.exec_driver_sql("PRAGMA schema_version").scalar()
         rows = conn.exec_driver_sql("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")
-        return hashlib.sha256(repr(rows.all()).encode("utf-8")).hexdigest()
+        return f"{counter}:{hashlib.sha256(repr(rows.all()).encode('utf-8')).hexdigest()}"
 
     def connect_args(self, timeout: float) -> dict[str, Any]:
         """Wait on a locked file instead of failing at once."""

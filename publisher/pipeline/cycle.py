@@ -27,7 +27,6 @@ from publisher.capture.install import follow_shapes, published_tables
 from publisher.config import STATUS_MODE, Config, ConfigError, Reader
 from publisher.database import association_schema, publisher_user
 from publisher.dialects import dialect_of
-from publisher.dialects.reflection import catalog_read_once
 from publisher.errors import MissingStateError, StageFailedError, root_cause
 from publisher.model.catalog import referenced_tables, reflect_catalog
 from publisher.model.events import Status
@@ -157,7 +156,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, reader: Read
     """Publish what the event log holds now, once, for `reader` (a subscriber: a window of its
     check-out); return what was done."""
     watch = _Stopwatch()
-    with watch.stage("plan"), catalog_read_once():
+    with watch.stage("plan"):
         follow_shapes(config, engine)
         plan = _plan(config, engine, reader)
         if plan is None:
