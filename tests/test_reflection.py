@@ -10,6 +10,7 @@ import pytest
 from harness import Harness, drain
 
 from publisher.dialects import dialect_of
+from publisher.dialects.postgresql import VERSIONED_RELATIONS
 from publisher.dialects.reflection import reflection
 from publisher.pipeline import cycle
 
@@ -99,6 +100,20 @@ def test_the_version_of_another_schema_is_its_own(postgresql_database):
     database.execute(f"ALTER TABLE {database.qualified('item')} ADD COLUMN extra INTEGER")
     with database.engine.connect() as conn:
         assert dialect_of(database.engine).catalog_version(conn, "public") == public
+
+
+def test_a_schema_too_large_for_a_cheap_version_is_reflected_anew_each_time(postgresql_database):
+    database = postgresql_database
+    _make_item(database)
+    assert _version(database) is not None
+    tables = -(-VERSIONED_RELATIONS // 2)  # a table and its key's index each
+    database.execute(*(f"CREATE TABLE {database.qualified(f'more{n}')} (id INTEGER PRIMARY KEY)"
+                       for n in range(tables)))
+    assert _version(database) is None
+    first = reflection(database.engine, database.schema)
+    assert reflection(database.engine, database.schema).info_cache is not first.info_cache
+    database.execute(f"ALTER TABLE {database.qualified('item')} ADD COLUMN extra INTEGER")
+    assert _columns(database) == ["id", "name", "extra"]
 
 
 def _columns(database) -> list[str]:

@@ -150,7 +150,7 @@ class Dialect:
     def catalog_version(self, conn: Connection, schema: str | None) -> str | None:
         """A text that changes whenever a table, view, column, key or index of `schema` does,
         read in one cheap statement (where `catalog_versions`); None where the database offers
-        none, and every reflection asks the catalog again."""
+        none, or none as cheap for this schema, and every reflection asks the catalog again."""
         return None
 
     def begin_alone(self) -> list[str]:

@@ -4,7 +4,8 @@ Every cycle reflects the published tables (to follow migrations and to know thei
 SQLAlchemy's inspector asks the catalog a query per table and question, tens of milliseconds a
 cycle. Where the database says in one statement whether its catalog changed
 (`Dialect.catalog_version`), each reflection asks that first, and the answers given at the same
-version are given again; elsewhere each reflection asks the catalog, as it always did. Asked at
+version are given again; elsewhere, and for a schema too large for its version to be cheap,
+each reflection asks the catalog, as it always did. Asked at
 every reflection, never once for several: what a reflection answers must be at least as new as
 anything read before it (the cycle's window, the capture's records), as when it asked the
 catalog itself. What is kept is the inspector's cache of answers, not the inspector, which
@@ -21,6 +22,8 @@ from sqlalchemy import Connection, Engine, Inspector, inspect
 from publisher.dialects import dialect_of
 
 _KEPT: weakref.WeakKeyDictionary[Engine, dict[str | None, tuple[str, dict[Any, Any]]]] = weakref.WeakKeyDictionary()
+_UNVERSIONED: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
+"""Schemas whose database gave no version (too large to read one cheaply): not asked again."""
 _LOCK = threading.Lock()
 
 
@@ -32,12 +35,14 @@ def reflection(bind: Engine | Connection, schema: str | None) -> Inspector:
     if not isinstance(bind, Engine):
         return inspect(bind)
     dialect = dialect_of(bind)
-    if not dialect.catalog_versions:
+    if not dialect.catalog_versions or schema in _UNVERSIONED.get(bind, ()):
         return inspect(bind)
     with bind.connect() as conn:
         version = dialect.catalog_version(conn, schema)
     inspector = inspect(bind)
     if version is None:
+        with _LOCK:
+            _UNVERSIONED.setdefault(bind, set()).add(schema)
         return inspector
     with _LOCK:
         kept = _KEPT.setdefault(bind, {})
