@@ -212,6 +212,7 @@ def test_triggerless_bench_publishes_exactly_the_changed_rows_and_drops_its_sche
                                                       workdir=tmp_path), spark)
     assert report.changed_rows == 30 and report.changed.tables["usr"].modify == 30
     assert report.first.recorded_only and report.first.operations == 0 and report.idle.operations == 0
+    assert not report.first_comparison.recorded_only and report.first_comparison.operations == 0
     assert report.complete and report.floor.rows == 3000
     assert re.search(r"exactly the changed rows published +yes", format_triggerless_report(report))
     assert_schema_dropped(schema)
