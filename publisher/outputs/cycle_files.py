@@ -7,13 +7,8 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from publisher.outputs.durable import fsync_directory, write_atomically
-
-if TYPE_CHECKING:
-    pass
-
 
 CYCLE_FILE = ".publisher-cycle"
 
@@ -32,18 +27,27 @@ def document_name(cycle: int, index: int) -> str:
 
 
 def next_cycle_number(directory: Path) -> int:
-    """A number no earlier cycle used here, so this cycle's files sort after every earlier one."""
+    """A number no earlier cycle used here, so this cycle's files sort after every earlier one.
+    Also deletes the temporary files a killed writer left behind (their documents are written
+    again). One pass over the directory, which may hold every document ever written: a name is
+    matched only when it could be a temporary (it starts with a dot) or the newest document
+    (fixed-width names sort as their numbers), not each of them by pattern."""
     directory.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(directory)
     state = directory / CYCLE_FILE
     last = 0
     if state.exists():
         text = state.read_text(encoding="ascii").strip()
         last = int(text) if text.isdigit() else 0
+    newest = ""
     for entry in os.scandir(directory):
-        match = _DOCUMENT_NAME.match(entry.name)
-        if match:
-            last = max(last, int(match.group(1)))
+        name = entry.name
+        if name.startswith("."):
+            if _TEMPORARY_NAME.match(name):
+                Path(entry.path).unlink(missing_ok=True)
+        elif name > newest and _DOCUMENT_NAME.match(name):
+            newest = name
+    if newest:
+        last = max(last, int(newest[:12]))
     write_atomically(state, f"{last + 1}\n".encode("ascii"))
     return last + 1
 
@@ -76,10 +80,3 @@ def unpin_window(directory: Path, name: str = WINDOW_FILE) -> None:
     if path.exists():
         path.unlink()
         fsync_directory(directory)
-
-
-def remove_stale_temporaries(directory: Path) -> None:
-    """Delete the temporary files a killed writer left behind; their documents are written again."""
-    for entry in os.scandir(directory):
-        if _TEMPORARY_NAME.match(entry.name):
-            Path(entry.path).unlink(missing_ok=True)
