@@ -479,3 +479,31 @@ def test_a_column_is_escaped_and_refused_as_each_of_its_texts_is_searched(texts,
                      .replace("\r", "&#13;") for t in column.to_pylist()]
     assert xds._column_text(column).to_pylist() == expected_text
     assert xds.column_refused(column).to_pylist() == pc.match_substring_regex(column, xds._REFUSED).to_pylist()
+
+
+def test_each_attribute_change_of_a_column_is_the_one_its_operation_writes() -> None:
+    """`column_attr_changes` over every kind, remove-all, removed and added value (NULL, empty,
+    a text to escape) equals the body the per-row shapes write for that one AttrChange; an
+    add's removed value is not written (an add removes nothing)."""
+    import itertools
+
+    import pyarrow as pa
+
+    texts = [None, "", "a&<b>\r"]
+    rows = list(itertools.product(list(OperationKind), [False, True], texts, texts))
+    expected = []
+    for kind, remove_all, remove, add in rows:
+        change = AttrChange("n&me", remove_all=remove_all, remove=None if remove is None else string(remove),
+                            add=None if add is None else string(add))
+        if kind is OperationKind.ADD:
+            expected.append(xds._add_body((dataclasses.replace(change, remove_all=False, remove=None),)))
+        elif kind is OperationKind.MODIFY:
+            expected.append(xds._modify_body((change,)))
+        else:
+            expected.append("")
+    column = xds.column_attr_changes(
+        pa.array([kind.value for kind, *_ in rows]), pa.array(["n&me"] * len(rows)),
+        pa.array([ValueType.STRING.value] * len(rows)), pa.array([remove_all for _, remove_all, *_ in rows]),
+        pa.array([remove for *_, remove, _ in rows], pa.string()), pa.array([add for *_, add in rows], pa.string()),
+    )
+    assert column.to_pylist() == expected

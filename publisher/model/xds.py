@@ -307,6 +307,9 @@ def column_attr_changes(
     )
 
 
+_NO_TEXT = pa.scalar(None, pa.string())
+
+
 def column_value_changes(
     kinds: pa.Array, names: pa.Array, remove_all: pa.Array, removes: pa.Array, adds: pa.Array
 ) -> pa.Array:
@@ -314,19 +317,26 @@ def column_value_changes(
     `<value>` or null, `adds` one or several joined (`_values`: every value of a multi-valued
     attribute) or null."""
     name = _column_names(names, _attr)
-    added = pc.binary_join_element_wise('<add-attr attr-name="', name, '">', adds, "</add-attr>", "")
-    modified = pc.binary_join_element_wise(
-        '<modify-attr attr-name="', name, '">',
-        pc.if_else(remove_all, "<remove-all-values/>", ""),
-        pc.binary_join_element_wise("<remove-value>", removes, "</remove-value>", ""),
-        pc.binary_join_element_wise("<add-value>", adds, "</add-value>", ""),
-        "</modify-attr>", "",
+    is_add = pc.equal(kinds, OperationKind.ADD.value)
+    has_remove, has_add = pc.is_valid(removes), pc.is_valid(adds)
+    add = pc.and_(is_add, has_add)
+    modify = pc.and_(
+        pc.and_(pc.invert(is_add), pc.not_equal(kinds, OperationKind.DELETE.value)),
+        pc.or_(remove_all, pc.or_(has_remove, has_add)),
+    )
+    removing, adding = pc.and_(modify, has_remove), pc.and_(modify, has_add)
+    # One join, each row's pieces chosen by its kind: an added value is copied once (an add's
+    # removed value, which it does not write, is left out).
+    joined = pc.binary_join_element_wise(
+        pc.if_else(add, '<add-attr attr-name="', '<modify-attr attr-name="'), name, '">',
+        pc.if_else(pc.and_(modify, remove_all), "<remove-all-values/>", ""),
+        pc.if_else(removing, "<remove-value>", ""), pc.if_else(removing, removes, _NO_TEXT),
+        pc.if_else(removing, "</remove-value>", ""),
+        pc.if_else(adding, "<add-value>", ""), adds, pc.if_else(adding, "</add-value>", ""),
+        pc.if_else(add, "</add-attr>", "</modify-attr>"), "",
         null_handling="replace", null_replacement="",
     )
-    empty_modify = pc.and_(pc.invert(remove_all), pc.and_(pc.is_null(removes), pc.is_null(adds)))
-    is_add = pc.equal(kinds, OperationKind.ADD.value)
-    fragment = pc.if_else(is_add, pc.fill_null(added, ""), pc.if_else(empty_modify, "", modified))
-    return pc.if_else(pc.equal(kinds, OperationKind.DELETE.value), "", fragment)
+    return pc.if_else(pc.or_(add, modify), joined, "")
 
 
 def column_operations(
