@@ -239,3 +239,22 @@ def test_a_database_url_that_cannot_load_is_one_line(tmp_path, capsys, url, code
     for command in ("poll", "stats", "verify"):
         assert main([command, "-c", str(config)]) == code
         assert capsys.readouterr().err == message + "\n"
+
+
+@pytest.mark.parametrize(("argv", "variable", "pool"), [
+    (["poll", "-c", "missing.toml"], None, "jemalloc"),
+    (["poll", "-c", "missing.toml"], "system", "system"),
+])
+def test_a_command_gives_arrow_the_pool_that_reuses_freed_memory_unless_one_is_named(
+        argv: list[str], variable: str | None, pool: str, tmp_path: Path) -> None:
+    """A cycle's Arrow memory comes from jemalloc, which keeps freed pages a moment (see
+    `reuse_freed_memory`), chosen before the configuration is read; a pool named in the
+    environment is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if variable:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = variable
+    script = ("import sys, pyarrow as pa; from publisher.cli import main; main(sys.argv[1:]); "
+              "print(pa.default_memory_pool().backend_name)")
+    done = subprocess.run([sys.executable, "-c", script, *argv], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout.splitlines()[-1] == pool, done.stderr

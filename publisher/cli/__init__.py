@@ -41,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "parse-key":
         return commands.parse_key_command(args.text)
+    from publisher.pipeline.driver import reuse_freed_memory
+
+    reuse_freed_memory()
     if args.command == "demo":
         from publisher.service.demo import run_demo
 

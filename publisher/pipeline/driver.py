@@ -180,3 +180,21 @@ def sorted_by(table: pa.Table, keys: Sequence[tuple[str, ...]]) -> pa.Table:
     the copy (the read's and the parts' batches leave a column in dozens)."""
     table = table.combine_chunks()
     return table.take(pc.sort_indices(table, sort_keys=keys))
+
+
+MEMORY_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
+
+
+def reuse_freed_memory() -> None:
+    """Give the process Arrow's jemalloc pool, which keeps the pages it frees for a moment
+    before returning them, unless `ARROW_DEFAULT_MEMORY_POOL` names a pool. A cycle in the
+    driver frees and allocates hundreds of MiB between its steps; with mimalloc, this pyarrow's
+    default, the sort of a 1M cycle's operations (163 MiB) took 0.72 s in the cycle against
+    0.20 s with jemalloc, nearly all of it the CPU's. Where this pyarrow has no jemalloc, the
+    default stays."""
+    if os.environ.get(MEMORY_POOL_VARIABLE):
+        return
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except NotImplementedError:
+        pass
