@@ -10,24 +10,24 @@ classes: parents whose child tables' rows are multi-valued attributes.
 
 CI runs a fixed set of examples (derandomized). PUBLISHER_PROPERTY_EXAMPLES=n runs n random
 examples per combination (a fifth of them on the Spark path) and shrinks a failure for as
-long as it takes, to hunt for more. A failure prints the DDL and the statements that ran,
-ready to paste into a regression test below.
+long as it takes, to hunt for more (tests/hunting.py: where a hunt keeps its examples). A
+failure prints the DDL and the statements that ran, ready to paste into a regression test
+below, and Hypothesis's blob that replays it.
 """
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import DIALECTS
-from hypothesis import HealthCheck, Phase, given, settings
+from hunting import HUNT, property_settings
+from hypothesis import given, settings
 from schemas import Outcome, Poll, allowed, logical_scenarios, run_scenario, run_script, scenarios, with_snapshots
 
 from publisher.config import ClassConfig
 
-HUNT = int(os.environ.get("PUBLISHER_PROPERTY_EXAMPLES", "0"))
 EXAMPLES = {"driver": HUNT or 40, "spark": max(1, HUNT // 5) if HUNT else 3}
 LOGICAL_EXAMPLES = {"driver": HUNT or 15, "spark": max(1, HUNT // 5) if HUNT else 2}
 """Of the logical-class property: fewer, since its schemas have more tables."""
@@ -35,9 +35,6 @@ SNAPSHOT_EXAMPLES = {"driver": HUNT or 6, "spark": max(1, HUNT // 5) if HUNT els
 """Of the snapshot properties: the same schemas and steps as above, with snapshots added."""
 SHRINK_SECONDS = {"driver": 20.0, "spark": 30.0}
 """How long CI spends shrinking a failure (a Spark-path example costs seconds of cycles)."""
-PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
-"""Without the explain phase, which traces every line the publisher runs and slows each run
-several times over; the printed case says more than its line numbers would."""
 
 
 class ShrinkBudget:
@@ -70,15 +67,7 @@ def check_scenarios(spark, strategy, examples: int, cycle_path: str, style: str,
                     no_rejects: bool = False) -> None:
     budget = ShrinkBudget(None if HUNT else SHRINK_SECONDS[cycle_path])
 
-    @settings(
-        max_examples=examples,
-        deadline=None,
-        derandomize=not HUNT,
-        database=None,
-        phases=PHASES,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                               HealthCheck.data_too_large],
-    )
+    @settings(**property_settings(examples))
     @given(strategy)
     def check(scenario):  # type: ignore[no-untyped-def]
         def run() -> None:

@@ -3,19 +3,19 @@ check-outs, some rolled back) while two subscribers check out at random moments.
 schedule, each subscriber takes every committed event exactly once (the events its check-outs
 took add up to the event log's rows) and its consumer ends up with the tables.
 
-CI runs a fixed set of examples (derandomized); PUBLISHER_PROPERTY_EXAMPLES=n runs n random ones.
+CI runs a fixed set of examples (derandomized); PUBLISHER_PROPERTY_EXAMPLES=n runs n random ones
+(tests/hunting.py).
 """
 from __future__ import annotations
 
-import os
 import shutil
 
+from hunting import HUNT, property_settings
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 from test_subscriptions import ALL, Site
 
-HUNT = int(os.environ.get("PUBLISHER_PROPERTY_EXAMPLES", "0"))
 SESSIONS = 2
 IDS = 6
 """Ids per session; a session touches only its own (ids ≡ session mod SESSIONS), so that the two
@@ -36,7 +36,7 @@ def test_interleaved_transactions_reach_every_subscriber_once(spark, postgresql_
     site = Site(spark, postgresql_database, tmp_path, ALL, {"a": "all", "b": "all"})
     engine = create_engine(postgresql_database.url)
 
-    @settings(max_examples=HUNT or 25, deadline=None, derandomize=not HUNT, database=None)
+    @settings(**property_settings(HUNT or 25))
     @example([("write", 0, 0), ("write", 1, 0), ("commit", 1, 0), ("check_out", 0, 0), ("commit", 0, 0),
               ("check_out", 0, 0)])
     @given(steps)
