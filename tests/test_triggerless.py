@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hunting import HUNT, property_settings
 from lxml import etree
 from test_crash import MARKER_TIMEOUT, kill_session
 
@@ -437,7 +438,6 @@ def test_a_table_named_that_does_not_exist_is_a_configuration_error(sqlite_datab
 
 # --- the mirror property, in this mode ------------------------------------------------------------
 
-PROPERTY_EXAMPLES = int(os.environ.get("PUBLISHER_PROPERTY_EXAMPLES", "0"))
 
 
 def run_triggerless_scenario(scenario, root: Path) -> tuple[list, str]:
@@ -481,14 +481,12 @@ def test_consumer_mirror_equals_the_tables_in_triggerless_mode(dialect, tmp_path
     key-only tables, NULLs, deletes and re-inserts), compared at random moments instead of
     captured: the consumer ends with the tables, bar the values no document can carry, which
     `verify` names as such."""
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import given, settings
     from schemas import scenarios
 
     from publisher.service.mirror import CANNOT_PUBLISH
 
-    @settings(max_examples=PROPERTY_EXAMPLES or 25, deadline=None, derandomize=not PROPERTY_EXAMPLES, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                     HealthCheck.data_too_large])
+    @settings(**property_settings(HUNT or 25))
     @given(scenarios(dialect))
     def check(scenario):
         differences, case = run_triggerless_scenario(scenario, tmp_path)
@@ -502,14 +500,12 @@ def test_consumer_mirror_equals_logical_classes_in_triggerless_mode(dialect, tmp
     """The same with the logical scenarios of the mirror property: parents with child tables
     (values added, removed, moved between parents, parents deleted and re-inserted with them)
     and references, compared at random moments."""
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import given, settings
     from schemas import allowed, logical_scenarios
 
     from publisher.service.mirror import CANNOT_PUBLISH
 
-    @settings(max_examples=PROPERTY_EXAMPLES or 20, deadline=None, derandomize=not PROPERTY_EXAMPLES, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                     HealthCheck.data_too_large])
+    @settings(**property_settings(HUNT or 20))
     @given(logical_scenarios(dialect, allowed(dialect, "row")))
     def check(scenario):
         differences, case = run_triggerless_scenario(scenario, tmp_path)
@@ -810,6 +806,44 @@ def test_a_logical_class_publishes_its_child_rows_as_values_added_and_removed(da
     assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [("delete", "pid=2", {})]
     _, ops = cycle(config, db, on_spark)
     assert ops == []
+    assert verify(config, db.engine) == []
+
+
+SAME_SECOND = {"sqlite": "TIMESTAMP", "postgresql": "TIMESTAMP", "mariadb": "DATETIME(6)"}
+
+
+def test_two_child_rows_that_publish_one_value_keep_it_while_either_is_left(database, tmp_path, on_spark):
+    """Two timestamps of one second are two child rows and one published value (XDS times are
+    whole seconds): removing one row must not take the value from the consumer while the other
+    holds it, nor may a new object's <add> carry it twice. The hunt's case (PostgreSQL, a key of
+    an integer and an interval), on every database."""
+    from publisher.config import ClassConfig
+
+    db = database
+    q = db.qualified
+    db.execute(f"CREATE TABLE {q('usr')} (id INTEGER PRIMARY KEY, name VARCHAR(10))",
+               f"CREATE TABLE {q('usr_seen')} (id INTEGER NOT NULL, seen {SAME_SECOND[db.dialect]} NOT NULL, "
+               "PRIMARY KEY (id, seen))")
+    config = config_of(db, tmp_path, tables=("usr",))
+    config = dataclasses.replace(config, classes={"usr": ClassConfig(multi_valued={"seen": "usr_seen.seen"})})
+    one, other, later = "'2000-01-01 00:00:00.000001'", "'2000-01-01 00:00:00.000002'", "'2000-01-01 00:00:01'"
+    db.execute(f"INSERT INTO {q('usr')} VALUES (1, 'a')", f"INSERT INTO {q('usr_seen')} VALUES (1, {one})",
+               f"INSERT INTO {q('usr_seen')} VALUES (1, {other})")
+    _, ops = cycle(config, db, on_spark)
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [
+        ("add", "id=1", {"name": ([], ["a"]), "seen": ([], ["946684800"])})]
+    db.execute(f"DELETE FROM {q('usr_seen')} WHERE seen = {one}")
+    _, ops = cycle(config, db, on_spark)
+    assert ops == [], "the value is still held by the other row"
+    assert verify(config, db.engine) == []
+    db.execute(f"UPDATE {q('usr_seen')} SET seen = {one} WHERE seen = {other}",
+               f"INSERT INTO {q('usr_seen')} VALUES (1, {later})")
+    _, ops = cycle(config, db, on_spark)
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [("modify", "id=1", {"seen": ([], ["946684801"])})]
+    db.execute(f"DELETE FROM {q('usr_seen')} WHERE seen = {one}", f"UPDATE {q('usr')} SET name = 'b'")
+    _, ops = cycle(config, db, on_spark)
+    assert [(kind, key, attrs) for kind, key, _, attrs in ops] == [
+        ("modify", "id=1", {"name": (["a"], ["b"]), "seen": (["946684800"], [])})]
     assert verify(config, db.engine) == []
 
 

@@ -151,38 +151,60 @@ def canonical_keys(directory: Path, table_index: int, table: TableInfo) -> froze
 def multi_valued_changes(table: TableInfo, child: ChildJob, rows: ChildRows, found: pa.Table, keys: Sequence[str],
                          kinds: pa.Array, rejects: list[dict[str, Any]], referenced: Referenced) -> pa.Array:
     """Each differing object's change of one multi-valued attribute, as its operation's body
-    holds it: an `<add>` every value the object has, a `<modify>` the values removed and added."""
+    holds it: an `<add>` every value the object has, a `<modify>` the values removed and added.
+
+    Values are compared as the database spells them, and published as text: two rows may publish
+    one value (timestamps within a second), see `_published_changes`."""
     names = key_names(child.layout)
     objects = found.select(names).append_column("object", pa.array(np.arange(len(found)), pa.int64()))
     objects = objects.append_column("kind", kinds)
 
-    def of(kind: OperationKind, values: pa.Table) -> pa.Table:
+    def of(kind: OperationKind, values: pa.Table, held: bool) -> pa.Table:
         chosen = objects.filter(pc.equal(objects.column("kind"), kind.value)).drop_columns(["kind"])
-        return values.join(chosen, names, join_type="inner").select(["object", VALUE, "added"])
+        joined = values.join(chosen, names, join_type="inner").select(["object", VALUE, "added"])
+        return joined.append_column("held", pa.array(np.full(len(joined), held), pa.bool_()))
 
     everything = rows.current.append_column("added", pa.array(np.ones(len(rows.current), bool)))
-    values = pa.concat_tables([of(OperationKind.ADD, everything), of(OperationKind.MODIFY, rows.changed)])
+    values = pa.concat_tables([of(OperationKind.ADD, everything, False), of(OperationKind.MODIFY, rows.changed, False),
+                               of(OperationKind.MODIFY, everything, True)])
     values = values.sort_by([("object", "ascending"), ("added", "ascending"), (VALUE, "ascending")])
     multi = child.multi
     texts, problems = published_column(child_table(multi), multi.value, values.column(VALUE).combine_chunks())
     owners = values.column("object").to_pylist()
     added = values.column("added").to_pylist()
+    held = values.column("held").to_pylist()
     rejects += [{"table_name": table.name, "table_key": keys[owners[row]], "column_name": multi.attribute.name,
-                 "reason": reason} for row, reason in problems.items() if added[row]]
+                 "reason": reason} for row, reason in problems.items() if added[row] and not held[row]]
     target = table.reference(multi.attribute.name)
     refs = None
     value_type = multi.attribute.value_type
     if target is not None:
         texts, refs = referenced.published(target, texts)
         value_type = ValueType.DN
-    xml = column_values(pa.array([value_type.value] * len(texts), pa.string()), texts, refs)
-    removes: list[list[str]] = [[] for _ in range(len(found))]
-    adds: list[list[str]] = [[] for _ in range(len(found))]
-    for owner, is_added, value in zip(owners, added, xml.to_pylist(), strict=True):
-        if value is not None:
-            (adds if is_added else removes)[owner].append(value)
+    xml = column_values(pa.array([value_type.value] * len(texts), pa.string()), texts, refs).to_pylist()
+    removes, adds = _published_changes(owners, added, held, values.column(VALUE).to_pylist(), xml, len(found))
     count = len(found)
     return column_value_changes(
         kinds, pa.array([multi.attribute.name] * count, pa.string()), pa.array([False] * count, pa.bool_()),
         pa.array(["".join(v) if v else None for v in removes], pa.string()),
         pa.array(["".join(v) if v else None for v in adds], pa.string()))
+
+
+def _published_changes(owners: list[int], added: list[bool], held: list[bool], spelled: list[Any],
+                       published: list[str | None], count: int) -> tuple[list[dict[str, None]], list[dict[str, None]]]:
+    """Per object, the published values removed and added, each once: a removal of a value the
+    attribute still holds (another row publishes it) says nothing, as in the triggered mode
+    (`oracle.precedence._still_held`), nor does an addition of a value it held already. Rows
+    `held` are a modified object's values now, which only say what it holds."""
+    rows = list(zip(owners, added, held, spelled, published, strict=True))
+    now = {(owner, value) for owner, _, is_held, _, value in rows if is_held}
+    new = {(owner, text) for owner, is_added, is_held, text, _ in rows if is_added and not is_held}
+    before = {(owner, value) for owner, is_added, is_held, text, value in rows
+              if (is_held and (owner, text) not in new) or not (is_added or is_held)}
+    removes: list[dict[str, None]] = [{} for _ in range(count)]
+    adds: list[dict[str, None]] = [{} for _ in range(count)]
+    for owner, is_added, is_held, _, value in rows:
+        if value is None or is_held or (owner, value) in (before if is_added else now):
+            continue
+        (adds if is_added else removes)[owner][value] = None
+    return removes, adds
