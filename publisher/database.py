@@ -1,6 +1,8 @@
 """Connections, and where the publisher's tables and associations live."""
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -46,6 +48,47 @@ def connect(config: Config) -> Engine:
         engine.dispose()
         raise ConfigError(f"database.url: {shown!r}: {unknown}")
     return engine
+
+
+class HeldConnection:
+    """One connection of the database, for `publisher migrate`: `engine.connect()` is always
+    it, and its commits and rollbacks are only the migration's own (`commit`, `rollback`), so
+    that the capture's code, which reflects and reads through the engine, sees the migration's
+    DDL before it commits and undoes none of it."""
+
+    def __init__(self, config: Config) -> None:
+        from sqlalchemy.pool import StaticPool
+
+        self._base = connect(config)
+        self._fairy = self._base.raw_connection()
+        self.dbapi: Any = self._fairy.dbapi_connection
+        self.engine = create_engine(self._base.url, poolclass=StaticPool, pool_reset_on_return=None,
+                                    creator=lambda: self.dbapi)
+        for name in ("do_commit", "do_rollback", "do_close"):
+            setattr(self.engine.dialect, name, _nothing)
+
+    def run(self, statement: str) -> None:
+        """A statement as written, no parameters (so `%` is only a character)."""
+        cursor = self.dbapi.cursor()
+        try:
+            cursor.execute(statement)
+        finally:
+            cursor.close()
+
+    def commit(self) -> None:
+        self.dbapi.commit()
+
+    def rollback(self) -> None:
+        self.dbapi.rollback()
+
+    def close(self) -> None:
+        self.engine.dispose()
+        self._fairy.close()
+        self._base.dispose()
+
+
+def _nothing(connection: Any) -> None:
+    """What a commit or rollback of the engine's code does on a held connection."""
 
 
 def table_schema(config: Config, engine: Engine) -> str | None:

@@ -17,6 +17,7 @@ from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import table_schema
 from publisher.model.column_types import type_name
 from publisher.model.events import EventType
+from publisher.model.statements import Lexis
 from publisher.model.valuetext import value_text_sql
 
 TRUE = "TRUE"
@@ -150,6 +151,34 @@ class Dialect(abc.ABC):
                 # psycopg reads % as a placeholder even without parameters; format() strings have them.
                 conn.exec_driver_sql(statement.replace("%", "%%"))
             conn.commit()
+
+    # --- a migration of published tables (`publisher migrate`) ------------------------------
+
+    lexis = Lexis()
+    """Where its SQL text's statements end."""
+    transactional_ddl = True
+    """A migration runs in one transaction, its DDL and the captures made anew with it, undone
+    whole if a statement fails; the tables it alters stay locked until it commits."""
+
+    def begin_migration_sql(self, tables: Sequence[str]) -> list[str]:
+        """What makes the application's writes of `tables` wait from here to the migration's end."""
+        return []
+
+    def migration_lock_busy(self, error: Exception) -> bool:
+        """Whether `begin_migration_sql` failed only because the application's transactions
+        hold the tables now: it is tried again a moment later."""
+        return False
+
+    def end_migration_sql(self) -> list[str]:
+        return []
+
+    def before_migration_sql(self, tables: Sequence[str]) -> list[str]:
+        """What goes before a statement that may change these tables."""
+        return []
+
+    def truncate_sql(self, statement: str, tables: Sequence[str]) -> list[str]:
+        """A TRUNCATE of published tables as a migration runs it."""
+        return [statement]
 
     def subscription_indexes(self) -> list[str]:
         """Indexes on the event log that check-outs select their events by."""

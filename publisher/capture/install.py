@@ -45,7 +45,7 @@ a BLOB on SQLite: a type 8 of the attribute, one per parent an update changes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from sqlalchemy import Engine
 
@@ -202,6 +202,11 @@ def capture_ddl(config: Config, engine: Engine) -> list[str]:
 def reinstall_capture(config: Config, engine: Engine, table: str, style: Style) -> None:
     """Install one table's capture again, for its shape now: native where it was, and switched
     off where it was (PostgreSQL: its row trigger disabled or dropped)."""
+    _execute(config, engine, reinstall_sql(config, engine, table, style))
+
+
+def reinstall_sql(config: Config, engine: Engine, table: str, style: Style) -> list[str]:
+    """The statements of `reinstall_capture`."""
     natives = installed_native(config, engine)
     moved = moved_captures(config, engine)
     recorded = recorded_styles(config, engine)  # as it is now: an earlier reinstall may have adopted the table
@@ -212,7 +217,7 @@ def reinstall_capture(config: Config, engine: Engine, table: str, style: Style) 
     if isinstance(dialect, PostgreSQL):
         with engine.connect() as conn:
             statements += dialect.kept_switches(conn, captured(config, engine, dialect.schema, table))
-    _execute(config, engine, statements)
+    return statements
 
 
 def _on_native_alone(config: Config, engine: Engine, found: StaleCapture, native: set[str]) -> list[Table] | None:
@@ -333,20 +338,24 @@ def _adopted(config: Config, engine: Engine, moved: dict[str, str], table: str, 
     return statements
 
 
-def follow_shapes(config: Config, engine: Engine) -> list[StaleCapture]:
-    """Reinstall the capture of every table a migration changed, logging one warning each; a
-    table that cannot be captured any more is logged and left as it is."""
-    stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True))
+def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None = None,
+                  execute: Callable[[Sequence[str]], None] | None = None) -> list[StaleCapture]:
+    """Reinstall the capture of every table a migration changed (of those installed as `only`,
+    in lower case, if given), logging one warning each; a table that cannot be captured any more
+    is logged and left as it is. `execute`: how the statements run (`publisher migrate` runs them
+    in its own transaction), by default each table's in one of their own."""
+    run = execute or (lambda statements: _execute(config, engine, statements))
+    stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True), only)
     native = installed_native(config, engine)
     for found in stale:
         on_native = _on_native_alone(config, engine, found, native)
         if on_native is not None:
-            _execute(config, engine, record_sql(config, engine, found.published_as, on_native, found.style)
-                     + shape_record_sql(config, engine, found.published_as, _dialect(config, engine).qualify))
+            run(record_sql(config, engine, found.published_as, on_native, found.style)
+                + shape_record_sql(config, engine, found.published_as, _dialect(config, engine).qualify))
             log.info("%s: the native capture follows it; its new shape recorded", found.describe())
             continue
         try:
-            reinstall_capture(config, engine, found.published_as, found.style)
+            run(reinstall_sql(config, engine, found.published_as, found.style))
         except CaptureError as exc:
             log.error("%s: capture not reinstalled: %s", found.describe(), exc)
             continue
@@ -414,6 +423,11 @@ def logged_transaction_sql(config: Config, engine: Engine) -> str | None:
 
 _CAPTURES: dict[str, type[Dialect]] = {"postgresql": PostgreSQL, "mysql": MariaDB, "sqlite": SQLite}
 """Each database family's capture (by `publisher.dialects.Dialect.name`)."""
+
+
+def capture_of(config: Config, engine: Engine) -> Dialect:
+    """The capture of the engine's database."""
+    return _dialect(config, engine)
 
 
 def _dialect(config: Config, engine: Engine) -> Dialect:

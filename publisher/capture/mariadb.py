@@ -28,12 +28,17 @@ from collections.abc import Sequence
 from sqlalchemy import Connection, Engine, text
 
 from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
+from publisher.capture.shape import CAPTURE_TABLE_SUFFIX
+from publisher.capture.shape_history import SHAPES_TABLE_SUFFIX
 from publisher.capture.tables import CaptureError, Column, Table
 from publisher.dialects.mariadb import MYSQL_TIME_ZONE
 from publisher.dialects.reflection import reflection
 from publisher.model.column_types import textless_column, type_name
+from publisher.model.statements import Lexis
 from publisher.model.values import ValueType
 
+LOCK_WAIT_TIMEOUT = 1205
+"""The server's error for a lock not granted in time (at once, with NOWAIT)."""
 MARIADB_NAME_CHARACTERS = 64
 """The longest trigger name MariaDB and MySQL accept."""
 CHANGING_ACTIONS = ("CASCADE", "SET NULL", "SET DEFAULT")
@@ -77,6 +82,34 @@ class MariaDB(RowTriggers):
 
     def quote(self, name: str) -> str:
         return str(self.preparer.quote_identifier(name))
+
+    lexis = Lexis(hash_comments=True, backslash_escapes=True)
+    transactional_ddl = False
+    """Each DDL statement commits on its own: a migration holds its tables with LOCK TABLES
+    instead, which DDL and trigger statements keep (the locks go with UNLOCK TABLES alone), so
+    no write of the application runs between a statement and the capture made anew for it."""
+
+    def begin_migration_sql(self, tables: Sequence[str]) -> list[str]:
+        """The tables, the event log and its helpers locked at once, or not at all (MariaDB's
+        NOWAIT; `migration_lock_busy`): a LOCK TABLES that waited, holding the event log, for an
+        application transaction that read the table and is about to write it would be a deadlock
+        whose victim the server picks among the application's transactions, never the lock."""
+        log = self.config.event_log.table
+        helpers = (log, f"{log}{CAPTURE_TABLE_SUFFIX}", f"{log}{SHAPES_TABLE_SUFFIX}")
+        locked = dict.fromkeys([*tables, *helpers])
+        nowait = " NOWAIT" if getattr(self.engine.dialect, "is_mariadb", False) else ""
+        return ["LOCK TABLES " + ", ".join(f"{self.qualify(name)} WRITE" for name in locked) + nowait]
+
+    def migration_lock_busy(self, error: Exception) -> bool:
+        return bool(error.args) and error.args[0] == LOCK_WAIT_TIMEOUT
+
+    def end_migration_sql(self) -> list[str]:
+        return ["UNLOCK TABLES"]
+
+    def truncate_sql(self, statement: str, tables: Sequence[str]) -> list[str]:
+        """No trigger fires on TRUNCATE: a DELETE of every row first, whose triggers log each,
+        then the TRUNCATE itself (which resets AUTO_INCREMENT)."""
+        return [*(f"DELETE FROM {self.qualify(table)}" for table in tables), statement]
 
     def event_log_ddl(self) -> list[str]:
         """The event log and its index, but where the index exists already (see the template)."""

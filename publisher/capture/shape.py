@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Column as SqlColumn
@@ -160,6 +160,15 @@ def recorded_tables(config: Config, engine: Engine) -> set[str]:
     return {name for row in _records(config, engine) for name in (row.table_name, row.published_as)}
 
 
+def recorded_families(config: Config, engine: Engine) -> dict[str, tuple[str, ...]]:
+    """Per capture, by the name it was installed as (in lower case): the tables it is on, a
+    class's child tables beside its parent."""
+    families: dict[str, tuple[str, ...]] = {}
+    for row in _records(config, engine):
+        families[row.published_as.lower()] = (*families.get(row.published_as.lower(), ()), row.table_name)
+    return families
+
+
 def recorded_styles(config: Config, engine: Engine) -> dict[str, Style]:
     """The style each installed table's capture was installed with, by its name in lower case."""
     return {row.published_as.lower(): row.style for row in _records(config, engine)}
@@ -174,16 +183,19 @@ def _records(config: Config, engine: Engine) -> list[Row[Any]]:
         return list(conn.execute(select(target).order_by(target.c.published_as, target.c.table_name)).all())
 
 
-def stale_captures(config: Config, engine: Engine, carriers: Callable[[], Iterable[str]]) -> list[StaleCapture]:
+def stale_captures(config: Config, engine: Engine, carriers: Callable[[], Iterable[str]],
+                   only: Collection[str] | None = None) -> list[StaleCapture]:
     """Every installed table whose capture no longer matches its columns and key, or whose
     capture triggers are all gone (`carriers`: the tables that carry any of them, asked for
     only when a table was installed), as when a
     migration rebuilds a table (create a new one, copy, drop the old, rename). A table gone
-    since is left out: nothing of it can be captured, nor break."""
+    since is left out: nothing of it can be captured, nor break. `only`: of the captures
+    installed as these tables (in lower case)."""
     schema = table_schema(config, engine)
     by_table: dict[str, list[Row[Any]]] = {}
     for row in _records(config, engine):
-        by_table.setdefault(row.published_as, []).append(row)
+        if only is None or row.published_as.lower() in only:
+            by_table.setdefault(row.published_as, []).append(row)
     if not by_table:
         return []
     carrying = {name.lower() for name in carriers()}

@@ -1,6 +1,7 @@
 """SQLite capture: three row triggers per table (see `rows`)."""
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
 from sqlalchemy import Connection, text
@@ -9,6 +10,7 @@ from publisher.capture.dialect import carrying, literal
 from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
 from publisher.capture.tables import CaptureError, Column, Table
 from publisher.model.keys import NULL_KEY_VALUE
+from publisher.model.statements import Lexis
 from publisher.model.values import ValueType
 
 SQLITE_TRIGGER_SUFFIXES = ROW_TRIGGER_SUFFIXES
@@ -57,6 +59,22 @@ class SQLite(RowTriggers):
             for statement in statements:
                 conn.exec_driver_sql(statement)
             conn.commit()
+
+    lexis = Lexis(complete=sqlite3.complete_statement)
+
+    def begin_migration_sql(self, tables: Sequence[str]) -> list[str]:
+        """Python's sqlite3 runs DDL outside any transaction unless one is begun explicitly; an
+        immediate one makes the other writers wait (their busy timeout) rather than fail."""
+        return ["BEGIN IMMEDIATE"]
+
+    def before_migration_sql(self, tables: Sequence[str]) -> list[str]:
+        """SQLite refuses to drop a column a trigger names: the capture goes first, and comes
+        back for the new shape right after the statement, in the same transaction."""
+        return [statement for table in tables for statement in self.drop_capture_sql(table, table, False)]
+
+    def truncate_sql(self, statement: str, tables: Sequence[str]) -> list[str]:
+        """SQLite has no TRUNCATE: a DELETE of every row, whose triggers log each."""
+        return [f"DELETE FROM {self.qualify(table)}" for table in tables]
 
     def check(self, table: Table) -> None:
         for _, column in table.logged_key:

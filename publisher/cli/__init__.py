@@ -70,6 +70,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _guard(lambda: commands.purge_command(config), config)
     if args.command == "requeue":
         return _guard(lambda: commands.requeue_command(config, args), config)
+    if args.command == "migrate":
+        return _guard(lambda: commands.migrate_command(config, args), config)
     if args.command == "checkin":
         return _guard(lambda: commands.checkin_command(config, args), config)
     if args.command == "run":

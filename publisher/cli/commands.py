@@ -223,6 +223,31 @@ def _warn_unpublished(config: Config, engine: Any) -> None:
         )
 
 
+def migrate_command(config: Config, args: argparse.Namespace) -> int:
+    from publisher.model.statements import StatementSyntaxError
+    from publisher.service.migrate import MigrationError, migrate
+
+    if args.file is not None:
+        try:
+            sql = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"-f {args.file}: {exc.strerror or exc}") from None
+    else:
+        sql = ";\n".join(args.execute)
+    try:
+        result = migrate(config, sql, args.dry_run)
+    except StatementSyntaxError as exc:
+        raise UsageError(f"migrate: {exc}; nothing has run") from None
+    except MigrationError as exc:
+        raise UsageError(f"migrate: {config.database.redact(str(exc))}") from None
+    if args.dry_run:
+        print(";\n".join(result.sql) + (";" if result.sql else ""))
+    for table in result.shapes_recorded:
+        print(f"publisher: the capture of {table!r} was made anew for its new shape", file=sys.stderr)
+    print(json.dumps(result.summary()))
+    return 0
+
+
 def checkin_command(config: Config, args: argparse.Namespace) -> int:
     from sqlalchemy.exc import DBAPIError
 

@@ -127,6 +127,28 @@ def build_parser() -> argparse.ArgumentParser:
     ))
     poll.add_argument("--subscriber", metavar="NAME",
                       help="check out for this [subscribers.NAME] instead of running the status mode's cycle")
+    migrate = with_config(commands.add_parser(
+        "migrate", help="run a migration of published tables without failing the application's writes",
+        description="Runs the application's SQL (DDL and data changes) and makes the capture of every published "
+        "table it changes anew right after each statement, where no write of the table can run in between: in one "
+        "transaction on PostgreSQL and SQLite (undone whole if a statement fails), under LOCK TABLES on MariaDB and "
+        "MySQL (whose DDL cannot be undone: a failure says which statements had run). The application's writes of "
+        "those tables wait meanwhile instead of failing. A TRUNCATE of a published table publishes a delete per row "
+        "on every database. Statements on other tables pass through. Prints one JSON summary line.",
+        epilog="examples:\n"
+        "  publisher migrate -c publisher.toml -e 'ALTER TABLE usr RENAME COLUMN fname TO given'\n"
+        "  publisher migrate -c publisher.toml -f migrations/0042.sql --dry-run",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ))
+    migration = migrate.add_mutually_exclusive_group(required=True)
+    migration.add_argument("-e", "--execute", action="append", metavar="SQL",
+                           help="a statement (repeatable, run in order)")
+    migration.add_argument("-f", "--file", metavar="FILE",
+                           help="a file of statements separated by ; (- for standard input)")
+    migrate.add_argument("--dry-run", action="store_true",
+                         help="print every statement the migration would run, the capture's included: on PostgreSQL "
+                         "and SQLite it runs and is rolled back, so the capture's SQL is the new shape's; on MariaDB "
+                         "and MySQL nothing runs")
     checkin = with_config(commands.add_parser(
         "checkin", help="run a subscriber's own changes, which are then never delivered back to it",
         description="Runs SQL in one transaction and records it as checked in by the subscriber (seed 002's "

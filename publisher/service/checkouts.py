@@ -13,6 +13,7 @@ from sqlalchemy import Connection, Engine
 from publisher.config import Config, Reader
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
+from publisher.model.statements import Lexis, split_statements
 from publisher.pipeline.checkout import CheckOutState, checked_in
 from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
 from publisher.pipeline.event_log import event_log_table
@@ -82,18 +83,9 @@ def check_in(engine: Engine, config: Config, subscriber: str) -> Iterator[Connec
 
 
 def statements_of(text: str, dialect: str) -> list[str]:
-    """A script's statements: on SQLite split where a statement is complete (SQLite's own rule,
-    which knows its strings and trigger bodies); elsewhere the script is one call, which the
-    PostgreSQL driver runs statement by statement."""
+    """A script's statements: on SQLite cut where a statement is complete (`model.statements`,
+    with SQLite's own rule, which knows its strings and trigger bodies); elsewhere the script is
+    one call, which the PostgreSQL driver runs statement by statement."""
     if not dialect_of(dialect).one_statement_per_call:
         return [text] if text.strip() else []
-    statements: list[str] = []
-    pending = ""
-    for line in text.splitlines(keepends=True):
-        pending += line
-        if sqlite3.complete_statement(pending):
-            statements.append(pending.strip())
-            pending = ""
-    if pending.strip():
-        statements.append(pending.strip())
-    return statements
+    return [statement.text for statement in split_statements(text, Lexis(complete=sqlite3.complete_statement))]

@@ -1,0 +1,256 @@
+"""`publisher migrate`: the application's migration of published tables, run while the
+application writes. No write fails (on MariaDB a plain ALTER makes them fail until the capture is
+made anew: see test_migrations), each statement's capture is made anew for the new shape before
+any write runs, a TRUNCATE publishes its deletes, and what the database refuses is said with what
+had run."""
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from harness import Harness, drain
+from sqlalchemy import text
+
+from publisher.capture.install import capture_problems
+from publisher.cli import main
+from publisher.model.statements import Lexis, StatementSyntaxError, split_statements, truncated_tables
+from publisher.service.lock import PublisherLock
+from publisher.service.mirror import verify
+
+PUBLISHER_USER = "publisher_app"
+NUMERIC = {"sqlite": "NUMERIC(10,2)", "postgresql": "NUMERIC(10,2)", "mariadb": "DECIMAL(10,2)"}
+WIDER = {"postgresql": "ALTER TABLE {t} ALTER COLUMN amount TYPE NUMERIC(12,3)",
+         "mariadb": "ALTER TABLE {t} MODIFY amount DECIMAL(12,3)"}
+
+
+def site(spark, database, tmp_path: Path) -> tuple[Harness, Path]:
+    """`person`, keyed by a text and a date, with columns the migrations change and `note`, which
+    the application writes; its capture installed; a configuration file for the commands."""
+    h = Harness(spark, database, tmp_path, user=PUBLISHER_USER, tables=())
+    h.db.execute(f"CREATE TABLE {h.table('person')} (code VARCHAR(20) NOT NULL, day DATE NOT NULL, "
+                 f"family_name VARCHAR(40), born DATE, amount {NUMERIC[h.dialect]}, note VARCHAR(40), "
+                 "PRIMARY KEY (code, day))")
+    h.install("person")
+    schema = f'schema = "{h.db.schema}"\n' if h.db.schema else ""
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "{h.db.url}"\n{schema}user = "{PUBLISHER_USER}"\n'
+                    f'[output]\ndirectory = "{h.output}"\n', encoding="utf-8")
+    return h, path
+
+
+class Writers:
+    """Application threads inserting, updating and deleting rows of `person` (the columns no
+    migration touches), each on keys of its own, until stopped; every failure kept."""
+
+    def __init__(self, h: Harness, count: int = 3) -> None:
+        self.h = h
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+        self.transactions = 0
+        self.threads = [threading.Thread(target=self.write, args=(n,), daemon=True) for n in range(count)]
+
+    def __enter__(self) -> Writers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(60)
+
+    def write(self, writer: int) -> None:
+        rng = random.Random(writer)
+        person = self.h.table("person")
+        while not self.stop.is_set():
+            code, day = f"w{writer}-{rng.randrange(12)}", f"2026-0{rng.randrange(1, 4)}-0{rng.randrange(1, 9)}"
+            where = f"code = '{code}' AND day = '{day}'"
+            action = rng.choice(["insert", "update", "delete", "reinsert"])
+            try:
+                with self.h.engine.begin() as conn:
+                    exists = conn.execute(text(f"SELECT COUNT(*) FROM {person} WHERE {where}")).scalar_one()
+                    if action in ("delete", "reinsert") and exists:
+                        conn.execute(text(f"DELETE FROM {person} WHERE {where}"))
+                    if action in ("insert", "reinsert") and (not exists or action == "reinsert"):
+                        conn.execute(text(f"INSERT INTO {person} (code, day, note) VALUES ('{code}', '{day}', "
+                                          f"'n{rng.randrange(100)}')"))
+                    elif action == "update" and exists:
+                        conn.execute(text(f"UPDATE {person} SET note = 'u{rng.randrange(100)}' WHERE {where}"))
+                self.transactions += 1
+            except Exception as exc:  # what the application would see
+                self.errors.append(f"{action}: {exc}")
+            time.sleep(0.002)
+
+
+def migrate(path: Path, *statements: str, capsys=None) -> dict:  # type: ignore[no-untyped-def]
+    assert main(["migrate", "-c", str(path), *[a for s in statements for a in ("-e", s)]]) == 0
+    if capsys is None:
+        return {}
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql", "mariadb"], indirect=True)
+def test_writers_never_fail_while_migrate_renames_drops_adds_retypes_and_truncates(spark, database, tmp_path, capsys):
+    h, path = site(spark, database, tmp_path)
+    person = h.table("person")
+    h.db.execute(f"INSERT INTO {person} VALUES ('a', '2026-01-01', 'Lee', '1990-01-01', 12.5, 'x')")
+    with Writers(h) as writers:
+        time.sleep(0.3)
+        summary = migrate(path, f"ALTER TABLE {person} RENAME COLUMN family_name TO surname", capsys=capsys)
+        assert summary["tables"] == ["person"] and summary["shapes_recorded"] == ["person"], summary
+        time.sleep(0.2)
+        migrate(path, f"ALTER TABLE {person} DROP COLUMN born")
+        time.sleep(0.2)
+        if h.dialect in WIDER:
+            migrate(path, WIDER[h.dialect].format(t=person))
+            time.sleep(0.2)
+        migrate(path, f"ALTER TABLE {person} ADD COLUMN email VARCHAR(40) DEFAULT 'none'",
+                f"UPDATE {person} SET surname = 'Ng' WHERE code = 'a'")
+        time.sleep(0.2)
+        for _ in range(2):  # cycles among the writes, across the migrations
+            h.poll()
+        summary = migrate(path, f"TRUNCATE TABLE {person}", capsys=capsys)
+        assert summary["truncated"] == ["person"], summary
+        time.sleep(0.5)
+    assert writers.errors == [], writers.errors[:5]
+    assert writers.transactions > 50
+    assert capture_problems(h.config, h.engine) == []
+    drain(h)
+    assert [str(d) for d in verify(h.config, h.engine)] == [], "every object since the TRUNCATE captured whole"
+    reasons = {r["reason"] for r in h.rejects()}
+    assert reasons <= {"column 'family_name' does not exist in table 'person'",
+                       "column 'born' does not exist in table 'person'"}, reasons
+
+
+@pytest.mark.parametrize("database", ["sqlite", "mariadb"], indirect=True)
+def test_a_truncate_through_migrate_publishes_a_delete_per_object(spark, database, tmp_path):
+    """MariaDB and SQLite fire no trigger on TRUNCATE (SQLite has none): migrate deletes the rows
+    first, so the consumer ends without them."""
+    h, path = site(spark, database, tmp_path)
+    person = h.table("person")
+    h.db.execute(f"INSERT INTO {person} (code, day, note) VALUES ('a', '2026-01-01', 'x'), ('b', '2026-01-02', 'y')")
+    drain(h)
+    migrate(path, f"TRUNCATE {person}")
+    drain(h)
+    deleted = [op.findtext("association").split(",table=")[0] for op in h.published(new_only=False).operations
+               if op.tag == "delete"]
+    assert sorted(deleted) == ["code=a+day=2026-01-01", "code=b+day=2026-01-02"]
+    assert verify(h.config, h.engine) == []
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql", "mariadb"], indirect=True)
+def test_a_refused_statement_says_what_had_run(spark, database, tmp_path, capsys):
+    """PostgreSQL and SQLite undo the whole migration; MariaDB's DDL commits on its own, so the
+    message names the statements that ran and are kept (their capture made anew)."""
+    h, path = site(spark, database, tmp_path)
+    person = h.table("person")
+    sql = tmp_path / "0042.sql"
+    sql.write_text(f"-- a migration\nALTER TABLE {person} ADD COLUMN email VARCHAR(40);\n\n"
+                   f"ALTER TABLE {person} DROP COLUMN no_such_column;\nALTER TABLE {person} DROP COLUMN note;\n",
+                   encoding="utf-8")
+    capsys.readouterr()
+    assert main(["migrate", "-c", str(path), "-f", str(sql)]) == 2
+    err = capsys.readouterr().err
+    assert "statement 2 (line 4) failed" in err and "no_such_column" in err, err
+    columns = {c["name"] for c in h.db.engine.dialect.get_columns(h.db.engine.connect(), "person", h.db.schema)}
+    if h.dialect == "mariadb":
+        assert "statements 1 had run and are kept" in err, err
+        assert "email" in columns
+    else:
+        assert "nothing of the migration was kept" in err, err
+        assert "email" not in columns
+    assert "note" in columns, "nothing after the refused statement ran"
+    assert capture_problems(h.config, h.engine) == []
+    h.db.execute(f"INSERT INTO {person} (code, day, note) VALUES ('c', '2026-01-03', 'z')")
+
+
+def test_malformed_sql_and_a_missing_file_are_refused_before_anything_runs(sqlite_database, spark, tmp_path, capsys):
+    h, path = site(spark, sqlite_database, tmp_path)
+    capsys.readouterr()
+    assert main(["migrate", "-c", str(path), "-e", "ALTER TABLE person ADD COLUMN x TEXT DEFAULT 'open"]) == 2
+    assert "line 1: a quoted text opened with ' is never closed; nothing has run" in capsys.readouterr().err
+    assert main(["migrate", "-c", str(path), "-f", str(tmp_path / "missing.sql")]) == 2
+    assert "missing.sql: No such file or directory" in capsys.readouterr().err
+    assert "x" not in {row[1] for row in h.db.rows("PRAGMA table_info(person)")}
+
+
+def test_a_column_named_like_a_multi_valued_attribute_is_refused(spark, sqlite_database, tmp_path, capsys):
+    h, path = site(spark, sqlite_database, tmp_path)
+    h.db.execute("CREATE TABLE person_phone (code VARCHAR(20) NOT NULL, day DATE NOT NULL, phone VARCHAR(20) "
+                 "NOT NULL, PRIMARY KEY (code, day, phone))")
+    path.write_text(path.read_text(encoding="utf-8") + '[classes.person]\nmulti_valued = { phone = '
+                    '"person_phone.phone" }\n', encoding="utf-8")
+    capsys.readouterr()
+    assert main(["migrate", "-c", str(path), "-e", "ALTER TABLE person RENAME COLUMN note TO phone"]) == 2
+    err = capsys.readouterr().err
+    assert "a column named 'phone'" in err and "classes.person.multi_valued" in err and "nothing has run" in err
+    assert "note" in {row[1] for row in h.db.rows("PRAGMA table_info(person)")}
+
+
+@pytest.mark.parametrize("database", ["sqlite", "mariadb"], indirect=True)
+def test_migrate_runs_beside_a_publisher_holding_the_lock(spark, database, tmp_path):
+    """A running publisher holds the event log's lock for its lifetime: migrate takes no part of
+    it, and the cycles wait on the migration's tables (MariaDB: its LOCK TABLES) instead."""
+    h, path = site(spark, database, tmp_path)
+    person = h.table("person")
+    h.db.execute(f"INSERT INTO {person} (code, day, family_name) VALUES ('a', '2026-01-01', 'Lee')")
+    with PublisherLock(h.config) as lock:
+        assert lock.held
+        migrate(path, f"ALTER TABLE {person} RENAME COLUMN family_name TO surname")
+        h.db.execute(f"UPDATE {person} SET surname = 'Ng'")
+        drain(h)
+    attributes = {a.get("attr-name") for op in h.published(new_only=False).operations for a in op.iter("modify-attr")}
+    assert "surname" in attributes
+
+
+def test_dry_run_prints_the_capture_made_anew_and_changes_nothing(spark, sqlite_database, tmp_path, capsys):
+    h, path = site(spark, sqlite_database, tmp_path)
+    capsys.readouterr()
+    assert main(["migrate", "-c", str(path), "--dry-run", "-e", "ALTER TABLE person DROP COLUMN born"]) == 0
+    out = capsys.readouterr().out
+    assert "ALTER TABLE person DROP COLUMN born;" in out and "CREATE TRIGGER person_publisher_ins" in out
+    assert json.loads(out.strip().splitlines()[-1])["dry_run"] is True
+    assert "born" in {row[1] for row in h.db.rows("PRAGMA table_info(person)")}
+    assert capture_problems(h.config, h.engine) == []
+
+
+# --- the SQL text's statements ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("sql", "lexis", "expected"), [
+    ("ALTER TABLE a ADD b INT; -- c;\nUPDATE a SET b = ';'", Lexis(),
+     ["ALTER TABLE a ADD b INT", "UPDATE a SET b = ';'"]),
+    ("CREATE FUNCTION f() RETURNS int AS $x$ SELECT 1; $x$ LANGUAGE sql;; SELECT 2", Lexis(),
+     ["CREATE FUNCTION f() RETURNS int AS $x$ SELECT 1; $x$ LANGUAGE sql", "SELECT 2"]),
+    ("SELECT 'it\\'s;'; # x;\nSELECT 2", Lexis(hash_comments=True, backslash_escapes=True),
+     ["SELECT 'it\\'s;'", "SELECT 2"]),
+    ("SELECT 'c:\\'; SELECT 1 # 2; SELECT 3", Lexis(), ["SELECT 'c:\\'", "SELECT 1 # 2", "SELECT 3"]),
+    ('UPDATE "a;b" SET "c""" = 1 /* ; */; ', Lexis(), ['UPDATE "a;b" SET "c""" = 1 /* ; */']),
+])
+def test_statements_end_at_a_semicolon_outside_texts_names_comments_and_bodies(sql, lexis, expected):
+    assert [s.text for s in split_statements(sql, lexis)] == expected
+
+
+def test_sqlite_trigger_bodies_are_one_statement_and_lines_are_counted():
+    import sqlite3
+
+    sql = "\n-- header\nCREATE TRIGGER t AFTER INSERT ON a BEGIN INSERT INTO b VALUES (1); END;\n\nDELETE FROM a"
+    found = split_statements(sql, Lexis(complete=sqlite3.complete_statement))
+    assert [(s.text[:14], s.line) for s in found] == [("CREATE TRIGGER", 3), ("DELETE FROM a", 5)]
+
+
+@pytest.mark.parametrize("sql", ["SELECT 'a", 'SELECT "a', "SELECT /* a", "SELECT $q$ a"])
+def test_an_unclosed_quote_comment_or_body_is_an_error_with_its_line(sql):
+    with pytest.raises(StatementSyntaxError, match="line 2"):
+        split_statements("SELECT 1;\n" + sql)
+
+
+@pytest.mark.parametrize(("statement", "tables"), [
+    ("TRUNCATE usr", ["usr"]), ("truncate table S.Usr, \"Other\" RESTART IDENTITY CASCADE", ["usr", "Other"]),
+    ("TRUNCATE ONLY `a``b`", ["a`b"]), ("DELETE FROM usr", None), ('"TRUNCATE" x', None),
+])
+def test_truncated_tables(statement, tables):
+    assert truncated_tables(statement) == tables
