@@ -51,21 +51,26 @@ def connect(config: Config) -> Engine:
 
 
 class HeldConnection:
-    """One connection of the database, for `publisher migrate`: `engine.connect()` is always
-    it, and its commits and rollbacks are only the migration's own (`commit`, `rollback`), so
-    that the capture's code, which reflects and reads through the engine, sees the migration's
-    DDL before it commits and undoes none of it."""
+    """One connection of the database, for a migration: `engine.connect()` is always it, and
+    its commits and rollbacks are only the migration's own (`commit`, `rollback`), so that the
+    capture's code, which reflects and reads through the engine, sees the migration's DDL
+    before it commits and undoes none of it."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, url: Any, dbapi: Any, owned: tuple[Any, Engine] | None = None) -> None:
         from sqlalchemy.pool import StaticPool
 
-        self._base = connect(config)
-        self._fairy = self._base.raw_connection()
-        self.dbapi: Any = self._fairy.dbapi_connection
-        self.engine = create_engine(self._base.url, poolclass=StaticPool, pool_reset_on_return=None,
-                                    creator=lambda: self.dbapi)
+        self.dbapi = dbapi
+        self._owned = owned
+        self.engine = create_engine(url, poolclass=StaticPool, pool_reset_on_return=None, creator=lambda: dbapi)
         for name in ("do_commit", "do_rollback", "do_close"):
             setattr(self.engine.dialect, name, _nothing)
+
+    @classmethod
+    def of(cls, config: Config) -> HeldConnection:
+        """A connection of its own, closed with it."""
+        base = connect(config)
+        fairy = base.raw_connection()
+        return cls(base.url, fairy.dbapi_connection, (fairy, base))
 
     def run(self, statement: str) -> None:
         """A statement as written, no parameters (so `%` is only a character)."""
@@ -83,8 +88,10 @@ class HeldConnection:
 
     def close(self) -> None:
         self.engine.dispose()
-        self._fairy.close()
-        self._base.dispose()
+        if self._owned is not None:
+            fairy, base = self._owned
+            fairy.close()
+            base.dispose()
 
 
 def _nothing(connection: Any) -> None:

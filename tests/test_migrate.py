@@ -254,3 +254,59 @@ def test_an_unclosed_quote_comment_or_body_is_an_error_with_its_line(sql):
 ])
 def test_truncated_tables(statement, tables):
     assert truncated_tables(statement) == tables
+
+
+# --- Alembic --------------------------------------------------------------------------------------
+
+ALEMBIC_VERSION = '''
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0001"
+down_revision = None
+
+
+def upgrade():
+    op.alter_column("person", "family_name", new_column_name="surname", existing_type=sa.String(40),
+                    schema={schema!r})
+    op.add_column("person", sa.Column("email", sa.String(40), server_default="none"), schema={schema!r})
+'''
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql", "mariadb"], indirect=True)
+def test_an_alembic_migration_through_the_shipped_env_fails_no_write(spark, database, tmp_path):
+    """The env.py in examples/alembic, run by Alembic itself: a rename and a column added with a
+    default while the application writes."""
+    import shutil
+
+    from alembic import command
+    from alembic.config import Config as AlembicConfig
+
+    h, path = site(spark, database, tmp_path)
+    person = h.table("person")
+    scripts = tmp_path / "alembic"
+    (scripts / "versions").mkdir(parents=True)
+    shutil.copy(Path(__file__).parent.parent / "examples" / "alembic" / "env.py", scripts / "env.py")
+    (scripts / "versions" / "0001_rename.py").write_text(ALEMBIC_VERSION.format(schema=h.db.schema),
+                                                         encoding="utf-8")
+    url = h.engine.url
+    if h.dialect == "mariadb":
+        url = url.set(database=h.db.schema)
+    elif h.dialect == "postgresql":
+        url = url.update_query_dict({"options": f"-csearch_path={h.db.schema}"})
+    alembic = AlembicConfig()
+    alembic.set_main_option("script_location", str(scripts))
+    alembic.set_main_option("sqlalchemy.url", url.render_as_string(hide_password=False).replace("%", "%%"))
+    alembic.set_main_option("publisher_config", str(path))
+    h.db.execute(f"INSERT INTO {person} (code, day, family_name) VALUES ('a', '2026-01-01', 'Lee')")
+    with Writers(h) as writers:
+        time.sleep(0.3)
+        command.upgrade(alembic, "head")
+        time.sleep(0.3)
+    assert writers.errors == [], writers.errors[:5]
+    assert capture_problems(h.config, h.engine) == []
+    h.db.execute(f"UPDATE {person} SET surname = 'Ng', email = 'a@b' WHERE code = 'a'")
+    drain(h)
+    changed = {a.get("attr-name") for op in h.published(new_only=False).operations
+               if op.findtext("association").startswith("code=a+") for a in op.iter("modify-attr")}
+    assert {"surname", "email"} <= changed

@@ -1,0 +1,237 @@
+"""A migration of published tables, statement by statement, on a held connection (README,
+"Migrations of published tables"): which captures a statement may change, how their tables are
+taken from the application and given back, and the captures made anew right after it.
+`publisher migrate` (`service.migrate`) and the Alembic hook (`service.alembic_migrations`) both
+run their statements through it.
+
+Triggers name the columns they log: between a statement that drops or renames a published column
+and the capture made anew for the new shape, every write of the table would fail on MariaDB and
+MySQL (SQLite refuses the drop itself). So each statement that may change a published table runs
+where its writers cannot: in one transaction on PostgreSQL and SQLite (DDL is transactional
+there; the tables it alters stay locked until it commits), under `LOCK TABLES … WRITE` of the
+table's capture (its class's tables too) and the event log on MariaDB and MySQL, whose DDL commits
+on its own but keeps the locks. Right after the statement, before anything else runs, the capture
+of each table whose shape changed is made anew and the new shape recorded, on the same
+connection. A TRUNCATE, which no trigger sees but PostgreSQL's, is preceded by a DELETE whose
+triggers log each row's delete. Statements on no published table pass through as they are.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from publisher.capture.install import capture_of, follow_shapes
+from publisher.capture.shape import recorded_families
+from publisher.config import Config
+from publisher.database import HeldConnection, table_schema
+from publisher.dialects.reflection import reflection
+from publisher.model.logical import class_config
+from publisher.model.statements import Statement, is_ddl, names_in, truncated_tables, words_in
+
+log = logging.getLogger("publisher")
+
+TAKE_SECONDS = 60.0
+"""How long a migration tries to take its tables from the application's transactions."""
+
+
+class MigrationError(RuntimeError):
+    """A statement the database refused, or one the publisher refuses before running anything:
+    which, why, and what had already run."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One statement of the migration and the captures (by the name each was installed as, in
+    lower case) of the published tables it may change."""
+
+    number: int
+    statement: Statement
+    captures: tuple[str, ...]
+
+    def where(self) -> str:
+        return f"statement {self.number} (line {self.statement.line})"
+
+
+@dataclass
+class MigrationResult:
+    """What `publisher migrate` did, as its summary line says it."""
+
+    statements: int = 0
+    passed_through: int = 0
+    tables: list[str] = field(default_factory=list)
+    """The published tables (as installed) a statement may have changed."""
+    shapes_recorded: list[str] = field(default_factory=list)
+    """The tables whose capture was made anew for a new shape, and the shape recorded."""
+    truncated: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    waited_for_writers: float = 0.0
+    """How long the migration waited for the application's transactions to let go of its tables."""
+    writers_held: float = 0.0
+    """The longest time the migrated tables' writers had to wait for it (its tables locked)."""
+    dry_run: bool = False
+    sql: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        found = dataclasses.asdict(self)
+        del found["sql"]
+        for name in ("seconds", "waited_for_writers", "writers_held"):
+            found[name] = round(found[name], 3)
+        return found
+
+
+class Migration:
+    """A migration on a held connection, and what it did (`result`, and the steps `ran`, for the
+    message when a statement fails)."""
+
+    def __init__(self, config: Config, held: HeldConnection) -> None:
+        self.config = config
+        self.held = held
+        self.dialect = capture_of(config, held.engine)
+        self.families = recorded_families(config, held.engine)
+        self.member_of = {table.lower(): capture for capture, tables in self.families.items() for table in tables}
+        self.member_of.update({capture: capture for capture in self.families})
+        self.result = MigrationResult()
+        self.ran: list[Step] = []
+        self.current: Step | None = None
+
+    def captures_of(self, statement: str) -> tuple[str, ...]:
+        """The captures (by the name each was installed as, in lower case) of the published
+        tables a statement names."""
+        return tuple(sorted({self.member_of[name] for name in names_in(statement) if name in self.member_of}))
+
+    def plan(self, statements: Sequence[Statement]) -> list[Step]:
+        """Each statement with the captures it may change; one that would give a class's table a
+        column named like one of its multi-valued attributes is refused before anything runs."""
+        steps = [Step(number, statement, self.captures_of(statement.text))
+                 for number, statement in enumerate(statements, 1)]
+        for step in steps:
+            _refuse_attribute_names(self.config, step)
+        return steps
+
+    def tables_of(self, captures: Sequence[str]) -> list[str]:
+        return existing(self.config, self.held, [t for capture in captures for t in self.families[capture]])
+
+    def execute(self, statements: Sequence[str]) -> None:
+        for statement in statements:
+            self.held.run(statement)
+            self.result.sql.append(statement)
+
+    def take(self, tables: Sequence[str]) -> float:
+        """Take the tables from the application (`begin_migration_sql`), trying again while its
+        transactions hold them, for at most TAKE_SECONDS; when they were taken."""
+        statements = self.dialect.begin_migration_sql(tables)
+        started = time.monotonic()
+        pause = 0.001
+        while True:
+            try:
+                self.execute(statements)
+                break
+            except Exception as exc:
+                if not self.dialect.migration_lock_busy(exc):
+                    raise
+                if time.monotonic() > started + TAKE_SECONDS:
+                    raise TimeoutError(f"the application's transactions held its tables for {TAKE_SECONDS:.0f} s "
+                                       "without a moment's pause (try again at a quieter time)") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        taken = time.monotonic()
+        self.result.waited_for_writers += taken - started
+        return taken
+
+    def give_back(self, taken: float) -> None:
+        self.execute(self.dialect.end_migration_sql())
+        self.result.writers_held = max(self.result.writers_held, time.monotonic() - taken)
+
+    def before(self, statement: str, captures: Sequence[str]) -> bool:
+        """Run what goes before a statement on published tables: on SQLite the capture dropped
+        before DDL; before a TRUNCATE the DELETE whose triggers log it. Whether the statement
+        itself is still to run (SQLite has no TRUNCATE: the DELETE was all of it)."""
+        tables = self.tables_of(captures)
+        if is_ddl(statement):
+            self.execute(self.dialect.before_migration_sql(tables))
+        truncated = truncated_tables(statement)
+        if truncated is None:
+            return True
+        emptied = [t for t in tables if t.lower() in {name.lower() for name in truncated}]
+        self.result.truncated += emptied
+        instead = self.dialect.truncate_sql(statement, emptied)
+        self.execute([s for s in instead if s != statement])
+        return statement in instead
+
+    def after(self, statement: str, captures: Sequence[str]) -> None:
+        """The capture of each table whose shape the statement changed, made anew and recorded."""
+        if not is_ddl(statement):
+            return
+        stale = follow_shapes(self.config, self.held.engine, set(captures), self.execute)
+        self.result.shapes_recorded += [f.published_as for f in stale
+                                        if f.published_as not in self.result.shapes_recorded]
+
+    def step(self, step: Step) -> None:
+        self.current = step
+        statement = step.statement.text
+        if not step.captures or self.before(statement, step.captures):
+            self.execute([statement])
+        if step.captures:
+            self.after(statement, step.captures)
+        self.ran.append(step)
+
+    def abandon(self, taken: bool) -> None:
+        """After a failure: the transaction rolled back, the tables given back."""
+        try:
+            self.held.rollback()
+            for statement in self.dialect.end_migration_sql() if taken else []:
+                self.held.run(statement)
+        except Exception:  # the connection is gone: its locks went with it
+            log.debug("could not end the migration's locks", exc_info=True)
+
+    def refused(self, exc: Exception) -> MigrationError:
+        """What the failure of the current step says: which statement, why, and what had run."""
+        from publisher.errors import root_cause
+
+        step = self.current
+        where = step.where() if step else "the migration"
+        if self.dialect.transactional_ddl:
+            done = "nothing of the migration was kept (it ran in one transaction, rolled back)"
+        elif self.ran:
+            done = (f"statements {', '.join(str(s.number) for s in self.ran)} had run and are kept (each DDL "
+                    f"statement commits on its own), with the capture of their tables made anew")
+        else:
+            done = "no statement of the migration had run"
+        text = step.statement.text if step else ""
+        shown = text if len(text) <= 200 else text[:200] + "…"
+        return MigrationError(f"{where} failed: {root_cause(exc)}\n  {shown}\n{done}")
+
+
+def _refuse_attribute_names(config: Config, step: Step) -> None:
+    """A column of a class's table named like one of its multi-valued attributes or references
+    would publish two values under one name: refused before anything runs."""
+    words = {word.lower() for word in words_in(step.statement.text)}
+    for capture in step.captures:
+        found = class_config(config.classes, capture)
+        if found is None:
+            continue
+        attributes = {name.lower() for name in found.multi_valued}
+        clash = sorted(words & attributes)
+        if clash and _renames_or_adds(step.statement.text):
+            raise MigrationError(
+                f"{step.where()} may give table {capture!r} a column named {clash[0]!r}, which is the name of one of "
+                f"its class's multi-valued attributes (classes.{capture}.multi_valued): rename the attribute in the "
+                f"configuration first, or choose another name; nothing has run")
+
+
+def _renames_or_adds(statement: str) -> bool:
+    words = [word.upper() for word in words_in(statement)]
+    return words[:2] == ["ALTER", "TABLE"] and any(w in ("RENAME", "ADD", "CHANGE") for w in words)
+
+
+def existing(config: Config, held: HeldConnection, tables: Sequence[str]) -> list[str]:
+    """The tables that exist, as the database names them, each once (with the event log's
+    helper tables, when they are asked for)."""
+    schema = table_schema(config, held.engine)
+    names = {name.lower(): name for name in reflection(held.engine, schema).get_table_names(schema=schema)}
+    return list(dict.fromkeys(names[t.lower()] for t in tables if t.lower() in names))
+
