@@ -399,6 +399,9 @@ def _report_verification(result: Any, reader: Reader) -> None:
         print(f"{_count(len(result.differences), 'difference')} over {counted}")
     else:
         print(f"mirror equals source: {counted}, {_count(result.documents, 'document')} replayed")
+    for (table, attribute), count in sorted(getattr(result, "retired", {}).items()):
+        print(f"retired: {table}.{attribute}: {_count(count, 'object')} keep values of a column the table no longer "
+              "has (dropped or renamed); not a difference")
     if result.pending:
         are = "is" if result.pending == 1 else "are"
         waiting = "still new" if reader.is_status_mode else "not checked out yet"

@@ -11,7 +11,9 @@ a published table is run as `publisher migrate` runs it (`service.migration`): i
 from the application first (MariaDB and MySQL: LOCK TABLES; SQLite: an immediate transaction
 where Alembic has none open; PostgreSQL: Alembic's own transaction), the capture of each table
 whose shape it changed made anew right after it on the same connection, then the tables given
-back. `examples/alembic/env.py` is such an env.py.
+back. Once the block has ended (Alembic's transaction committed), the rows of every table that
+gained, renamed or retyped a column are published again, as `migrate` does. `examples/alembic/env.py`
+is such an env.py.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from sqlalchemy import Connection, event
 from publisher.config import Config
 from publisher.database import HeldConnection
 from publisher.model.statements import Statement
+from publisher.service.migrate import resync
 from publisher.service.migration import Migration, MigrationResult, Step
 
 log = logging.getLogger("publisher")
@@ -108,3 +111,6 @@ def published_migrations(connection: Connection, config: Config | str | Path) ->
         event.remove(connection.engine, "handle_error", hook.failed)
         log.setLevel(level)
         held.close()
+    result = hook.migration.result
+    if result.resync:  # Alembic's transaction has committed: the rows are published as they are now
+        result.resynced = resync(config, result.resync)

@@ -38,11 +38,32 @@ def migrate(config: Config, sql: str, dry_run: bool = False) -> MigrationResult:
         else:
             for segment in segments(steps, migration.dialect.transactional_ddl):
                 run_segment(migration, segment, dry_run)
-        result.seconds = time.monotonic() - started
-        return result
     finally:
         log.setLevel(level)
         held.close()
+    if result.resync and not dry_run:
+        result.resynced = resync(config, result.resync)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def resync(config: Config, tables: Sequence[str]) -> dict[str, int]:
+    """Publish every row of the tables again (a snapshot: chunked, resumable, in order with the
+    writes around it), so that the consumer ends with what a migration wrote itself."""
+    from publisher.capture.install import published_tables
+    from publisher.database import connect
+    from publisher.service.snapshot import ProgressLines, snapshot
+
+    engine = connect(config)
+    try:
+        published = {name.lower() for name in published_tables(config, engine).names}
+        still = [table for table in tables if table.lower() in published]  # not dropped later in the migration
+        if not still:
+            return {}
+        taken = snapshot(config, engine, still, progress=ProgressLines())
+    finally:
+        engine.dispose()
+    return {name: table.rows for name, table in taken.tables.items()}
 
 
 def segments(steps: Sequence[Step], transactional: bool) -> list[list[Step]]:

@@ -67,6 +67,12 @@ class MigrationResult:
     shapes_recorded: list[str] = field(default_factory=list)
     """The tables whose capture was made anew for a new shape, and the shape recorded."""
     truncated: list[str] = field(default_factory=list)
+    resync: list[str] = field(default_factory=list)
+    """The tables whose rows are published again once the migration is committed: a column
+    added (its default in every row), renamed (its values under the new name) or retyped (its
+    values as the new type spells them); not those that only lost columns."""
+    resynced: dict[str, int] = field(default_factory=dict)
+    """Rows logged for each by the snapshot that publishes them again."""
     seconds: float = 0.0
     waited_for_writers: float = 0.0
     """How long the migration waited for the application's transactions to let go of its tables."""
@@ -167,8 +173,11 @@ class Migration:
         if not is_ddl(statement):
             return
         stale = follow_shapes(self.config, self.held.engine, set(captures), self.execute)
-        self.result.shapes_recorded += [f.published_as for f in stale
-                                        if f.published_as not in self.result.shapes_recorded]
+        for found in stale:
+            if found.published_as not in self.result.shapes_recorded:
+                self.result.shapes_recorded.append(found.published_as)
+            if found.published_as not in self.result.resync and not only_dropped(found.installed, found.now):
+                self.result.resync.append(found.published_as)
 
     def step(self, step: Step) -> None:
         self.current = step
@@ -204,6 +213,21 @@ class Migration:
         text = step.statement.text if step else ""
         shown = text if len(text) <= 200 else text[:200] + "…"
         return MigrationError(f"{where} failed: {root_cause(exc)}\n  {shown}\n{done}")
+
+
+def only_dropped(installed: str, now: str) -> bool:
+    """Whether a shape change (`StaleCapture`'s columns before and now) only took columns away:
+    nothing of the rows left needs publishing again. In doubt (types are not in these lists, a
+    class's tables, a table rebuilt), not."""
+    before, after = _column_names(installed), _column_names(now)
+    return before is not None and after is not None and after < before
+
+
+def _column_names(listed: str) -> set[str] | None:
+    """The names of `Shape.columns`' list (`id (key), fname`), None for anything else."""
+    if ";" in listed or ":" in listed or "(was it" in listed:
+        return None
+    return {name.strip().removesuffix(" (key)") for name in listed.split(",")}
 
 
 def _refuse_attribute_names(config: Config, step: Step) -> None:

@@ -85,6 +85,9 @@ class Verification:
     tables: int
     documents: int
     pending: int
+    retired: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Values the consumer keeps of columns the tables no longer have (`compare`): said apart,
+    not differences."""
 
 
 def document_paths(directory: Path) -> list[Path]:
@@ -166,11 +169,13 @@ def source_objects(
     """The objects the consumer should hold, read from the published tables as query-back reads
     them (a subscriber's: the tables and columns its subscription tracks), and the values that
     cannot be published (`published` left empty for compare to fill)."""
-    _, objects, problems = _source(config, engine, reader)
+    _, objects, problems, _ = _source(config, engine, reader)
     return objects, problems
 
 
-def _source(config: Config, engine: Engine, reader: Reader) -> tuple[int, Objects, list[Difference]]:
+def _source(config: Config, engine: Engine, reader: Reader
+            ) -> tuple[int, Objects, list[Difference], dict[str, frozenset[str]]]:
+    """(tables, objects, problems, the attributes each table publishes now)."""
     from publisher.capture.install import published_tables
     from publisher.database import association_schema, table_schema
     from publisher.model.catalog import reflect_catalog
@@ -215,7 +220,9 @@ def _source(config: Config, engine: Engine, reader: Reader) -> tuple[int, Object
                 problems.append(Difference(name, attribute, f"{CANNOT_PUBLISH}: {problem}", ""))
             elif value is not None:
                 objects[name].setdefault(attribute, set()).add(_published(table, attribute, value, references))
-    return len(tables), objects, problems
+    attributes = {table.name: frozenset(c.name for c in table.columns) | table.multi_valued_names
+                  for table in tables.values()}
+    return len(tables), objects, problems, attributes
 
 
 def _published(table: TableInfo, attribute: str, value: str, references: References) -> str:
@@ -224,8 +231,18 @@ def _published(table: TableInfo, attribute: str, value: str, references: Referen
     return value if target is None else references.value(target, value).text
 
 
-def compare(mirror: Mirror, source: Objects, source_problems: Iterable[Difference] = ()) -> list[Difference]:
-    """Every difference between the consumer and the source, and the mirror's anomalies, sorted."""
+Retired = dict[tuple[str, str], int]
+"""Per table and attribute, the objects whose values the consumer holds for a column the table
+no longer has (dropped or renamed by a migration): kept there, as the connector keeps them."""
+
+
+def compare(mirror: Mirror, source: Objects, source_problems: Iterable[Difference] = (),
+            attributes: dict[str, frozenset[str]] | None = None, retired: Retired | None = None) -> list[Difference]:
+    """Every difference between the consumer and the source, and the mirror's anomalies, sorted.
+    With `attributes` (each table's now), an attribute the consumer holds that its table no
+    longer publishes is counted in `retired` instead of being a difference."""
+    if attributes is not None and retired is not None:
+        _set_retired_apart(mirror, source, attributes, retired)
     problems: dict[str, dict[str, Difference]] = {}
     for problem in source_problems:
         problems.setdefault(problem.association, {})[problem.attribute or ""] = problem
@@ -240,6 +257,23 @@ def compare(mirror: Mirror, source: Objects, source_problems: Iterable[Differenc
             found.append(Difference(name, None, _presence(expected), _presence(published)))
         found += _attribute_differences(name, expected, published, problems.get(name, {}))
     return sorted(found, key=lambda d: (d.association, d.attribute or "", d.expected, d.published))
+
+
+def _set_retired_apart(mirror: Mirror, source: Objects, attributes: dict[str, frozenset[str]],
+                       retired: Retired) -> None:
+    """Take the retired attributes out of the mirror's objects that the source holds too,
+    counting them (an object the source no longer has is a difference whole, as it was)."""
+    lowered = {table.lower(): {name.lower() for name in names} for table, names in attributes.items()}
+    for name, published in mirror.objects.items():
+        if name not in source:
+            continue
+        table = name.rsplit(",table=", 1)[-1].rsplit(",schema=", 1)[0]
+        now = lowered.get(table.lower())
+        if now is None:
+            continue
+        for attribute in [a for a in published if a.lower() not in now]:
+            del published[attribute]
+            retired[(table, attribute)] = retired.get((table, attribute), 0) + 1
 
 
 def _attribute_differences(
@@ -286,8 +320,9 @@ def check(
     subscriber: its documents, against what its subscription tracks."""
     directory = Path(documents if documents is not None else reader.output(config))
     mirror = replay(document_paths(directory))
-    tables, source, problems = _source(config, engine, reader)
-    differences = compare(mirror, source, problems)
+    tables, source, problems, attributes = _source(config, engine, reader)
+    retired: Retired = {}
+    differences = compare(mirror, source, problems, attributes, retired)
     objects = len(source.keys() | mirror.objects.keys())
     if config.triggerless:
         pending = 0
@@ -297,7 +332,7 @@ def check(
         from publisher.pipeline.subscribers import subscriber_backlog
 
         pending = subscriber_backlog(config, engine, reader.subscriber).waiting
-    return Verification(differences, objects, tables, mirror.documents, pending)
+    return Verification(differences, objects, tables, mirror.documents, pending, retired)
 
 
 def verify(
