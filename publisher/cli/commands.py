@@ -127,6 +127,7 @@ def poll_command(config: Config, reader: Reader) -> int:
     from publisher.pipeline.cycle import run_cycle
     from publisher.pipeline.spark import get_spark
     from publisher.service.lock import PublisherLock
+    from publisher.service.migrate import resync_reshaped
 
     engine = connect(config)
     _check_reachable(engine)
@@ -136,6 +137,7 @@ def poll_command(config: Config, reader: Reader) -> int:
         _warn_unpublished(config, engine)
         with PublisherLock(config) as lock:
             result = run_cycle(lambda: get_spark(config.spark), engine, config)
+            resync_reshaped(config, result)
         print(json.dumps(result.summary()))
         _check_not_lost(lock)
         return 0

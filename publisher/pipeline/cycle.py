@@ -96,6 +96,9 @@ class CycleResult:
     operation_kinds: dict[str, int] = field(default_factory=dict)
     """Operations by kind (add, modify, delete)."""
     isolation: Isolation | None = None
+    reshaped: tuple[str, ...] = ()
+    """Tables whose capture the cycle made anew after a migration that added, renamed or retyped
+    a column: their rows are to be published again (the service's `resync_reshaped`)."""
     """Rows rejected because a stage failed on them twice (counted in `statuses` and `rejected`)."""
 
     @property
@@ -116,6 +119,7 @@ class CycleResult:
             "dangling_references": self.dangling_references,
             "path": "spark" if self.distributed else "driver",
             **({} if self.isolation is None else {"isolated": self.isolation.summary()}),
+            **({"reshaped": list(self.reshaped)} if self.reshaped else {}),
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
 
@@ -157,10 +161,10 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, reader: Read
     check-out); return what was done."""
     watch = _Stopwatch()
     with watch.stage("plan"):
-        follow_shapes(config, engine)
+        reshaped = tuple(found.published_as for found in follow_shapes(config, engine) if found.publishes_again)
         plan = _plan(config, engine, reader)
         if plan is None:
-            return CycleResult(seconds=watch.seconds)
+            return CycleResult(seconds=watch.seconds, reshaped=reshaped)
     with watch.stage("write"):
         plan.acknowledgement.keep()
     memory = FailureMemory(plan.output, plan.window)
@@ -231,6 +235,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, reader: Read
         brokered=formats.brokered,
         dangling_references=sum(d.dangling for d in documents),
         operation_kinds=_kinds(documents),
+        reshaped=reshaped,
     )
 
 

@@ -24,6 +24,7 @@ from publisher.model.xds import build_heartbeat
 from publisher.outputs.cycle_files import document_name, next_cycle_number
 from publisher.outputs.durable import write_atomically
 from publisher.pipeline.cycle import SparkProvider, run_cycle
+from publisher.service.migrate import resync_reshaped
 
 if TYPE_CHECKING:
     from publisher.service.lock import PublisherLock
@@ -114,6 +115,7 @@ def run_forever(
             stop.wait(wait)
             continue
         failures = 0
+        resync_reshaped(config, result)
         if metrics is not None:
             metrics.cycle_succeeded(result)
         if not result.idle:

@@ -47,6 +47,22 @@ def migrate(config: Config, sql: str, dry_run: bool = False) -> MigrationResult:
     return result
 
 
+def resync_reshaped(config: Config, polled: object) -> None:
+    """After a cycle that made a table's capture anew for a migration run without `migrate` (the
+    application's own tool; PostgreSQL's event trigger followed it meanwhile), publish the
+    table's rows again, as `migrate` would have."""
+    reshaped: Sequence[str] = getattr(polled, "reshaped", ())
+    if not reshaped:
+        return
+    names = ", ".join(map(repr, reshaped))
+    log.warning("table(s) %s changed shape since their capture was installed: every row is published again", names)
+    try:
+        resync(config, reshaped)
+    except Exception as exc:  # the cycle is done; only the consumer's settling is behind
+        log.error("could not publish the rows of %s again (%s): run `publisher snapshot --table T` for each",
+                  names, exc)
+
+
 def resync(config: Config, tables: Sequence[str]) -> dict[str, int]:
     """Publish every row of the tables again (a snapshot: chunked, resumable, in order with the
     writes around it), so that the consumer ends with what a migration wrote itself."""

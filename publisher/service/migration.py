@@ -176,7 +176,7 @@ class Migration:
         for found in stale:
             if found.published_as not in self.result.shapes_recorded:
                 self.result.shapes_recorded.append(found.published_as)
-            if found.published_as not in self.result.resync and not only_dropped(found.installed, found.now):
+            if found.published_as not in self.result.resync and found.publishes_again:
                 self.result.resync.append(found.published_as)
 
     def step(self, step: Step) -> None:
@@ -213,21 +213,6 @@ class Migration:
         text = step.statement.text if step else ""
         shown = text if len(text) <= 200 else text[:200] + "…"
         return MigrationError(f"{where} failed: {root_cause(exc)}\n  {shown}\n{done}")
-
-
-def only_dropped(installed: str, now: str) -> bool:
-    """Whether a shape change (`StaleCapture`'s columns before and now) only took columns away:
-    nothing of the rows left needs publishing again. In doubt (types are not in these lists, a
-    class's tables, a table rebuilt), not."""
-    before, after = _column_names(installed), _column_names(now)
-    return before is not None and after is not None and after < before
-
-
-def _column_names(listed: str) -> set[str] | None:
-    """The names of `Shape.columns`' list (`id (key), fname`), None for anything else."""
-    if ";" in listed or ":" in listed or "(was it" in listed:
-        return None
-    return {name.strip().removesuffix(" (key)") for name in listed.split(",")}
 
 
 def _refuse_attribute_names(config: Config, step: Step) -> None:
