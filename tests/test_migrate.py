@@ -143,7 +143,7 @@ def test_the_consumer_settles_after_a_rename_a_retype_and_a_column_added_with_a_
         summary = migrate(path, f"ALTER TABLE {person} RENAME COLUMN family_name TO surname", capsys=capsys)
         assert summary["resync"] == ["person"] and summary["resynced"]["person"] >= 30, summary
         summary = migrate(path, f"ALTER TABLE {person} DROP COLUMN born", capsys=capsys)
-        assert summary["resync"] == [], "a column dropped leaves nothing to publish again"
+        assert summary["resync"] == ["person"], summary
         if h.dialect in WIDER:
             migrate(path, WIDER[h.dialect].format(t=person))
         migrate(path, f"ALTER TABLE {person} ADD COLUMN email VARCHAR(40) DEFAULT 'none'")

@@ -149,14 +149,6 @@ class StaleCapture:
     followed: bool = False
     """On PostgreSQL: the event trigger put the table on its column-blind capture."""
 
-    @property
-    def publishes_again(self) -> bool:
-        """Whether the rows are to be published again: the change added, renamed or retyped a
-        column (or rebuilt the table), not only took columns away. In doubt (types are not in
-        the column lists, a class's tables), yes."""
-        before, after = _column_names(self.installed), _column_names(self.now)
-        return before is None or after is None or not after < before
-
     def describe(self) -> str:
         followed = "; until then its capture followed the migration" if self.followed else ""
         return (f"table {self.published_as!r}: capture installed for columns {self.installed}; "
@@ -166,13 +158,6 @@ class StaleCapture:
 def recorded_tables(config: Config, engine: Engine) -> set[str]:
     """The tables whose capture `install` recorded, and those they were installed as."""
     return {name for row in _records(config, engine) for name in (row.table_name, row.published_as)}
-
-
-def _column_names(listed: str) -> set[str] | None:
-    """The names of a `Shape.columns` list (`id (key), fname`), None for anything else."""
-    if ";" in listed or ":" in listed or "(was it" in listed:
-        return None
-    return {name.strip().removesuffix(" (key)") for name in listed.split(",")}
 
 
 def recorded_families(config: Config, engine: Engine) -> dict[str, tuple[str, ...]]:

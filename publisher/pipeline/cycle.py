@@ -97,8 +97,8 @@ class CycleResult:
     """Operations by kind (add, modify, delete)."""
     isolation: Isolation | None = None
     reshaped: tuple[str, ...] = ()
-    """Tables whose capture the cycle made anew after a migration that added, renamed or retyped
-    a column: their rows are to be published again (the service's `resync_reshaped`)."""
+    """Tables whose capture the cycle made anew after a migration: their rows are to be published
+    again (the service's `resync_reshaped`)."""
     """Rows rejected because a stage failed on them twice (counted in `statuses` and `rejected`)."""
 
     @property
@@ -161,7 +161,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, reader: Read
     check-out); return what was done."""
     watch = _Stopwatch()
     with watch.stage("plan"):
-        reshaped = tuple(found.published_as for found in follow_shapes(config, engine) if found.publishes_again)
+        reshaped = tuple(found.published_as for found in follow_shapes(config, engine))
         plan = _plan(config, engine, reader)
         if plan is None:
             return CycleResult(seconds=watch.seconds, reshaped=reshaped)

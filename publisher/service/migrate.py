@@ -50,7 +50,7 @@ def migrate(config: Config, sql: str, dry_run: bool = False) -> MigrationResult:
 def resync_reshaped(config: Config, polled: object) -> None:
     """After a cycle that made a table's capture anew for a migration run without `migrate` (the
     application's own tool; PostgreSQL's event trigger followed it meanwhile), publish the
-    table's rows again, as `migrate` would have."""
+    table's rows again, as `migrate` does."""
     reshaped: Sequence[str] = getattr(polled, "reshaped", ())
     if not reshaped:
         return

@@ -68,9 +68,11 @@ class MigrationResult:
     """The tables whose capture was made anew for a new shape, and the shape recorded."""
     truncated: list[str] = field(default_factory=list)
     resync: list[str] = field(default_factory=list)
-    """The tables whose rows are published again once the migration is committed: a column
-    added (its default in every row), renamed (its values under the new name) or retyped (its
-    values as the new type spells them); not those that only lost columns."""
+    """The tables whose rows are published again once the migration is committed: whose shape
+    it changed. A column added has its default in every row, a renamed one its values under the
+    new name, a retyped one its values as the new type spells them; and events logged before
+    the migration for a column it took away are rejected, so an object whose insert logged only
+    such values would be missing."""
     resynced: dict[str, int] = field(default_factory=dict)
     """Rows logged for each by the snapshot that publishes them again."""
     seconds: float = 0.0
@@ -176,7 +178,7 @@ class Migration:
         for found in stale:
             if found.published_as not in self.result.shapes_recorded:
                 self.result.shapes_recorded.append(found.published_as)
-            if found.published_as not in self.result.resync and found.publishes_again:
+            if found.published_as not in self.result.resync:
                 self.result.resync.append(found.published_as)
 
     def step(self, step: Step) -> None:
