@@ -375,3 +375,23 @@ def test_an_alembic_migration_through_the_shipped_env_fails_no_write(spark, data
                if op.findtext("association").startswith("code=a+") for a in op.iter("modify-attr")}
     assert {"surname", "email"} <= changed
     assert [str(d) for d in verify(h.config, h.engine)] == [], "the row from before published again"
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"], indirect=True)
+def test_every_subscriber_settles_after_migrate_too(spark, database, tmp_path, capsys):
+    """The rows are published again for the status mode and for each subscriber whose
+    subscription tracks the table."""
+    h, path = site(spark, database, tmp_path)
+    person = h.table("person")
+    path.write_text(path.read_text(encoding="utf-8") + '[subscriptions.all]\ntables = ["person"]\n'
+                    f'[subscribers.vault]\nsubscription = "all"\noutput = "{tmp_path / "vault"}"\n', encoding="utf-8")
+    assert main(["install", "-c", str(path), "--table", "person"]) == 0
+    h.db.execute(*(f"INSERT INTO {person} VALUES ('p{n}', '2026-01-01', 'Lee', NULL, {n}.5, 'x')" for n in range(5)))
+    assert main(["poll", "-c", str(path), "--subscriber", "vault"]) == 0
+    summary = migrate(path, f"ALTER TABLE {person} RENAME COLUMN family_name TO surname", capsys=capsys)
+    assert summary["resynced"] == {"person": 5}, summary
+    assert main(["poll", "-c", str(path), "--subscriber", "vault"]) == 0
+    poll_until_drained(path, capsys)
+    capsys.readouterr()
+    assert main(["verify", "-c", str(path), "--subscriber", "vault"]) == 0, capsys.readouterr().out
+    assert main(["verify", "-c", str(path)]) == 0, capsys.readouterr().out

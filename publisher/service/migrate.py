@@ -65,21 +65,33 @@ def resync_reshaped(config: Config, polled: object) -> None:
 
 def resync(config: Config, tables: Sequence[str]) -> dict[str, int]:
     """Publish every row of the tables again (a snapshot: chunked, resumable, in order with the
-    writes around it), so that the consumer ends with what a migration wrote itself."""
+    writes around it), so that the consumer ends with what a migration wrote itself: for the
+    status mode, and for each subscriber whose subscription tracks the table and its inserts.
+    Rows logged, per table (the status mode's snapshot, or the first reader's)."""
     from publisher.capture.install import published_tables
+    from publisher.config import STATUS_MODE, Reader
     from publisher.database import connect
-    from publisher.service.snapshot import ProgressLines, snapshot
+    from publisher.service.snapshot import ProgressLines, SnapshotError, snapshot
 
     engine = connect(config)
+    logged: dict[str, int] = {}
     try:
         published = {name.lower() for name in published_tables(config, engine).names}
         still = [table for table in tables if table.lower() in published]  # not dropped later in the migration
-        if not still:
-            return {}
-        taken = snapshot(config, engine, still, progress=ProgressLines())
+        readers = [STATUS_MODE] if config.publisher.status_mode else []
+        readers += [Reader(name) for name in config.subscribers]
+        for reader in readers:
+            for table in still:
+                try:
+                    taken = snapshot(config, engine, [table], reader=reader, progress=ProgressLines())
+                except SnapshotError as exc:  # a subscription that does not track the table (or its inserts)
+                    log.info("%s: not published again for %s: %s", table, reader, exc)
+                    continue
+                for name, part in taken.tables.items():
+                    logged.setdefault(name, part.rows)
     finally:
         engine.dispose()
-    return {name: table.rows for name, table in taken.tables.items()}
+    return logged
 
 
 def segments(steps: Sequence[Step], transactional: bool) -> list[list[Step]]:
