@@ -30,6 +30,7 @@ def test_a_short_soak_finds_no_difference_and_compares_every_row(dialect):
     assert counts["kills"] >= 1, counts
     if dialect != "sqlite":
         assert counts["restarts"] >= 1, counts
+    assert counts["migrations"] >= 1, counts
     assert counts["rows_left_new"] == 0 and counts["subscriber_waiting"] == 0
     readers = {"status mode"} | ({"mirror"} if dialect != "mariadb" else set())
     assert set(outcome.readers) == readers

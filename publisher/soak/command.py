@@ -83,6 +83,9 @@ def add_parser(commands: Any) -> None:
                      help="how long the drain may take before what is left is reported (default: 300)")
     sub.add_argument("--native", action="store_true",
                      help="PostgreSQL: the native capture (`make native` first) in place of the PL/pgSQL one")
+    sub.add_argument("--migrations", action=switch, default=True,
+                     help="migrate the published table acct among the faults: MariaDB and SQLite through `publisher "
+                     "migrate`, PostgreSQL by plain DDL")
     sub.add_argument("--keep", metavar="DIR", help="keep each database's configuration, documents and logs here")
     sub.add_argument("--json", action="store_true", help="print one JSON line instead of the report")
 
@@ -94,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         databases=databases, minutes=args.minutes, seed=args.seed, writers=args.writers, rate=args.rate,
         bursts=args.bursts, kills=args.kills, restarts=args.restarts, large_values=3 if args.large_values else 0,
         small_windows=args.small_windows, spark_path=args.spark_path, drain_seconds=args.drain_seconds,
-        keep=Path(args.keep) if args.keep else None, native=args.native,
+        keep=Path(args.keep) if args.keep else None, native=args.native, migrations=args.migrations,
     )
     say = (lambda _: None) if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
     outcomes = soak(options, say)
@@ -114,7 +117,7 @@ def summary(outcomes: list[Outcome], options: SoakOptions) -> dict[str, Any]:
 def stressors(options: SoakOptions) -> dict[str, bool]:
     return {"bursts": options.bursts, "kills": options.kills, "restarts": options.restarts,
             "large_values": options.large_values > 0, "small_windows": options.small_windows,
-            "spark_path": options.spark_path}
+            "spark_path": options.spark_path, "migrations": options.migrations}
 
 
 def format_report(outcomes: list[Outcome], options: SoakOptions) -> str:
@@ -134,7 +137,8 @@ def format_report(outcomes: list[Outcome], options: SoakOptions) -> str:
             f"members {c.get('members', 0)}",
             f"  kills {c.get('kills', 0)}, starts {c.get('starts', 0)}, unasked exits {c.get('exits', 0)} "
             f"{c.get('exit_codes', [])}, "
-            f"database restarts {restarts}, cycles failed and retried {c.get('failed_cycles', 0)}",
+            f"database restarts {restarts}, migrations {c.get('migrations', 0)}, cycles failed and retried "
+            f"{c.get('failed_cycles', 0)}",
             f"  drain {c.get('drain_seconds', '-')} s, rows left N {c.get('rows_left_new', '-')}, "
             f"subscriber waiting {c.get('subscriber_waiting', '-')}",
             f"  peak RSS: driver {rss.get('python', '-')} MiB, JVM {rss.get('jvm', '-')} MiB",

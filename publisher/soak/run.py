@@ -18,6 +18,7 @@ from sqlalchemy import create_engine
 
 from publisher.config import DatabaseConfig
 from publisher.soak.drain import SPARK_PATH, drain, verify_readers
+from publisher.soak.migrations import Migrations
 from publisher.soak.process import Publisher
 from publisher.soak.schema import Site, create_tables, install, styles_for, write_config
 from publisher.soak.servers import Server, open_server
@@ -54,7 +55,8 @@ class SoakOptions:
     keep: Path | None = None
     native: bool = False
     """PostgreSQL's native capture in place of the PL/pgSQL one."""
-    """Keep each database's directory (configuration, documents, logs) under this one."""
+    migrations: bool = True
+    """Migrations of `acct` among the faults (`soak.migrations`)."""
 
 
 @dataclass
@@ -128,7 +130,8 @@ def _soak(server: Server, root: Path, options: SoakOptions, outcome: Outcome, sa
             say(f"{server.dialect}: writing for {options.minutes:g} min ({capture}{outcome.styles})")
             publisher.start(*_settings(options, rng))
             writers.start()
-            faults = _faults(server, publisher, options, rng, say)
+            migrations = Migrations(site, engine) if options.migrations else None
+            faults = _faults(server, publisher, options, rng, say, migrations)
             writers.join()
             outcome.counts.update({**dict(writers.counts), **faults,
                                    "aborted_by": dict(writers.reasons.most_common(4))})
@@ -162,20 +165,25 @@ def _settings(options: SoakOptions, rng: random.Random) -> list[str]:
 
 
 def _faults(server: Server, publisher: Publisher, options: SoakOptions, rng: random.Random,
-            say: Callable[[str], None]) -> dict[str, Any]:
+            say: Callable[[str], None], migrations: Migrations | None = None) -> dict[str, Any]:
     """Until the writing time is over: restart the database and kill the publisher in turn, each
     at a random moment once the publisher is publishing, and start the publisher again whenever
     it is not running. A restart comes first: a kill costs a start-up before the next fault. The
     writing goes on past its time until each kind of fault has happened once, at most
-    FAULT_GRACE seconds: a slow start-up must not make a soak without faults."""
+    FAULT_GRACE seconds: a slow start-up must not make a soak without faults. Between them, the
+    migrations, one a time, each at a random moment too."""
     end = time.monotonic() + options.minutes * 60
     latest = end + FAULT_GRACE
     restarts: dict[str, int] = {"fast": 0, "immediate": 0}
     kinds = (["restart"] if options.restarts and server.restartable else []) + (["kill"] if options.kills else [])
     upcoming: float | None = None
+    migrating = time.monotonic() + rng.uniform(*options.gap)
     turn = 0
     while time.monotonic() < latest and (time.monotonic() < end or turn < len(kinds)):
         time.sleep(0.2)
+        if migrations is not None and migrations.left and time.monotonic() >= migrating:
+            say(f"{server.dialect}: migration: {migrations.run_next()}")
+            migrating = time.monotonic() + rng.uniform(*options.gap) / 2
         if not publisher.alive():
             publisher.start(*_settings(options, rng))
         if upcoming is None and publisher.publishing():
@@ -193,7 +201,7 @@ def _faults(server: Server, publisher: Publisher, options: SoakOptions, rng: ran
             server.restart(mode)
             restarts[mode] += 1
     return {"restarts": sum(restarts.values()), "restarts_by_mode": restarts,
-            "db_restarts_offered": server.restartable}
+            "db_restarts_offered": server.restartable, "migrations": migrations.ran if migrations else 0}
 
 
 def _check(outcome: Outcome, options: SoakOptions, server: Server) -> None:
