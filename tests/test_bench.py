@@ -180,9 +180,12 @@ def test_snapshot_bench_publishes_every_row_once_and_drops_its_schema(spark, tmp
     documents = sorted((tmp_path / "out").glob("*.xml"))
     assert len(documents) >= report.drain.documents > 0 or direct
     operations = [op for path in documents for op in etree.parse(str(path)).getroot().find("input")]
-    assert len(operations) == rows
+    assert len(operations) == 2 * rows, "each row by the snapshot, then again by the resync"
     assert len({op.findtext("association") for op in operations}) == rows
+    assert summary["resync"]["drain"]["operations"] == rows and summary["resync"]["snapshot_ratio"] > 0
+    assert {a.get("attr-name") for op in operations[rows:] for a in op.iter("modify-attr")} >= {"resynced"}
     assert re.search(r"every row published +yes", format_snapshot_report(report))
+    assert re.search(r"resync of one column .* the snapshot", format_snapshot_report(report))
 
     assert_schema_dropped(schema)
 

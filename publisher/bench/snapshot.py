@@ -71,6 +71,23 @@ class CopyFloor:
                 "seconds": round(self.seconds, 3)}
 
 
+@dataclass(frozen=True)
+class ResyncCost:
+    """A migration adding one column with a default to the table, through `publisher migrate`,
+    which publishes every row again (its logged snapshot), and the drain of what it logged."""
+
+    migrate_seconds: float
+    drain: DrainResult
+
+    @property
+    def seconds(self) -> float:
+        return self.migrate_seconds + self.drain.seconds
+
+    def summary(self) -> dict[str, Any]:
+        return {"migrate_seconds": round(self.migrate_seconds, 3), "drain": self.drain.summary(),
+                "seconds": round(self.seconds, 3)}
+
+
 @dataclass
 class SnapshotReport:
     options: SnapshotOptions
@@ -82,6 +99,12 @@ class SnapshotReport:
     left_new: int
     spark_seconds: float | None = None
     warm_up_seconds: float = 0.0
+    resync: ResyncCost | None = None
+
+    @property
+    def resync_ratio(self) -> float:
+        """The one-column resync's whole cost against the snapshot's."""
+        return self.resync.seconds / self.seconds if self.resync is not None and self.seconds else 0.0
 
     @property
     def on_tasks(self) -> bool:
@@ -139,6 +162,8 @@ class SnapshotReport:
             "memory": self.memory.summary(),
             "left_new": self.left_new,
             "complete": self.complete,
+            "resync": None if self.resync is None else {**self.resync.summary(),
+                                                        "snapshot_ratio": round(self.resync_ratio, 3)},
         }
 
 
@@ -161,6 +186,12 @@ def format_snapshot_report(report: SnapshotReport) -> str:
         ("new rows left in the event log", format_count(report.left_new)),
         ("every row published", "yes" if report.complete else "NO"),
     ]
+    if report.resync is not None:
+        r = report.resync
+        rows += [("resync of one column (migrate ADD COLUMN … DEFAULT)",
+                  f"{format_seconds(r.migrate_seconds)} + drain {format_seconds(r.drain.seconds)} = "
+                  f"{format_seconds(r.seconds)}, {report.resync_ratio:,.2f}x the snapshot"),
+                 ("resync drained operations", format_count(r.drain.operations))]
     rows += [(f"  drain stage {stage}", format_seconds(spent)) for stage, spent in d.stage_seconds.items()
              if "." not in stage]
     width = max(len(name) for name, _ in rows) + 2
@@ -211,8 +242,21 @@ def _run(options: SnapshotOptions, config: Config, engine: Engine, workdir: Path
         else:
             logged = snapshot(config, engine, chunk_rows=options.chunk)
         drained = drain(spark, engine, config, options.rows, "snapshot drain")
-    return SnapshotReport(options, load_seconds, floor, logged, drained, sampler.memory(), count_new(config, engine),
-                          spark_seconds, warm_up_seconds)
+    left_new = count_new(config, engine)
+    resync = measure_resync(spark, config, engine, options)
+    return SnapshotReport(options, load_seconds, floor, logged, drained, sampler.memory(), left_new,
+                          spark_seconds, warm_up_seconds, resync)
+
+
+def measure_resync(spark: SparkSession, config: Config, engine: Engine, options: SnapshotOptions) -> ResyncCost:
+    """A column added with a default to the snapshotted table through `migrate`, and the drain of
+    the rows it publishes again: what the consumer's settling after a migration costs."""
+    from publisher.service.migrate import migrate
+
+    started = time.perf_counter()
+    migrate(config, f"ALTER TABLE {options.schema}.usr ADD COLUMN resynced INTEGER DEFAULT 1")
+    seconds = time.perf_counter() - started
+    return ResyncCost(seconds, drain(spark, engine, config, options.rows, "resync drain"))
 
 
 def measure_copy_floor(engine: Engine, schema: str) -> CopyFloor:
