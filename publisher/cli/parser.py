@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
 
 EPILOG = """\
@@ -129,12 +130,15 @@ def build_parser() -> argparse.ArgumentParser:
                       help="check out for this [subscribers.NAME] instead of running the status mode's cycle")
     migrate = with_config(commands.add_parser(
         "migrate", help="run a migration of published tables without failing the application's writes",
-        description="Runs the application's SQL (DDL and data changes) and makes the capture of every published "
+        description=textwrap.fill(
+        "Runs the application's SQL (DDL and data changes) and makes the capture of every published "
         "table it changes anew right after each statement, where no write of the table can run in between: in one "
         "transaction on PostgreSQL and SQLite (undone whole if a statement fails), under LOCK TABLES on MariaDB and "
         "MySQL (whose DDL cannot be undone: a failure says which statements had run). The application's writes of "
         "those tables wait meanwhile instead of failing. A TRUNCATE of a published table publishes a delete per row "
-        "on every database. Statements on other tables pass through. Prints one JSON summary line.",
+        "on every database. Statements on other tables pass through. Once committed, every table whose shape "
+        "changed is published again (a snapshot), so that the consumer ends equal. Prints one JSON summary line.",
+        width=100),
         epilog="examples:\n"
         "  publisher migrate -c publisher.toml -e 'ALTER TABLE usr RENAME COLUMN fname TO given'\n"
         "  publisher migrate -c publisher.toml -f migrations/0042.sql --dry-run",
