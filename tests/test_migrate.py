@@ -395,3 +395,24 @@ def test_every_subscriber_settles_after_migrate_too(spark, database, tmp_path, c
     capsys.readouterr()
     assert main(["verify", "-c", str(path), "--subscriber", "vault"]) == 0, capsys.readouterr().out
     assert main(["verify", "-c", str(path)]) == 0, capsys.readouterr().out
+
+
+def test_messages_carry_the_rows_published_again_under_the_new_version(spark, sqlite_database, tmp_path, capsys):
+    """The resync's rows go out in the formats beside XDS as a snapshot's do: data messages under
+    the table version the migration began, whose metadata message comes first."""
+    from harness import versions_and_data
+
+    h, path = site(spark, sqlite_database, tmp_path)
+    path.write_text(path.read_text(encoding="utf-8") + "[output.messages]\nenabled = true\nexternal_schema_id = true\n",
+                    encoding="utf-8")
+    h.db.execute("INSERT INTO person VALUES ('a', '2026-01-01', 'Lee', NULL, 1.5, 'x')",
+                 "INSERT INTO person VALUES ('b', '2026-01-02', 'Ng', NULL, 2.5, 'y')")
+    poll_until_drained(path, capsys)
+    migrate(path, "ALTER TABLE person RENAME COLUMN family_name TO surname")
+    poll_until_drained(path, capsys)
+    versions = versions_and_data(h.output, "person")
+    assert len(versions) == 2, versions
+    _, columns, rows = versions[-1]
+    assert "surname" in columns and "family_name" not in columns
+    named = [dict(zip(columns, row, strict=True)) for row in rows]
+    assert sorted((row["code"], row["surname"]) for row in named) == [("a", "Lee"), ("b", "Ng")]
