@@ -17,7 +17,7 @@ from sqlalchemy import text
 
 from publisher.capture.install import capture_problems
 from publisher.cli import main
-from publisher.model.statements import Lexis, StatementSyntaxError, split_statements, truncated_tables
+from publisher.model.statements import Lexis, StatementSyntaxError, TableName, altered_tables, split_statements
 from publisher.service.lock import PublisherLock
 from publisher.service.mirror import verify
 
@@ -287,7 +287,7 @@ def test_dry_run_prints_the_capture_made_anew_and_changes_nothing(spark, sqlite_
 @pytest.mark.parametrize(("sql", "lexis", "expected"), [
     ("ALTER TABLE a ADD b INT; -- c;\nUPDATE a SET b = ';'", Lexis(),
      ["ALTER TABLE a ADD b INT", "UPDATE a SET b = ';'"]),
-    ("CREATE FUNCTION f() RETURNS int AS $x$ SELECT 1; $x$ LANGUAGE sql;; SELECT 2", Lexis(),
+    ("CREATE FUNCTION f() RETURNS int AS $x$ SELECT 1; $x$ LANGUAGE sql;; SELECT 2", Lexis(dollar_quotes=True),
      ["CREATE FUNCTION f() RETURNS int AS $x$ SELECT 1; $x$ LANGUAGE sql", "SELECT 2"]),
     ("SELECT 'it\\'s;'; # x;\nSELECT 2", Lexis(hash_comments=True, backslash_escapes=True),
      ["SELECT 'it\\'s;'", "SELECT 2"]),
@@ -306,18 +306,144 @@ def test_sqlite_trigger_bodies_are_one_statement_and_lines_are_counted():
     assert [(s.text[:14], s.line) for s in found] == [("CREATE TRIGGER", 3), ("DELETE FROM a", 5)]
 
 
-@pytest.mark.parametrize("sql", ["SELECT 'a", 'SELECT "a', "SELECT /* a", "SELECT $q$ a"])
+@pytest.mark.parametrize("sql", ["SELECT 'a", 'SELECT "a', "SELECT /* a", "SELECT $q$ a", "SELECT E'a\\'"])
 def test_an_unclosed_quote_comment_or_body_is_an_error_with_its_line(sql):
     with pytest.raises(StatementSyntaxError, match="line 2"):
-        split_statements("SELECT 1;\n" + sql)
+        split_statements("SELECT 1;\n" + sql, Lexis(dollar_quotes=True))
 
 
 @pytest.mark.parametrize(("statement", "tables"), [
-    ("TRUNCATE usr", ["usr"]), ("truncate table S.Usr, \"Other\" RESTART IDENTITY CASCADE", ["usr", "Other"]),
-    ("TRUNCATE ONLY `a``b`", ["a`b"]), ("DELETE FROM usr", None), ('"TRUNCATE" x', None),
+    ("TRUNCATE usr", [TableName("usr")]),
+    ('truncate table S.Usr, "Other" RESTART IDENTITY CASCADE', [TableName("Usr", "S"), TableName("Other", None, True)]),
+    ("TRUNCATE ONLY `a``b`", [TableName("a`b", None, True)]),
+    ("ALTER TABLE IF EXISTS s.usr RENAME TO members", [TableName("usr", "s"), TableName("members")]),
+    ("RENAME TABLE a TO b, c TO d", [TableName(n) for n in "abcd"]),
+    ("CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS i ON ONLY usr (x)", [TableName("usr")]),
+    ("DROP TABLE IF EXISTS a, b CASCADE", [TableName("a"), TableName("b")]),
+    ("DELETE FROM usr", []), ("UPDATE usr u SET u.x = 1", []), ('"TRUNCATE" x', []),
+    ("ALTER TABLE staging ADD COLUMN usr INT -- was usr", [TableName("staging")]),
 ])
-def test_truncated_tables(statement, tables):
-    assert truncated_tables(statement) == tables
+def test_the_tables_a_statement_alters(statement, tables):
+    assert altered_tables(statement) == tables
+
+
+@pytest.mark.parametrize(("sql", "lexis", "expected"), [
+    ("SELECT n--1; SELECT 2", Lexis(hash_comments=True), ["SELECT n--1", "SELECT 2"]),
+    ("SELECT $c$ FROM t; SELECT 2", Lexis(hash_comments=True), ["SELECT $c$ FROM t", "SELECT 2"]),
+    ("SELECT E'it\\'s; x'; SELECT 2", Lexis(dollar_quotes=True), ["SELECT E'it\\'s; x'", "SELECT 2"]),
+    ("SELECT 1 /* a /* b */ ; */; SELECT 2", Lexis(dollar_quotes=True), ["SELECT 1 /* a /* b */ ; */", "SELECT 2"]),
+    ("SELECT [it's;] FROM t; SELECT 2", Lexis(bracket_names=True), ["SELECT [it's;] FROM t", "SELECT 2"]),
+])
+def test_each_database_spells_its_texts_names_and_comments_its_own_way(sql, lexis, expected):
+    assert [s.text for s in split_statements(sql, lexis)] == expected
+
+
+# --- what a review of migrate found -------------------------------------------------------------
+
+@pytest.mark.parametrize("database", ["sqlite", "mariadb"], indirect=True)
+def test_a_truncate_the_database_refuses_leaves_every_row(spark, database, tmp_path, capsys):
+    """MariaDB refuses to truncate a table a foreign key references: the DELETE that stands for
+    the TRUNCATE must not have emptied it meanwhile (SQLite refuses the DELETE itself)."""
+    h, path = site(spark, database, tmp_path)
+    person = h.table("person")
+    h.db.execute(f"INSERT INTO {person} (code, day, note) VALUES ('a', '2026-01-01', 'x')",
+                 f"CREATE TABLE {h.table('visit')} (code VARCHAR(20) NOT NULL, day DATE NOT NULL, "
+                 f"FOREIGN KEY (code, day) REFERENCES {person} (code, day))",
+                 f"INSERT INTO {h.table('visit')} VALUES ('a', '2026-01-01')")
+    if h.dialect == "sqlite":
+        h.db.execute("PRAGMA foreign_keys = ON")
+    capsys.readouterr()
+    code = main(["migrate", "-c", str(path), "-e", f"TRUNCATE TABLE {person}"])
+    assert h.db.rows(f"SELECT COUNT(*) FROM {person}") == [(1,)] or code == 0
+    if code == 2:
+        assert "failed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("database", ["sqlite", "mariadb"], indirect=True)
+def test_statements_that_change_rows_pass_through_as_the_applications_own(spark, database, tmp_path):
+    """An alias, another table, a published table's name as a column's: the triggers capture
+    the rows' changes; nothing is locked or made anew for them."""
+    h, path = site(spark, database, tmp_path)
+    person, staging = h.table("person"), h.table("staging")
+    h.db.execute(f"INSERT INTO {person} (code, day, note) VALUES ('a', '2026-01-01', 'x')",
+                 f"CREATE TABLE {staging} (code VARCHAR(20))", f"INSERT INTO {staging} VALUES ('a')")
+    alias = " p" if h.dialect == "mariadb" else ""  # SQLite's UPDATE takes no alias
+    migrate(path, f"UPDATE {person}{alias} SET note = 'y' WHERE code IN (SELECT code FROM {staging})",
+            f"ALTER TABLE {staging} ADD COLUMN person INT")
+    assert h.db.rows(f"SELECT note FROM {person}") == [("y",)]
+    drain(h)
+    assert verify(h.config, h.engine) == []
+
+
+def test_a_failure_after_kept_statements_still_publishes_their_rows_again(spark, mariadb_database, tmp_path, capsys):
+    h, path = site(spark, mariadb_database, tmp_path)
+    person = h.table("person")
+    h.db.execute(f"INSERT INTO {person} (code, day, note) VALUES ('a', '2026-01-01', 'x')")
+    drain(h)
+    capsys.readouterr()
+    assert main(["migrate", "-c", str(path), "-e", f"ALTER TABLE {person} ADD COLUMN state VARCHAR(9) DEFAULT 'new'",
+                 "-e", f"ALTER TABLE {person} ADD COLUMN state INT"]) == 2
+    assert "statements 1 had run and are kept" in capsys.readouterr().err
+    drain(h)
+    assert verify(h.config, h.engine) == [], "the default of the kept column published"
+
+
+def test_tables_held_too_long_name_the_statement_that_waited(spark, mariadb_database, tmp_path, capsys, monkeypatch):
+    from publisher.service import migration
+
+    monkeypatch.setattr(migration, "TAKE_SECONDS", 0.5)
+    h, path = site(spark, mariadb_database, tmp_path)
+    person = h.table("person")
+    with h.engine.connect() as holder:
+        holder.execute(text(f"SELECT * FROM {person}"))  # an open transaction that read the table
+        capsys.readouterr()
+        assert main(["migrate", "-c", str(path), "-e", "CREATE TABLE {0}.t1 (x INT)".format(h.db.schema),
+                     "-e", f"ALTER TABLE {person} ADD COLUMN c INT"]) == 2
+        err = capsys.readouterr().err
+        holder.rollback()
+    assert "statement 2 (line 3) failed" in err and "held its tables" in err and "statements 1 had run" in err, err
+
+
+def test_sqlite_runs_a_migration_of_no_published_table_in_one_transaction_too(spark, sqlite_database, tmp_path):
+    h, path = site(spark, sqlite_database, tmp_path)
+    assert main(["migrate", "-c", str(path), "-e", "CREATE TABLE t2 (x INT)", "-e", "INSERT INTO nosuch VALUES (1)"]
+                ) == 2
+    assert main(["migrate", "-c", str(path), "--dry-run", "-e", "CREATE TABLE t3 (x INT)"]) == 0
+    tables = {name for (name,) in h.db.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables & {"t2", "t3"} == set()
+
+
+def test_an_index_changes_no_shape_and_publishes_nothing_again(spark, sqlite_database, tmp_path, capsys):
+    h, path = site(spark, sqlite_database, tmp_path)
+    summary = migrate(path, "CREATE INDEX person_note ON person (note)", capsys=capsys)
+    assert summary["tables"] == ["person"] and summary["shapes_recorded"] == [] and summary["resync"] == []
+
+
+def test_sqlite_a_table_renamed_keeps_its_triggers_and_a_capture_that_cannot_be_made_is_undone(
+        spark, sqlite_database, tmp_path, capsys):
+    h, path = site(spark, sqlite_database, tmp_path)
+    capsys.readouterr()
+    assert main(["migrate", "-c", str(path), "-e", 'ALTER TABLE person RENAME COLUMN code TO "code+2"']) == 2
+    assert "its capture cannot be made anew" in capsys.readouterr().err
+    assert "code" in {row[1] for row in h.db.rows("PRAGMA table_info(person)")}, "undone"
+    migrate(path, "ALTER TABLE person RENAME TO members")
+    assert main(["install", "-c", str(path), "--check"]) == 1
+    assert "capture triggers are on table 'members'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("statement", ["BEGIN", "COMMIT", "START TRANSACTION", "ROLLBACK"])
+def test_transaction_control_is_refused_before_anything_runs(spark, sqlite_database, tmp_path, capsys, statement):
+    h, path = site(spark, sqlite_database, tmp_path)
+    capsys.readouterr()
+    assert main(["migrate", "-c", str(path), "-e", "ALTER TABLE person ADD COLUMN z INT", "-e", statement]) == 2
+    assert "controls a transaction" in capsys.readouterr().err
+    assert "z" not in {row[1] for row in h.db.rows("PRAGMA table_info(person)")}
+
+
+def test_a_trailing_comment_of_one_e_ends_with_its_statement(spark, sqlite_database, tmp_path):
+    h, path = site(spark, sqlite_database, tmp_path)
+    migrate(path, "UPDATE person SET note = 'x' -- tidy", "ALTER TABLE person ADD COLUMN c INT")
+    assert "c" in {row[1] for row in h.db.rows("PRAGMA table_info(person)")}
 
 
 # --- Alembic --------------------------------------------------------------------------------------

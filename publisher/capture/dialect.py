@@ -172,7 +172,7 @@ class Dialect(abc.ABC):
     def end_migration_sql(self) -> list[str]:
         return []
 
-    def before_migration_sql(self, tables: Sequence[str]) -> list[str]:
+    def before_migration_sql(self, statement: str, tables: Sequence[str]) -> list[str]:
         """What goes before a statement that may change these tables."""
         return []
 

@@ -339,10 +339,10 @@ def _adopted(config: Config, engine: Engine, moved: dict[str, str], table: str, 
 
 
 def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None = None,
-                  execute: Callable[[Sequence[str]], None] | None = None) -> list[StaleCapture]:
+                  execute: Callable[[Sequence[str]], None] | None = None, strict: bool = False) -> list[StaleCapture]:
     """Reinstall the capture of every table a migration changed (of those installed as `only`,
     in lower case, if given), logging one warning each; a table that cannot be captured any more
-    is logged and left as it is. `execute`: how the statements run (`publisher migrate` runs them
+    is logged and left as it is (`strict`: raised). `execute`: how the statements run (`publisher migrate` runs them
     in its own transaction), by default each table's in one of their own."""
     run = execute or (lambda statements: _execute(config, engine, statements))
     stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True), only)
@@ -357,6 +357,8 @@ def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None =
         try:
             run(reinstall_sql(config, engine, found.published_as, found.style))
         except CaptureError as exc:
+            if strict:
+                raise CaptureError(f"{found.describe()}: its capture cannot be made anew: {exc}") from None
             log.error("%s: capture not reinstalled: %s", found.describe(), exc)
             continue
         log.warning("%s: capture reinstalled", found.describe())

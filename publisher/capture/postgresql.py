@@ -14,6 +14,7 @@ from publisher.capture.dialect import TRUE, Dialect, all_of, carrying, indent, l
 from publisher.capture.subscriber_tables import transaction_of
 from publisher.capture.tables import CaptureError, Column, Event, Style, Table
 from publisher.dialects.reflection import reflection
+from publisher.model.statements import Lexis
 from publisher.model.values import ValueType
 
 KEY_VALUE_FUNCTION = "publisher_key_value"
@@ -75,6 +76,7 @@ class PostgreSQL(Dialect):
     in one INSERT per row), and a statement trigger and its function for updates."""
 
     name = "postgresql"
+    lexis = Lexis(dollar_quotes=True)
 
     def carriers(self, conn: Connection, any_trigger: bool) -> tuple[str, ...]:
         """A table's row trigger (its switch: dropped, capture is off), or with `any_trigger`

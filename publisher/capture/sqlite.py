@@ -10,7 +10,7 @@ from publisher.capture.dialect import carrying, literal
 from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
 from publisher.capture.tables import CaptureError, Column, Table
 from publisher.model.keys import NULL_KEY_VALUE
-from publisher.model.statements import Lexis
+from publisher.model.statements import Lexis, drops_a_column
 from publisher.model.values import ValueType
 
 SQLITE_TRIGGER_SUFFIXES = ROW_TRIGGER_SUFFIXES
@@ -60,17 +60,19 @@ class SQLite(RowTriggers):
                 conn.exec_driver_sql(statement)
             conn.commit()
 
-    lexis = Lexis(complete=sqlite3.complete_statement)
+    lexis = Lexis(bracket_names=True, complete=sqlite3.complete_statement)
 
     def begin_migration_sql(self, tables: Sequence[str]) -> list[str]:
         """Python's sqlite3 runs DDL outside any transaction unless one is begun explicitly; an
         immediate one makes the other writers wait (their busy timeout) rather than fail."""
         return ["BEGIN IMMEDIATE"]
 
-    def before_migration_sql(self, tables: Sequence[str]) -> list[str]:
-        """SQLite refuses to drop a column a trigger names: the capture goes first, and comes
-        back for the new shape right after the statement, in the same transaction."""
-        return [statement for table in tables for statement in self.drop_capture_sql(table, table, False)]
+    def before_migration_sql(self, statement: str, tables: Sequence[str]) -> list[str]:
+        """SQLite refuses to drop a column a trigger names: before such an ALTER the capture goes,
+        and comes back for the new shape right after it, in the same transaction."""
+        if not drops_a_column(statement, self.lexis):
+            return []
+        return [sql for table in tables for sql in self.drop_capture_sql(table, table, False)]
 
     def truncate_sql(self, statement: str, tables: Sequence[str]) -> list[str]:
         """SQLite has no TRUNCATE: a DELETE of every row, whose triggers log each."""

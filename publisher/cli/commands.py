@@ -235,7 +235,7 @@ def migrate_command(config: Config, args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"-f {args.file}: {exc.strerror or exc}") from None
     else:
-        sql = ";\n".join(args.execute)
+        sql = "\n;\n".join(args.execute)  # a statement's trailing -- comment ends at its line
     try:
         result = migrate(config, sql, args.dry_run)
     except StatementSyntaxError as exc:

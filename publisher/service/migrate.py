@@ -36,8 +36,13 @@ def migrate(config: Config, sql: str, dry_run: bool = False) -> MigrationResult:
         if dry_run and not migration.dialect.transactional_ddl:
             dry(migration, steps)
         else:
-            for segment in segments(steps, migration.dialect.transactional_ddl):
-                run_segment(migration, segment, dry_run)
+            try:
+                for segment in segments(steps, migration.dialect.transactional_ddl):
+                    run_segment(migration, segment, dry_run)
+            except MigrationError:
+                if result.resync and not migration.dialect.transactional_ddl:  # what ran is kept: its rows too
+                    result.resynced = resync(config, result.resync)
+                raise
     finally:
         log.setLevel(level)
         held.close()
@@ -112,8 +117,10 @@ def run_segment(migration: Migration, steps: list[Step], dry_run: bool) -> None:
     """Steps run with their tables taken (if they name published ones), then committed (or,
     `dry_run`, rolled back); a failure undone where DDL is transactional, and said."""
     captures = sorted({capture for step in steps for capture in step.captures})
+    migration.current = steps[0]
+    holds = bool(captures) or migration.dialect.transactional_ddl  # SQLite's DDL commits on its own without
     try:
-        taken = migration.take(migration.tables_of(captures)) if captures else None
+        taken = migration.take(migration.tables_of(captures)) if holds else None
         for step in steps:
             migration.step(step)
         if taken is not None:
@@ -123,10 +130,10 @@ def run_segment(migration: Migration, steps: list[Step], dry_run: bool) -> None:
         else:
             migration.held.commit()
     except MigrationError:
-        migration.abandon(bool(captures))
+        migration.abandon(holds)
         raise
     except Exception as exc:
-        migration.abandon(bool(captures))
+        migration.abandon(holds)
         raise migration.refused(exc) from exc
 
 

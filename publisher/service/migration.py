@@ -30,7 +30,15 @@ from publisher.config import Config
 from publisher.database import HeldConnection, table_schema
 from publisher.dialects.reflection import reflection
 from publisher.model.logical import class_config
-from publisher.model.statements import Statement, is_ddl, names_in, truncated_tables, words_in
+from publisher.model.statements import (
+    Statement,
+    TableName,
+    altered_tables,
+    controls_transaction,
+    is_ddl,
+    is_truncate,
+    words_in,
+)
 
 log = logging.getLogger("publisher")
 
@@ -96,27 +104,41 @@ class Migration:
     message when a statement fails)."""
 
     def __init__(self, config: Config, held: HeldConnection) -> None:
+        from publisher.database import association_schema
+
         self.config = config
         self.held = held
         self.dialect = capture_of(config, held.engine)
         self.families = recorded_families(config, held.engine)
         self.member_of = {table.lower(): capture for capture, tables in self.families.items() for table in tables}
         self.member_of.update({capture: capture for capture in self.families})
+        self.schema = association_schema(config, held.engine).lower()
         self.result = MigrationResult()
         self.ran: list[Step] = []
         self.current: Step | None = None
 
     def captures_of(self, statement: str) -> tuple[str, ...]:
         """The captures (by the name each was installed as, in lower case) of the published
-        tables a statement names."""
-        return tuple(sorted({self.member_of[name] for name in names_in(statement) if name in self.member_of}))
+        tables whose shape the statement may change or whose rows it empties; none for any other
+        statement, whose rows' changes the triggers capture as any application's."""
+        found = {self.member_of[name.name.lower()] for name in altered_tables(statement, self.dialect.lexis)
+                 if self._here(name) and name.name.lower() in self.member_of}
+        return tuple(sorted(found))
+
+    def _here(self, name: TableName) -> bool:
+        return name.schema is None or name.schema.lower() == self.schema
 
     def plan(self, statements: Sequence[Statement]) -> list[Step]:
-        """Each statement with the captures it may change; one that would give a class's table a
-        column named like one of its multi-valued attributes is refused before anything runs."""
+        """Each statement with the captures it may change. Refused before anything runs: a
+        statement of transaction control (the migration's transaction is its own), and one that
+        would give a class's table a column named like one of its multi-valued attributes."""
         steps = [Step(number, statement, self.captures_of(statement.text))
                  for number, statement in enumerate(statements, 1)]
         for step in steps:
+            if controls_transaction(step.statement.text, self.dialect.lexis):
+                raise MigrationError(
+                    f"{step.where()}: {step.statement.text.split()[0]} controls a transaction; migrate runs the "
+                    "migration in its own (leave out BEGIN, COMMIT, ROLLBACK and the like); nothing has run")
             _refuse_attribute_names(self.config, step)
         return steps
 
@@ -155,26 +177,26 @@ class Migration:
         self.result.writers_held = max(self.result.writers_held, time.monotonic() - taken)
 
     def before(self, statement: str, captures: Sequence[str]) -> bool:
-        """Run what goes before a statement on published tables: on SQLite the capture dropped
-        before DDL; before a TRUNCATE the DELETE whose triggers log it. Whether the statement
-        itself is still to run (SQLite has no TRUNCATE: the DELETE was all of it)."""
-        tables = self.tables_of(captures)
-        if is_ddl(statement):
-            self.execute(self.dialect.before_migration_sql(tables))
-        truncated = truncated_tables(statement)
-        if truncated is None:
+        """Run what goes before a statement on published tables (`before_migration_sql`), and
+        instead of a TRUNCATE the DELETE whose triggers log it where no trigger sees a TRUNCATE.
+        Whether the statement itself is still to run."""
+        lexis = self.dialect.lexis
+        self.execute(self.dialect.before_migration_sql(statement, self.tables_of(captures)))
+        if not is_truncate(statement, lexis):
             return True
-        emptied = [t for t in tables if t.lower() in {name.lower() for name in truncated}]
+        named = {name.name.lower() for name in altered_tables(statement, lexis) if self._here(name)}
+        emptied = [t for t in self.tables_of(captures) if t.lower() in named]
         self.result.truncated += emptied
         instead = self.dialect.truncate_sql(statement, emptied)
         self.execute([s for s in instead if s != statement])
         return statement in instead
 
     def after(self, statement: str, captures: Sequence[str]) -> None:
-        """The capture of each table whose shape the statement changed, made anew and recorded."""
-        if not is_ddl(statement):
+        """The capture of each table whose shape the statement changed, made anew and recorded;
+        one that cannot be captured any more fails the statement (undone where DDL is)."""
+        if not is_ddl(statement, self.dialect.lexis):
             return
-        stale = follow_shapes(self.config, self.held.engine, set(captures), self.execute)
+        stale = follow_shapes(self.config, self.held.engine, set(captures), self.execute, strict=True)
         for found in stale:
             if found.published_as not in self.result.shapes_recorded:
                 self.result.shapes_recorded.append(found.published_as)
@@ -220,7 +242,7 @@ class Migration:
 def _refuse_attribute_names(config: Config, step: Step) -> None:
     """A column of a class's table named like one of its multi-valued attributes or references
     would publish two values under one name: refused before anything runs."""
-    words = {word.lower() for word in words_in(step.statement.text)}
+    words = {word.lower() for word in words_in(step.statement.text)}  # a name as written, in any case
     for capture in step.captures:
         found = class_config(config.classes, capture)
         if found is None:
