@@ -87,6 +87,7 @@ def test_renamed_columns_and_lists(tmp_path):
             "[publisher]\ninsert_row_operation = 'upsert'\n",
             "publisher.insert_row_operation: expected one of 'modify', 'add'",
         ),
+        ("[publisher]\nretired_columns = 'drop'\n", "publisher.retired_columns: expected one of 'keep', 'remove'"),
         ("[publisher]\npost_polling_statements = ['  ']\n", "post_polling_statements[0]: empty statement"),
         ("[event_log.columns]\nstatus = 'record_id'\n", "names two columns"),
         ("[event_log.columns]\nstatus = ''\n", "event_log.columns.status: expected a column name"),

@@ -126,15 +126,19 @@ def test_writers_never_fail_while_migrate_renames_drops_adds_retypes_and_truncat
                        "column 'born' does not exist in table 'person'"}, reasons
 
 
+@pytest.mark.parametrize("retired", ["keep", "remove"])
 @pytest.mark.parametrize("database", ["sqlite", "postgresql", "mariadb"], indirect=True)
 def test_the_consumer_settles_after_a_rename_a_retype_and_a_column_added_with_a_default(spark, database, tmp_path,
-                                                                                      capsys):
+                                                                                      capsys, retired):
     """Rows published before the migration: each migration that adds, renames or retypes a
-    column publishes every row again (a snapshot), so `verify` is equal once the log is drained;
-    the values of the renamed-away and dropped columns stay with the consumer, said apart."""
+    column publishes that column's value of every row again (a field query-back each), so
+    `verify` is equal once the log is drained. The values of the renamed-away and dropped
+    columns stay with the consumer, said apart (`keep`), or every object loses them (`remove`)."""
     from publisher.service.mirror import check
 
     h, path = site(spark, database, tmp_path)
+    path.write_text(path.read_text(encoding="utf-8") + f'[publisher]\nretired_columns = "{retired}"\n',
+                    encoding="utf-8")
     person = h.table("person")
     h.db.execute(*(f"INSERT INTO {person} VALUES ('p{n}', '2026-01-01', 'Lee', '1990-01-01', {n}.5, 'x')"
                    for n in range(30)))
@@ -144,6 +148,7 @@ def test_the_consumer_settles_after_a_rename_a_retype_and_a_column_added_with_a_
         assert summary["resync"] == ["person"] and summary["resynced"]["person"] >= 30, summary
         summary = migrate(path, f"ALTER TABLE {person} DROP COLUMN born", capsys=capsys)
         assert summary["resync"] == ["person"], summary
+        assert bool(summary["resynced"]) is (retired == "remove"), summary  # a drop kept downstream tells nothing
         if h.dialect in WIDER:
             migrate(path, WIDER[h.dialect].format(t=person))
         migrate(path, f"ALTER TABLE {person} ADD COLUMN email VARCHAR(40) DEFAULT 'none'")
@@ -151,11 +156,39 @@ def test_the_consumer_settles_after_a_rename_a_retype_and_a_column_added_with_a_
     drain(h)
     result = check(h.config, h.engine)
     assert [str(d) for d in result.differences] == []
-    assert set(result.retired) == {("person", "family_name"), ("person", "born")}
-    assert result.retired[("person", "family_name")] >= 30
+    if retired == "keep":
+        assert set(result.retired) == {("person", "family_name"), ("person", "born")}
+        assert result.retired[("person", "family_name")] >= 30
+    else:
+        assert result.retired == {}
+        removed = {(op.findtext("association"), a.get("attr-name")) for op in h.published(new_only=False).operations
+                   for a in op.iter("modify-attr") if a.find("remove-all-values") is not None}
+        assert {a for a, name in removed if name == "family_name"} >= {
+            op.findtext("association") for op in h.published(new_only=False).operations
+            if op.findtext("association").startswith("code=p")}
     capsys.readouterr()
     assert main(["verify", "-c", str(path)]) == 0
-    assert "retired: person.family_name: " in capsys.readouterr().out
+    assert ("retired: person.family_name: " in capsys.readouterr().out) is (retired == "keep")
+
+
+def test_a_removal_names_only_a_column_the_table_had(spark, sqlite_database, tmp_path):
+    """A type 3 naming a column the table never had is rejected as before; one naming a column a
+    migration dropped removes the attribute's values."""
+    h, path = site(spark, sqlite_database, tmp_path)
+    h.db.execute("INSERT INTO person VALUES ('a', '2026-01-01', 'Lee', '1990-01-01', 1.5, 'x')")
+    drain(h)
+    migrate(path, "ALTER TABLE person DROP COLUMN born")
+    h.published()
+    born, never = h.log((3, "person", "code=a+day=2026-01-01", "born"),
+                        (3, "person", "code=a+day=2026-01-01", "never_there"))
+    drain(h)
+    statuses = h.statuses()
+    assert (statuses[born], statuses[never]) == ("S", "E")
+    assert [r["record_id"] for r in h.rejects()] == [never]
+    assert "column 'never_there' does not exist in table 'person'" in h.rejects()[0]["reason"]
+    removed = [(a.get("attr-name"), [child.tag for child in a]) for op in h.published().operations
+               for a in op.iter("modify-attr")]
+    assert removed == [("born", ["remove-all-values"])]
 
 
 def poll_until_drained(path: Path, capsys) -> list[dict]:  # type: ignore[no-untyped-def]

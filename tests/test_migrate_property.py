@@ -225,3 +225,14 @@ def test_the_consumer_ends_with_the_tables_whatever_the_migrations(spark, dialec
         assert differences == [], f"{differences}\n{case.keys}\n{shown}"
 
     check_case()
+
+
+@pytest.mark.parametrize(("dialect", "plain"), WAYS, ids=[f"{d}-{'plain' if p else 'migrate'}" for d, p in WAYS])
+def test_an_object_whose_pending_insert_named_only_a_dropped_column_is_published(spark, dialect, plain, tmp_path):
+    """The property's find, shrunk: a row inserted with a value of a column dropped before its
+    events were published. A dropped column the consumer keeps no value of publishes nothing
+    again, so the insert's event for it still says the object was inserted."""
+    case = Case(dialect, (("k0", "VARCHAR(12)"),), (("''",),),
+                (Write(0, "write", 0, 0), Write(0, "write", 0, 0), Migrate("drop", 0)))
+    differences, failures, found = run_case(spark, case, "field", plain, tmp_path)
+    assert (failures, differences) == ([], []), "\n".join(found["script"])

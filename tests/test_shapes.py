@@ -9,7 +9,16 @@ from hypothesis import strategies as st
 
 from publisher.model.catalog import ColumnInfo, TableInfo
 from publisher.model.keys import KeyKind
-from publisher.model.shapes import ShapeHistory, ShapeRecord, columns_from_json, columns_json
+from publisher.model.shapes import (
+    ShapeChange,
+    ShapeHistory,
+    ShapeRecord,
+    columns_from_json,
+    columns_json,
+    last_change,
+    retired_names,
+    shape_change,
+)
 from publisher.model.values import ValueType
 
 KEY = ColumnInfo("idu", ValueType.INT, True, 1, "INTEGER", key_position=1, key_kind=KeyKind.INTEGER, in_arrays=True)
@@ -93,3 +102,37 @@ columns = st.builds(
 def test_recorded_columns_read_back_equal(table_columns):
     table = TableInfo("t", tuple(table_columns))
     assert columns_from_json(columns_json(table)) == table.columns
+
+
+FNAME, EMAIL = SHAPES[1][1], SHAPES[1][2]
+
+
+def test_what_a_change_of_shape_tells_the_consumer_again():
+    given_name = SHAPES[2][1]
+    assert shape_change(SHAPES[0], SHAPES[1]) == ShapeChange(False, ("email",), ())
+    assert shape_change(SHAPES[1], SHAPES[2]) == ShapeChange(False, ("given",), ("fname", "email"))
+    assert shape_change(SHAPES[0], SHAPES[3]) == ShapeChange(False, ("fname",), ())  # retyped
+    assert shape_change(SHAPES[1], (KEY, dataclasses.replace(EMAIL, ordinal=2), dataclasses.replace(
+        FNAME, ordinal=3))) == ShapeChange(False, (), ())  # only moved
+    assert shape_change(SHAPES[0], (KEY, dataclasses.replace(FNAME, name="FNAME"))) == ShapeChange(False, ("FNAME",))
+    assert shape_change(SHAPES[0], (KEY, dataclasses.replace(FNAME, length=80, sql_type="VARCHAR(80)"))).fields == (
+        "fname",)
+    assert shape_change(None, SHAPES[0]).whole
+    rekeyed = dataclasses.replace(KEY, value_type=ValueType.STRING, key_kind=KeyKind.TEXT, sql_type="TEXT")
+    assert shape_change(SHAPES[0], (rekeyed, FNAME)).whole
+    assert shape_change(SHAPES[0], (KEY, dataclasses.replace(FNAME, is_key=True, key_position=2))).whole
+    assert given_name.name == "given"
+
+
+def test_retired_columns_are_those_some_record_had_and_the_table_has_not():
+    records = [ShapeRecord(1, SHAPES[1]), ShapeRecord(5, None), ShapeRecord(9, SHAPES[2])]
+    assert retired_names(records, SHAPES[2]) == ("fname", "email")
+    assert retired_names(records, (KEY, dataclasses.replace(FNAME, name="FName"))) == ("email", "given")
+    assert retired_names([], SHAPES[0]) == ()
+
+
+def test_the_shape_before_the_latest_change_is_the_newest_record_that_differs_and_tells():
+    records = [ShapeRecord(1, SHAPES[0]), ShapeRecord(4, SHAPES[1]), ShapeRecord(7, None), ShapeRecord(9, SHAPES[2])]
+    assert last_change(records, SHAPES[2]) == SHAPES[1]
+    assert last_change(records[:1], SHAPES[0]) is None
+    assert last_change([], SHAPES[0]) is None

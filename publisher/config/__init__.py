@@ -48,6 +48,16 @@ class PublicationMode(enum.StrEnum):
     no event log: README, "Triggerless publication")."""
 
 
+class RetiredColumns(enum.StrEnum):
+    """What the consumer is told of the values of a column a migration dropped or renamed away."""
+
+    KEEP = "keep"
+    """Nothing, as the vendor connector: they stay downstream, and `verify` counts them apart."""
+    REMOVE = "remove"
+    """Each object of the table gets <remove-all-values/> of the retired attribute, published
+    with the rows the migration's resync publishes again."""
+
+
 class StartupOption(enum.StrEnum):
     """What a triggerless publisher's first cycle (no state kept yet) publishes."""
 
@@ -180,6 +190,9 @@ class PublisherSettings:
     """Where the changes come from: the triggers' event log, or a comparison of the tables."""
     startup_option: StartupOption = StartupOption.RESYNC
     """Triggerless: what the first cycle publishes, every row (resync) or nothing (future)."""
+    retired_columns: RetiredColumns = RetiredColumns.KEEP
+    """After a migration that drops or renames a published column: keep its values downstream,
+    or remove them from every object (README, "Migrations of published tables")."""
     initial_snapshot: bool = False
     """`run` first snapshots every published table for a reader whose output holds no document
     yet and that has had no snapshot (an initial load), as `publisher snapshot` would."""

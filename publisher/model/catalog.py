@@ -76,6 +76,10 @@ class TableInfo:
     multi_valued: tuple[MultiValued, ...] = ()
     references: tuple[tuple[str, str], ...] = ()
     """(attribute, class) pairs: the attribute's values are keys of that class."""
+    retired: tuple[str, ...] = ()
+    """Columns an earlier shape of the table had and it has no more (a migration dropped or
+    renamed them away): an event removing all of such an attribute's values (type 3) still names
+    an attribute (`retired_columns = "remove"`)."""
 
     def __hash__(self) -> int:
         return self._hash
@@ -83,7 +87,7 @@ class TableInfo:
     @functools.cached_property
     def _hash(self) -> int:
         """Computed once: tables key the per-table caches of every change a worker lays out."""
-        return hash((self.name, self.columns, self.is_view, self.multi_valued, self.references))
+        return hash((self.name, self.columns, self.is_view, self.multi_valued, self.references, self.retired))
 
     @property
     def is_logical(self) -> bool:
@@ -124,6 +128,15 @@ class TableInfo:
             if c.name.lower() == lowered:
                 return c
         return None
+
+    def retired_column(self, name: str) -> str | None:
+        """The retired column `name` names (exact spelling first, then ignoring case), if it is
+        not a column of the table now."""
+        if self.column(name) is not None:
+            return None
+        if name in self.retired:
+            return name
+        return next((r for r in self.retired if r.lower() == name.lower()), None)
 
 
 @functools.lru_cache(maxsize=256)

@@ -56,6 +56,55 @@ def _column_of(entry: dict[str, Any]) -> ColumnInfo:
     return ColumnInfo(**entry)
 
 
+def retired_names(records: Sequence[ShapeRecord], now: Sequence[ColumnInfo]) -> tuple[str, ...]:
+    """Columns some recorded shape of a table had that the table has no more (ignoring case),
+    as first recorded."""
+    current = {c.name.lower() for c in now}
+    found: dict[str, str] = {}
+    for record in sorted(records, key=lambda r: r.from_record_id):
+        for column in record.columns or ():
+            if column.name.lower() not in current:
+                found.setdefault(column.name.lower(), column.name)
+    return tuple(found.values())
+
+
+@dataclass(frozen=True)
+class ShapeChange:
+    """What a table's consumer must be told again after its shape changed from `before` to now."""
+
+    whole: bool
+    """Every row again (row query-backs): its key changed, or the earlier shape is unknown."""
+    fields: tuple[str, ...] = ()
+    """Columns added, renamed to or retyped: each row's value of them again (field query-backs)."""
+    retired: tuple[str, ...] = ()
+    """Columns dropped or renamed away: their values are no longer the table's."""
+
+
+def shape_change(before: Sequence[ColumnInfo] | None, now: Sequence[ColumnInfo]) -> ShapeChange:
+    """How a table changed shape, by column name and type; a column only moved (its ordinal) did
+    not change. A column renamed only in case is published again, not retired: the event log
+    names a column ignoring case."""
+    if before is None or _keys(before) != _keys(now):
+        return ShapeChange(whole=True)
+    earlier = {c.name: dataclasses.replace(c, ordinal=0) for c in before}
+    fields = tuple(c.name for c in now if earlier.get(c.name) != dataclasses.replace(c, ordinal=0))
+    names = {c.name.lower() for c in now}
+    return ShapeChange(False, fields, tuple(c.name for c in before if c.name.lower() not in names))
+
+
+def _keys(columns: Sequence[ColumnInfo]) -> list[tuple[str, ValueType, KeyKind, int]]:
+    return sorted((c.name.lower(), c.value_type, c.key_kind, c.key_position) for c in columns if c.is_key)
+
+
+def last_change(records: Sequence[ShapeRecord], now: Sequence[ColumnInfo]) -> tuple[ColumnInfo, ...] | None:
+    """The columns the table had before its latest change of shape (the newest recorded shape
+    that differs from `now` and could tell its columns); None if no record tells."""
+    for record in sorted(records, key=lambda r: r.from_record_id, reverse=True):
+        if record.columns is not None and record.columns != tuple(now):
+            return record.columns
+    return None
+
+
 @dataclass(frozen=True)
 class _Span:
     start: int | None

@@ -48,7 +48,7 @@ from publisher.pipeline.event_log import EventLogSource, event_log_source
 from publisher.pipeline.objects import ObjectsContext
 from publisher.pipeline.poison import FailureMemory, Isolation, is_row_failure, narrow, rejects_of, window_ids
 from publisher.pipeline.queryback import QueryBackContext
-from publisher.pipeline.shapes import described_tables, shape_history, within_one_shape
+from publisher.pipeline.shapes import described_tables, shape_history, with_retired, within_one_shape
 from publisher.pipeline.spark import is_connect
 from publisher.pipeline.stages import (
     AcknowledgedAtFinish,
@@ -346,7 +346,8 @@ def _plan(config: Config, engine: Engine, reader: Reader) -> CyclePlan | None:
     if window is None:
         return None
     schema = log.schema
-    catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
+    catalog = with_retired(config, engine, reflect_catalog(engine, schema, published_tables(config, engine),
+                                                           config.classes))
     history = shape_history(config, engine, catalog.tables) if config.output.publishes_changes else None
     if history is not None:
         window = within_one_shape(log, engine, window, history)

@@ -3,6 +3,7 @@ change tables and messages describe every table by one shape in a cycle: the one
 were logged for (`model.shapes`)."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from sqlalchemy import Engine, func, select
@@ -10,8 +11,8 @@ from sqlalchemy import Engine, func, select
 from publisher.capture.shape import recorded_styles
 from publisher.capture.shape_history import recorded_shapes
 from publisher.config import Config
-from publisher.model.catalog import TableInfo
-from publisher.model.shapes import ShapeHistory
+from publisher.model.catalog import Catalog, TableInfo
+from publisher.model.shapes import ShapeHistory, retired_names
 from publisher.pipeline.event_log import EventLogSource
 from publisher.pipeline.window import CycleWindow, window_predicate
 
@@ -42,3 +43,14 @@ def within_one_shape(log: EventLogSource, engine: Engine, window: CycleWindow, h
 def described_tables(history: ShapeHistory, window: CycleWindow) -> dict[str, TableInfo]:
     """The tables as the window's events were logged for them."""
     return dict(history.now) if window.future else history.at(window.lo)
+
+
+def with_retired(config: Config, engine: Engine, catalog: Catalog) -> Catalog:
+    """The catalog with each table's retired columns (`TableInfo.retired`), from its recorded
+    shapes, so that the removal of a retired attribute's values classifies."""
+    records = {name.lower(): shapes for name, shapes in recorded_shapes(config, engine).items()}
+    tables = {}
+    for name, table in catalog.tables.items():
+        retired = retired_names(records.get(name.lower(), ()), table.columns)
+        tables[name] = dataclasses.replace(table, retired=retired) if retired else table
+    return dataclasses.replace(catalog, tables=tables)

@@ -120,6 +120,8 @@ def change_of(
     current = row or {}
     for unit, event_type in zip(units, types, strict=True):
         name = unit["attr_name"]
+        if name in table.retired and table.column(name) is None:
+            continue  # a column the table's version no longer has: its metadata says it is gone
         if event_type in _ROW_QB:
             for column in table.value_columns:
                 after[column.name] = current.get(column.name)

@@ -17,7 +17,7 @@ from publisher.config import STATUS_MODE, Reader
 from publisher.model.canonical import canonical_key
 from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
 from publisher.model.events import LOGGED_VALUES, PER_FIELD, EventType
-from publisher.model.values import BadValueError, encode_logged, shown, xml_problem
+from publisher.model.values import BadValueError, ValueType, encode_logged, shown, xml_problem
 from publisher.rules.subscription import SubscriptionFilter
 
 
@@ -172,6 +172,12 @@ def event_column(event_type: EventType, table: TableInfo, key: str, row: Mapping
         raise Rejected(f"event type {int(event_type)} is per field but column_name is empty")
     column = table.column(column_name)
     if column is None:
+        retired = table.retired_column(column_name)
+        if retired is not None and event_type is EventType.UPDATE_FIELD_REMOVE_ALL:
+            return EventTarget(event_type, table.name, key, None, retired, ValueType.STRING.value)
+        if retired is not None and event_type is EventType.INSERT_FIELD:  # the insert stands, its value is gone
+            first = next(c for c in table.columns if c.is_key)
+            return EventTarget(event_type, table.name, key, None, first.name, first.value_type.value)
         raise Rejected(f"column {shown(column_name)} does not exist in table {table.name!r}")
     if column.is_key:
         _key_column_event(event_type, table.name, column.name)

@@ -7,10 +7,14 @@ import logging
 import time
 from collections.abc import Sequence
 
-from publisher.config import Config
+from sqlalchemy import Engine
+
+from publisher.config import Config, Reader, RetiredColumns
 from publisher.database import HeldConnection
+from publisher.model.shapes import last_change, shape_change
 from publisher.model.statements import split_statements
 from publisher.service.migration import Migration, MigrationError, MigrationResult, Step
+from publisher.service.snapshot_chunks import ROWS, ChunkEvents
 
 log = logging.getLogger("publisher")
 
@@ -69,34 +73,67 @@ def resync_reshaped(config: Config, polled: object) -> None:
 
 
 def resync(config: Config, tables: Sequence[str]) -> dict[str, int]:
-    """Publish every row of the tables again (a snapshot: chunked, resumable, in order with the
-    writes around it), so that the consumer ends with what a migration wrote itself: for the
-    status mode, and for each subscriber whose subscription tracks the table and its inserts.
+    """Tell the consumer what the tables' change of shape changed, through a snapshot (chunked,
+    resumable, in order with the writes around it): every row's value of each column added,
+    renamed to or retyped; with `retired_columns = "remove"`, the removal of each dropped or
+    renamed-away column's values; every whole row where the key changed or the earlier shape is
+    unknown. For the status mode, and each subscriber whose subscription tracks the events.
     Rows logged, per table (the status mode's snapshot, or the first reader's)."""
     from publisher.capture.install import published_tables
-    from publisher.config import STATUS_MODE, Reader
+    from publisher.config import STATUS_MODE
     from publisher.database import connect
-    from publisher.service.snapshot import ProgressLines, SnapshotError, snapshot
 
     engine = connect(config)
     logged: dict[str, int] = {}
     try:
         published = {name.lower() for name in published_tables(config, engine).names}
         still = [table for table in tables if table.lower() in published]  # not dropped later in the migration
+        changes = _shape_changes(config, engine, still)
         readers = [STATUS_MODE] if config.publisher.status_mode else []
         readers += [Reader(name) for name in config.subscribers]
         for reader in readers:
-            for table in still:
-                try:
-                    taken = snapshot(config, engine, [table], reader=reader, progress=ProgressLines())
-                except SnapshotError as exc:  # a subscription that does not track the table (or its inserts)
-                    log.info("%s: not published again for %s: %s", table, reader, exc)
-                    continue
-                for name, part in taken.tables.items():
-                    logged.setdefault(name, part.rows)
+            for table, events in changes.items():
+                for name, rows in _resync_one(config, engine, table, reader, events).items():
+                    logged.setdefault(name, rows)
     finally:
         engine.dispose()
     return logged
+
+
+def _shape_changes(config: Config, engine: Engine, tables: Sequence[str]) -> dict[str, ChunkEvents]:
+    """What each table's rows log to tell its change of shape (`model.shapes.shape_change`);
+    a table whose change the consumer needs not be told of (a column dropped, its values kept)
+    is left out."""
+    from publisher.capture.install import published_tables
+    from publisher.capture.shape_history import recorded_shapes
+    from publisher.database import table_schema
+    from publisher.model.catalog import reflect_catalog
+
+    catalog = reflect_catalog(engine, table_schema(config, engine), published_tables(config, engine), config.classes)
+    records = {name.lower(): shapes for name, shapes in recorded_shapes(config, engine).items()}
+    removing = config.publisher.retired_columns is RetiredColumns.REMOVE
+    found: dict[str, ChunkEvents] = {}
+    for name in tables:
+        table = catalog.lookup(name)
+        shapes = records.get(name.lower(), ())
+        change = shape_change(last_change(shapes, table.columns) if table is not None else None,
+                              table.columns if table is not None else ())
+        if table is None or change.whole or table.is_logical:
+            found[name] = ROWS
+        elif change.fields or (removing and change.retired):
+            found[name] = ChunkEvents(change.fields, change.retired if removing else ())
+    return found
+
+
+def _resync_one(config: Config, engine: Engine, table: str, reader: Reader, events: ChunkEvents) -> dict[str, int]:
+    from publisher.service.snapshot import ProgressLines, SnapshotError, snapshot
+
+    try:
+        taken = snapshot(config, engine, [table], reader=reader, progress=ProgressLines(), events=events)
+    except SnapshotError as exc:  # a subscription that does not track the table (or the events)
+        log.info("%s: not published again for %s: %s", table, reader, exc)
+        return {}
+    return {name: part.rows for name, part in taken.tables.items()}
 
 
 def segments(steps: Sequence[Step], transactional: bool) -> list[list[Step]]:

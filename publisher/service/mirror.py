@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from lxml import etree
 from sqlalchemy import Engine, func, select
 
-from publisher.config import STATUS_MODE, Config, Reader
+from publisher.config import STATUS_MODE, Config, Reader, RetiredColumns
 
 if TYPE_CHECKING:
     from publisher.model.catalog import TableInfo
@@ -322,7 +322,8 @@ def check(
     mirror = replay(document_paths(directory))
     tables, source, problems, attributes = _source(config, engine, reader)
     retired: Retired = {}
-    differences = compare(mirror, source, problems, attributes, retired)
+    kept = config.publisher.retired_columns is RetiredColumns.KEEP  # else removed: one left is a difference
+    differences = compare(mirror, source, problems, attributes if kept else None, retired)
     objects = len(source.keys() | mirror.objects.keys())
     if config.triggerless:
         pending = 0

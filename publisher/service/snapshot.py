@@ -43,7 +43,7 @@ from publisher.model.events import EventType
 from publisher.pipeline.queryback import RowReading
 from publisher.rules.classify import snapshot_perpetrator
 from publisher.rules.where import condition_problem
-from publisher.service.snapshot_chunks import EventLogger, KeyOrder, bound_after, log_chunk
+from publisher.service.snapshot_chunks import ROWS, ChunkEvents, EventLogger, KeyOrder, bound_after, log_chunk
 from publisher.service.snapshot_direct import MAX_CHUNK_ROWS, DirectOutput, Numbering, publish_chunk, why_not_direct
 from publisher.service.snapshot_ranges import (
     PARALLEL_ROWS,
@@ -141,14 +141,18 @@ def snapshot(
     reader: Reader = STATUS_MODE, dry_run: bool = False, chunk_rows: int = CHUNK_ROWS,
     progress: Progress | None = None, direct: DirectOutput | None = None,
     spark: Callable[[], SparkSession] | None = None, parallel_rows: int = PARALLEL_ROWS,
+    events: ChunkEvents = ROWS,
 ) -> SnapshotResult:
     """Log every current row of `tables` (default: every published table; a subscriber's:
     every table its subscription tracks) that `where` selects, for `reader`; with `dry_run`,
     only count them. With `direct` (the status mode's, its lock held), write the rows as
     operations where they can be (`snapshot_direct`), a table with `parallel_rows` rows or more
-    in key ranges on the Spark session `spark` gives (`snapshot_ranges`)."""
+    in key ranges on the Spark session `spark` gives (`snapshot_ranges`). `events`: what each
+    row logs (`ChunkEvents`; a migration's resync logs some of its fields)."""
     started = time.perf_counter()
-    chosen = _chosen_tables(config, engine, tables, reader)
+    if direct is not None and not events.whole_rows:
+        raise SnapshotError("the direct path publishes whole rows only")
+    chosen = _chosen_tables(config, engine, tables, reader, events)
     condition = (where or "").strip()
     problem = condition_problem(condition)
     if problem is not None:
@@ -165,7 +169,7 @@ def snapshot(
     state.create(engine, checkfirst=True)
     range_table(config.event_log.table, schema).create(engine, checkfirst=True)
     taking = _Taking(config, engine, schema, snapshot_perpetrator(reader), condition, reader.key, chunk_rows,
-                     progress, direct, spark, parallel_rows)
+                     progress, direct, spark, parallel_rows, events)
     begun = begin_parts(engine, state, reader.key, condition, counts)
     for name, table in chosen.items():
         result.tables[name] = _snapshot_one(taking, table, counts[name], begun[name])
@@ -189,6 +193,7 @@ class _Taking:
     direct: DirectOutput | None
     spark: Callable[[], SparkSession] | None
     parallel_rows: int
+    events: ChunkEvents = ROWS
 
     def job(self, table: TableInfo, direct: DirectOutput | None) -> RangeJob:
         lockless = None if direct is None else dataclasses.replace(direct, lock_lost=None)
@@ -228,7 +233,7 @@ def snapshot_directly(
 
 
 def _chosen_tables(
-    config: Config, engine: Engine, names: Sequence[str], reader: Reader,
+    config: Config, engine: Engine, names: Sequence[str], reader: Reader, events: ChunkEvents = ROWS,
 ) -> dict[str, TableInfo]:
     schema = table_schema(config, engine)
     catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
@@ -242,9 +247,13 @@ def _chosen_tables(
         config.subscriber(subscriber)
         require_check_outs(engine.dialect.name)
         subscription = tracked(config, subscriber, catalog)
-        if EventType.INSERT_ROW_QUERY_BACK not in subscription.event_types:
+        if EventType.INSERT_ROW_QUERY_BACK in events.event_types - subscription.event_types:
             raise SnapshotError(f"--subscriber {subscriber}: its subscription does not track inserts, and a snapshot "
                                 "logs each row as the row query-back of an insert (type 5), which it would pass over")
+        missing = events.event_types - subscription.event_types
+        if missing:
+            raise SnapshotError(f"subscriber {subscriber}: its subscription does not track event type(s) "
+                                f"{', '.join(str(int(t)) for t in sorted(missing))}, which it would pass over")
         available = tracked_tables(catalog, subscription)
     if not names:
         return dict(sorted(available.items()))
@@ -307,7 +316,7 @@ def _snapshot_one(taking: _Taking, table: TableInfo, total: int, begun: Begun) -
     chunk_rows = taking.chunk_rows
     while True:
         if direct is None or numbering is None:
-            chunk = log_chunk(engine, order, logger, part, last_key, after, chunk_rows)
+            chunk = log_chunk(engine, order, logger, part, last_key, after, chunk_rows, taking.events)
         else:
             chunk = publish_chunk(engine, order, logger, part, last_key, after, chunk_rows, direct, numbering)
         if chunk.extent.last is not None:

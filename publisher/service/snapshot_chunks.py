@@ -60,7 +60,7 @@ class EventLogger:
         extra = {transaction: expression} if transaction is not None and expression is not None else {}
         log = event_log_table_of(config.event_log.table, (*names.in_order(), *extra), schema)
         self.roles = {role: log.c[getattr(names, role)] for role in
-                      ("status", "event_type", "perpetrator", "table_name", "table_key")}
+                      ("status", "event_type", "perpetrator", "table_name", "table_key", "column_name")}
         self.record_id = log.c[names.record_id]
         self.single = self.statement = insert(log).values({log.c[c]: literal_column(e) for c, e in extra.items()})
         self.arrays = dialect_of(engine).id_arrays
@@ -69,12 +69,12 @@ class EventLogger:
         self.perpetrator = perpetrator
 
     def log(self, conn: Connection, table: str, keys: Iterable[str],
-            event_type: EventType = EventType.INSERT_ROW_QUERY_BACK) -> int:
+            event_type: EventType = EventType.INSERT_ROW_QUERY_BACK, column: str | None = None) -> int:
         keys = list(keys)
         if not keys:
             return 0
         fixed = {"status": Status.NEW.value, "event_type": int(event_type), "perpetrator": self.perpetrator,
-                 "table_name": table}
+                 "table_name": table, "column_name": column}
         if self.arrays:
             conn.execute(self.statement, {**fixed, "table_key": keys})
         else:
@@ -102,10 +102,42 @@ def _insert_array(log: Table, roles: dict[str, Column[Any]], extra: dict[str, st
     values: list[ColumnElement[Any]] = [
         cast(bindparam("status"), Text), cast(bindparam("event_type"), Integer),
         cast(bindparam("perpetrator"), Text), cast(bindparam("table_name"), Text), keys.c.key,
-        *(literal_column(e) for e in extra.values())]
-    columns = [roles[r] for r in ("status", "event_type", "perpetrator", "table_name", "table_key")]
+        cast(bindparam("column_name"), Text), *(literal_column(e) for e in extra.values())]
+    columns = [roles[r] for r in ("status", "event_type", "perpetrator", "table_name", "table_key", "column_name")]
     columns += [log.c[c] for c in extra]
     return insert(log).from_select(columns, select(*values).select_from(keys).order_by(keys.c.ordinal))
+
+
+@dataclass(frozen=True)
+class ChunkEvents:
+    """What a chunk logs for each of its rows: the row's query-back (a snapshot); or, to tell a
+    consumer what a change of the table's shape changed (a migration's resync), a field
+    query-back of each column in `fields` and a removal of all values of each in `removed`."""
+
+    fields: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    @property
+    def whole_rows(self) -> bool:
+        return not self.fields and not self.removed
+
+    @property
+    def event_types(self) -> frozenset[EventType]:
+        if self.whole_rows:
+            return frozenset({EventType.INSERT_ROW_QUERY_BACK})
+        return frozenset({*([EventType.UPDATE_FIELD_QUERY_BACK] if self.fields else []),
+                          *([EventType.UPDATE_FIELD_REMOVE_ALL] if self.removed else [])})
+
+    def log(self, logger: EventLogger, conn: Connection, table: str, keys: Sequence[str]) -> None:
+        if self.whole_rows:
+            logger.log(conn, table, keys)
+        for name in self.removed:
+            logger.log(conn, table, keys, EventType.UPDATE_FIELD_REMOVE_ALL, name)
+        for name in self.fields:
+            logger.log(conn, table, keys, EventType.UPDATE_FIELD_QUERY_BACK, name)
+
+
+ROWS = ChunkEvents()
 
 
 @dataclass(frozen=True)
@@ -248,13 +280,14 @@ class ChunkDone:
 
 def log_chunk(
     engine: Engine, order: KeyOrder, logger: EventLogger, part: TablePart, last_key: str | None,
-    after: Sequence[Any] | None, chunk_rows: int,
+    after: Sequence[Any] | None, chunk_rows: int, events: ChunkEvents = ROWS,
 ) -> ChunkDone:
-    """One chunk's rows read and logged, and the snapshot's progress, in one transaction."""
+    """One chunk's rows read and their `events` logged, and the snapshot's progress, in one
+    transaction."""
 
     def work(conn: Connection) -> ChunkDone:
         extent, chunk = order.chunk(conn, after, chunk_rows)
-        logger.log(conn, part.table, (key for key, _ in chunk))
+        events.log(logger, conn, part.table, [key for key, _ in chunk])
         part.advance(conn, extent.last[0] if extent.last else last_key, len(chunk), extent.finished)
         return ChunkDone(len(chunk), extent)
 
