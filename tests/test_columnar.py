@@ -36,7 +36,7 @@ TABLES = {
         ColumnInfo("fname", ValueType.STRING, False, ordinal=2),
         ColumnInfo("age", ValueType.INT, False, ordinal=3),
         ColumnInfo("photo", ValueType.OCTET, False, ordinal=4),
-    )),
+    ), retired=("lname",)),
     "a&b<c>": TableInfo("a&b<c>", (
         ColumnInfo("id", ValueType.STRING, True, ordinal=1),
         ColumnInfo('x"y', ValueType.STRING, False, ordinal=2),
@@ -47,6 +47,8 @@ TABLES = {
         ColumnInfo("usr", ValueType.INT, True, ordinal=2),
     )),
 }
+RETIRED = {"usr": ["lname"]}
+"""A column a migration took away: only a removal of its values (type 3) names it."""
 ATTRS = {"usr": ["idu", "fname", "age", "photo"], "a&b<c>": ["id", 'x"y', "when"], "member": ["grp", "usr"]}
 TEXTS = st.none() | st.sampled_from(["", "plain", "a&b", "<x>", "]]>", "tab\there", "cr\r\nlf", "é ü", "'q'"])
 TIMES = st.none() | st.sampled_from([dt.datetime(2026, 11, 23, 7, 0, tzinfo=UTC), dt.datetime(2026, 1, 1, tzinfo=UTC)])
@@ -71,10 +73,10 @@ def events(draw: st.DrawFn, types: tuple[int, ...] = (1, 2, 3, 4)) -> list[dict[
             TABLES[table].key_columns,
         )
         code = draw(st.sampled_from(types))
-        attr = None if code in (4, 5, 6) else draw(st.sampled_from(ATTRS[table]))
+        attr = None if code in (4, 5, 6) else draw(st.sampled_from(ATTRS[table] + RETIRED.get(table, [])[:code == 3]))
         column = None if attr is None else TABLES[table].column(attr)
         is_key = column is not None and column.is_key
-        logs = code in (1, 2, 3) and not is_key
+        logs = code in (1, 2, 3) and not is_key and attr not in RETIRED.get(table, ())
         out.append({
             "record_id": record_id,
             "position_time": draw(TIMES),
@@ -82,7 +84,8 @@ def events(draw: st.DrawFn, types: tuple[int, ...] = (1, 2, 3, 4)) -> list[dict[
             "canonical_key": key,
             "event_type_code": code,
             "attr_name": attr,
-            "value_type": None if column is None else column.value_type.value,
+            "value_type": ValueType.STRING.value if attr in RETIRED.get(table, ()) else (
+                None if column is None else column.value_type.value),
             "old_text": draw(TEXTS) if logs and code == 2 else None,
             "new_text": draw(TEXTS) if logs else None,
             "event_time": draw(TIMES),

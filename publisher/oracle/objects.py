@@ -113,8 +113,9 @@ def _decided(
     for group in groups:
         group.sort(key=position)
         row = current.get((group[0]["class_name"], group[0]["canonical_key"]))
-        multi_valued = tables[group[0]["class_name"]].multi_valued_names
-        decisions = decide(group, row, ctx.operations.insert_row_operation == InsertRowOperation.ADD, multi_valued)
+        table = tables[group[0]["class_name"]]
+        decisions = decide(group, row, ctx.operations.insert_row_operation == InsertRowOperation.ADD,
+                           table.multi_valued_names, frozenset(table.retired))
         decisions_of.append((group, decisions, row))
         for event, decision in zip(group, decisions, strict=True):
             if decision.status is not Status.SUCCESS:

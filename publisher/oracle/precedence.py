@@ -61,7 +61,7 @@ def needs_query_back(events: Sequence[Mapping[str, Any]]) -> bool:
 
 def decide(
     events: Sequence[Mapping[str, Any]], current: CurrentRow | None, insert_row_adds: bool = False,
-    multi_valued: frozenset[str] = frozenset(),
+    multi_valued: frozenset[str] = frozenset(), retired: frozenset[str] = frozenset(),
 ) -> list[Decision]:
     """The decision for each of one object's publishable events, given in processing order.
 
@@ -82,6 +82,9 @@ def decide(
     cannot make a change ahead of the object's `<add>`); and the events a delete takes along
     (`_taken_by_delete`) are redundant, and so is the removal of a value the attribute still
     holds (two child rows whose values publish the same text: one removed, the other stays).
+
+    A removal of a `retired` attribute's values (type 3 of a column a migration took away) is
+    beaten by nothing: a row query-back sets the columns the table has now, not that one.
     """
     exists = current is not None
     problems: Mapping[str, str] = current.problems if current is not None else {}
@@ -115,7 +118,7 @@ def decide(
                 decisions.append(Decision(Outcome.REDUNDANT, effective))
             else:
                 decisions.append(Decision(Outcome.WINS, effective))
-        elif t == _DELETE and insert_row_adds:
+        elif (t == _DELETE and insert_row_adds) or (t == EventType.UPDATE_FIELD_REMOVE_ALL and name in retired):
             decisions.append(Decision(Outcome.SURVIVES, t))
         elif winners.row is not None or (t in _LOGGED_FIELD and name in winners.fields):
             decisions.append(Decision(Outcome.REDUNDANT, t))

@@ -93,7 +93,8 @@ def decide(events: pa.Table, current: Mapping[tuple[str, str], CurrentRow], ctx:
     carriers = _first_of_each(at.objects, inserts & children.carrying[at.objects] & ~row_won, at.count)
     carried = children.multi & ~children.troubled & np.isin(at.objects, at.objects[carriers])
     field_wins = field_first & ~row_won & ~carried
-    beaten = row_won | (np.isin(at.codes, _LOGGED_VALUES) & (np.isin(at.attribute, won) | carried))
+    beaten = (row_won & ~_retired_removals(events, at.codes, ctx)) | (
+        np.isin(at.codes, _LOGGED_VALUES) & (np.isin(at.attribute, won) | carried))
     is_delete = at.codes == EventType.DELETE_ROW
     survives = ~is_row & ~is_field & ((is_delete & rows_after_delete) | ~beaten)
     return Decided(
@@ -101,6 +102,18 @@ def decide(events: pa.Table, current: Mapping[tuple[str, str], CurrentRow], ctx:
         row_wins, carriers, (is_row | is_field) & ~at.present & ~children.silenced,
         pc.if_else(pa.array(children.silenced), pa.scalar(None, pa.string()), reasons),
     )
+
+
+def _retired_removals(events: pa.Table, codes: np.ndarray, ctx: OperationContext) -> np.ndarray:
+    """Removals of a retired attribute's values (type 3 of a column a migration took away), which
+    no row query-back beats: it sets the columns the table has now."""
+    found = np.zeros(len(codes), bool)
+    retired = {(name, column) for name, table in ctx.tables.items() for column in table.retired}
+    if not retired:
+        return found
+    for index in np.flatnonzero(codes == EventType.UPDATE_FIELD_REMOVE_ALL).tolist():
+        found[index] = (events["class_name"][index].as_py(), events["attr_name"][index].as_py()) in retired
+    return found
 
 
 @dataclass(frozen=True)
