@@ -110,3 +110,10 @@ def test_a_configuration_key_without_a_docstring_stops_the_build_naming_it():
     with pytest.raises(ValueError, match="configuration key section.silent has no docstring"):
         list(hook.configuration_keys(Undocumented, "section."))
 
+
+@pytest.mark.parametrize("unit", ["publisher.service", "publisher-poll.service"])
+def test_the_systemd_units_run_commands_the_parser_accepts(unit):
+    text = (ROOT / "examples" / "systemd" / unit).read_text(encoding="utf-8")
+    (command,) = re.findall(r"^ExecStart=\S+/publisher (.+)$", text, re.MULTILINE)
+    args = build_parser().parse_args(command.split())
+    assert args.command in ("run", "poll") and args.config == "/etc/publisher/publisher.toml"
