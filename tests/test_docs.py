@@ -117,3 +117,8 @@ def test_the_systemd_units_run_commands_the_parser_accepts(unit):
     (command,) = re.findall(r"^ExecStart=\S+/publisher (.+)$", text, re.MULTILINE)
     args = build_parser().parse_args(command.split())
     assert args.command in ("run", "poll") and args.config == "/etc/publisher/publisher.toml"
+
+
+def test_the_readme_is_at_most_300_lines():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines"

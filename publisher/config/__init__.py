@@ -209,7 +209,7 @@ class PublisherSettings:
     """Triggerless: what the first cycle publishes, every row (resync) or nothing (future)."""
     retired_columns: RetiredColumns = RetiredColumns.KEEP
     """After a migration that drops or renames a published column: keep its values downstream,
-    or remove them from every object (README, "Migrations of published tables")."""
+    or remove them from every object (docs: guides/migrations.md)."""
     initial_snapshot: bool = False
     """`run` first snapshots every published table for a reader whose output holds no document
     yet and that has had no snapshot (an initial load), as `publisher snapshot` would."""
