@@ -176,13 +176,13 @@ class PublisherSettings:
     polling_interval: float = 10.0
     """Seconds of idle time between cycles."""
     time_of_day: tuple[str, ...] = ()
-    """Fixed times of day (HH:MM[:SS], local time) instead of an interval."""
+    """Fixed times of day (HH:MM[:SS], local time) instead of an interval; excludes polling_interval."""
     query_limit: int = 10000
     """New rows a cycle takes at most, moved on to the end of a transaction it cuts."""
     batch_size: int = 128
     """Operations per XDS document."""
     max_row_bytes: int = 64 << 20
-    """An event log row whose text is longer is rejected (E) unread, instead of being parsed."""
+    """An event log row whose text is longer is rejected (E) unread, instead of being parsed; at most 1 GiB."""
     allow_loopback: bool = False
     """Publish the publisher's own user's changes too, instead of passing them over as loopback (S)."""
     future_events: bool = False
@@ -282,7 +282,7 @@ class SparkConfig:
     """Partitions of the event log read; 0 = Spark's default parallelism."""
     small_cycle_events: int | None = None
     """A cycle of at most this many events runs in the driver alone, without a Spark job (same
-    rules); 0 = every cycle runs on Spark; unset: `driver_events`."""
+    rules); 0 = every cycle runs on Spark; unset: 1,000,000 on a local master, 20,000 elsewhere."""
     conf: Mapping[str, str] = field(default_factory=dict)
     """Extra Spark settings, e.g. {"spark.driver.memory" = "4g"}."""
 
