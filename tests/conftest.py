@@ -106,7 +106,7 @@ def on_each_database_in_turn(cases: list[tuple[str, ...]], first: str = DIALECTS
 
 
 SUBSCRIBER_DIALECTS = tuple(d for d in DIALECTS if d != "mariadb")
-"""The databases that serve subscribers: MariaDB refuses them (README; test_mariadb)."""
+"""The databases that serve subscribers: MariaDB refuses them (docs: guides/mariadb.md; test_mariadb)."""
 
 
 @pytest.fixture(params=SUBSCRIBER_DIALECTS)

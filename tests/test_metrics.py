@@ -263,7 +263,7 @@ def test_a_cycle_counts_its_operations_by_kind_on_either_path(spark, cycle_path,
     assert {kind: tags.count(kind) for kind in ("add", "modify", "delete")} == result.operation_kinds
 
 
-def test_the_dashboard_and_the_readme_name_only_metrics_that_are_served(tmp_path):
+def test_the_dashboard_and_the_metrics_reference_name_only_metrics_that_are_served(tmp_path):
     import json
     import re
 
@@ -288,8 +288,7 @@ def test_the_dashboard_and_the_readme_name_only_metrics_that_are_served(tmp_path
     expressions = " ".join(t["expr"] for panel in dashboard["panels"] for t in panel["targets"])
     named = set(re.findall(r"publisher_\w+", expressions))
     assert {re.sub(r"_bucket$", "", name) for name in named} <= served
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    table = readme.split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    table = (root / "docs" / "reference" / "metrics.md").read_text(encoding="utf-8")
     assert set(re.findall(r"^\| `(publisher_\w+)`", table, re.MULTILINE)) == served
 
 

@@ -169,7 +169,7 @@ def test_mariadb_capture_is_made_anew_by_the_next_cycle_and_install_check_says_s
     assert main(["install", "-c", str(config_file), "--check"]) == 0
     application(h, f"ALTER TABLE {usr} DROP COLUMN lname", f"ALTER TABLE {usr} RENAME COLUMN fname TO given",
                 f"ALTER TABLE {usr} ADD COLUMN email VARCHAR(64)")
-    with pytest.raises(Exception, match="Unknown column"):  # what the README says the application sees
+    with pytest.raises(Exception, match="Unknown column"):  # what the migrations guide says the application sees
         application(h, f"UPDATE {usr} SET given = 'Anne' WHERE idu = 1")
     capsys.readouterr()
     assert main(["install", "-c", str(config_file), "--check"]) == 1

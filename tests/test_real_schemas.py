@@ -392,7 +392,7 @@ def test_a_cycle_whose_acknowledgement_was_lost_is_repeated_exactly(spark, cycle
 def test_a_repeat_reads_back_the_row_as_it_is_then_and_a_deduplicating_consumer_ends_equal(
     spark, cycle_path, database, tmp_path, monkeypatch
 ):
-    """The README's promise for a cycle repeated after a lost acknowledgement: the same rows and
+    """The delivery guarantee's promise for a cycle repeated after a lost acknowledgement: the same rows and
     event-ids; an operation read back from the row carries the row as it is at the repeat, and
     the change that made it differ is published again under an event-id of its own. So a
     consumer that skips event-ids it has seen ends equal, and so does one that saw only the

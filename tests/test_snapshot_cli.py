@@ -74,7 +74,7 @@ def snapshot_process(config: Path, *options: str, failpoint: str | None = None,
 def kill_at_chunk(config: Path, markers: Path, *options: str, takers: Callable[[], int] = lambda: 1) -> None:
     """Run the snapshot until `takers()` of its ranges (each a thread or a task) have each
     committed a chunk and stopped after it, then SIGKILL it: none is between a chunk's documents
-    and its commit, whose rerun would write the chunk again (at least once, as the README says)."""
+    and its commit, whose rerun would write the chunk again (at least once, as the snapshots guide says)."""
     markers.mkdir()
     marker = markers / "snapshot_chunk.reached"
     process = snapshot_process(config, *options, failpoint="snapshot_chunk", markers=markers)

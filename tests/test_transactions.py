@@ -38,10 +38,10 @@ def test_triggers_record_the_transaction_of_each_change(spark, database, tmp_pat
 
     transactions = read_transactions(h)
     assert set(transactions) == first | second and len(first) == 3 and len(second) == 1
-    if h.dialect == "sqlite":  # no transaction id a trigger can read (README)
+    if h.dialect == "sqlite":  # no transaction id a trigger can read (docs: concepts/event-log.md)
         assert set(transactions.values()) == {None}
         return
-    if h.dialect == "mariadb":  # the statement's: connection and start time (README)
+    if h.dialect == "mariadb":  # the statement's: connection and start time (docs: guides/mariadb.md)
         inserted, updated = sorted(first)[:2], sorted(first)[2]
         assert len({transactions[rid] for rid in inserted}) == 1
         assert len({transactions[rid] for rid in (inserted[0], updated, *second)}) == 3

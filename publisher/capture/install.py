@@ -194,7 +194,7 @@ def capture_ddl(config: Config, engine: Engine) -> list[str]:
             log.warning(
                 "the database user may not create event triggers (PostgreSQL: superusers only): a migration "
                 "that drops or renames a published column fails the application's writes until the publisher's "
-                "next cycle reinstalls the table's capture; see README, \"Migrations of published tables\""
+                "next cycle reinstalls the table's capture; see the documentation, \"Migrations\""
             )
     return statements
 

@@ -169,7 +169,7 @@ class MariaDB(RowTriggers):
     def replacing(self, trigger: str, create: str) -> list[str]:
         """MariaDB replaces a trigger in one statement. DDL commits on its own here, so a DROP
         then a CREATE would leave a moment in which the table's changes are not logged; MySQL
-        has no CREATE OR REPLACE TRIGGER, and keeps that moment (README)."""
+        has no CREATE OR REPLACE TRIGGER, and keeps that moment (docs: guides/mariadb.md)."""
         return [create] if self._replaces_in_place() else super().replacing(trigger, create)
 
     def _replaces_in_place(self) -> bool:

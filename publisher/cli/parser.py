@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Creates the event log table (if missing) and (re)creates the triggers of each named "
         "table, reflecting its columns and primary key. A table configured as a logical class "
         "([classes.NAME]) gets the triggers of its child tables too, which log their rows as values of "
-        "the parent's multi-valued attributes (README, \"Logical classes\").",
+        "the parent's multi-valued attributes (docs: Concepts, \"Logical classes\").",
     ))
     install.add_argument("--table", action="append", default=[], metavar="T", help="table to capture (repeatable)")
     install.add_argument(
@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     stats_format.add_argument("--json", action="store_true", help="print JSON instead of a table")
     stats_format.add_argument("--prometheus", action="store_true",
                               help="print the event log's gauges (a triggerless publisher's: its state's) in the "
-                              "Prometheus text format (README, Metrics)")
+                              "Prometheus text format (docs: Reference, \"Metrics\")")
     verify = with_config(commands.add_parser(
         "verify", help="replay the published documents and compare them with the tables",
         description="Replays the XDS documents of the output directory in order into a model of the "

@@ -45,7 +45,7 @@ class PublicationMode(enum.StrEnum):
     """In the event log the triggers write."""
     TRIGGERLESS = "triggerless"
     """By comparing the published tables with the state the previous cycle kept (no triggers,
-    no event log: README, "Triggerless publication")."""
+    no event log: docs: guides/triggerless.md)."""
 
 
 class RetiredColumns(enum.StrEnum):
@@ -136,15 +136,25 @@ def mask_url(url: str) -> str:
 @dataclass(frozen=True)
 class EventLogColumns:
     record_id: str = "record_id"
+    """Its column's name. The row's number, handed out in logging order; the order events are published in."""
     status: str = "status"
+    """Its column's name. N new, S done, W object gone, E rejected, F reserved; others a site's own."""
     event_type: str = "event_type"
+    """Its column's name. 1-8: what the change was and whether its value is logged or read back."""
     event_time: str = "event_time"
+    """Its column's name. When the change was logged; the order of future-event processing."""
     perpetrator: str = "perpetrator"
+    """Its column's name. The database user who made the change; the publisher's own user's rows are loopback."""
     table_name: str = "table_name"
+    """Its column's name. The published table (or logical class) the change is of."""
     table_key: str = "table_key"
+    """Its column's name. The changed row's primary key, as `col=value` pairs in the table_key grammar."""
     column_name: str = "column_name"
+    """Its column's name. The column a per-field event (types 1-3, 7, 8) changed."""
     old_value: str = "old_value"
+    """Its column's name. The column's text before the change (type 2)."""
     new_value: str = "new_value"
+    """Its column's name. The column's text after the change (types 1-3)."""
     transaction_id: str = "transaction_id"
     """The optional eleventh column: the transaction that logged the row, where the database
     can tell. An event log without it is read as if every value were NULL."""
@@ -157,6 +167,7 @@ class EventLogColumns:
 @dataclass(frozen=True)
 class EventLogConfig:
     table: str = "event_log"
+    """The event log table the triggers write and the publisher reads."""
     columns: EventLogColumns = field(default_factory=EventLogColumns)
 
 
@@ -165,15 +176,21 @@ class PublisherSettings:
     polling_interval: float = 10.0
     """Seconds of idle time between cycles."""
     time_of_day: tuple[str, ...] = ()
-    """Fixed times of day (HH:MM[:SS], local time) instead of an interval."""
+    """Fixed times of day (HH:MM[:SS], local time) instead of an interval; excludes polling_interval."""
     query_limit: int = 10000
+    """New rows a cycle takes at most, moved on to the end of a transaction it cuts."""
     batch_size: int = 128
+    """Operations per XDS document."""
     max_row_bytes: int = 64 << 20
-    """An event log row whose text is longer is rejected (E) unread, instead of being parsed."""
+    """An event log row whose text is longer is rejected (E) unread, instead of being parsed; at most 1 GiB."""
     allow_loopback: bool = False
+    """Publish the publisher's own user's changes too, instead of passing them over as loopback (S)."""
     future_events: bool = False
+    """Take rows in event_time order, each only once its event_time has come."""
     delete_processed_rows: bool = False
+    """Delete S and W rows once processed, instead of keeping them marked; E rows stay."""
     post_polling_statements: tuple[str, ...] = ()
+    """SQL run in the transaction that writes a cycle's statuses."""
     heartbeat_interval: float = 0.0
     """Minutes of idleness after which a heartbeat document is published; 0 = off."""
     insert_row_operation: InsertRowOperation = InsertRowOperation.MODIFY
@@ -192,7 +209,7 @@ class PublisherSettings:
     """Triggerless: what the first cycle publishes, every row (resync) or nothing (future)."""
     retired_columns: RetiredColumns = RetiredColumns.KEEP
     """After a migration that drops or renames a published column: keep its values downstream,
-    or remove them from every object (README, "Migrations of published tables")."""
+    or remove them from every object (docs: guides/migrations.md)."""
     initial_snapshot: bool = False
     """`run` first snapshots every published table for a reader whose output holds no document
     yet and that has had no snapshot (an initial load), as `publisher snapshot` would."""
@@ -203,6 +220,7 @@ class ChangeTablesConfig:
     """A Parquet change table per published table, under <directory>/changes/<table>/."""
 
     enabled: bool = False
+    """Write the change tables."""
     header_prefix: str = "header__"
     """Prefix of the header columns, so they never collide with the table's own columns."""
     partition_minutes: int = 0
@@ -218,6 +236,7 @@ class MessagesConfig:
     message per change."""
 
     enabled: bool = False
+    """Write the messages."""
     server: str = ""
     """lineage.server of the metadata messages; empty: this machine's host name."""
     task: str = "publisher"
@@ -238,6 +257,7 @@ class MessagesConfig:
 @dataclass(frozen=True)
 class OutputConfig:
     directory: str = "out"
+    """Where the documents, rejects.jsonl and the formats' files go."""
     change_tables: ChangeTablesConfig = field(default_factory=ChangeTablesConfig)
     messages: MessagesConfig = field(default_factory=MessagesConfig)
 
@@ -248,7 +268,7 @@ class OutputConfig:
 
 
 LOCAL_DRIVER_EVENTS = 1_000_000
-"""Measured on 2 cores (README, Performance): a cold poll of 1M events in the driver alone took
+"""Measured on 2 cores (docs: performance.md): a cold poll of 1M events in the driver alone took
 half the time of the same cycle as Spark jobs on `local[*]`, and 1.4 GiB at its peak; above it,
 Spark's jobs keep memory flat where the driver's would grow with the cycle."""
 CLUSTER_DRIVER_EVENTS = 20_000
@@ -257,11 +277,12 @@ CLUSTER_DRIVER_EVENTS = 20_000
 @dataclass(frozen=True)
 class SparkConfig:
     master: str = "local[*]"
+    """Any Spark master URL: local[N], spark://host:7077, or sc://host:port for Spark Connect."""
     read_partitions: int = 0
     """Partitions of the event log read; 0 = Spark's default parallelism."""
     small_cycle_events: int | None = None
     """A cycle of at most this many events runs in the driver alone, without a Spark job (same
-    rules); 0 = every cycle runs on Spark; unset: `driver_events`."""
+    rules); 0 = every cycle runs on Spark; unset: 1,000,000 on a local master, 20,000 elsewhere."""
     conf: Mapping[str, str] = field(default_factory=dict)
     """Extra Spark settings, e.g. {"spark.driver.memory" = "4g"}."""
 
@@ -297,6 +318,7 @@ class SubscriptionConfig:
     """What a subscription tracks: which tables, which of their columns, which kinds of change."""
 
     tables: tuple[str, ...] = ()
+    """The published tables it tracks."""
     columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Per table, the columns tracked (the key columns always are); a table not named: all."""
     operations: tuple[str, ...] = ("change",)
@@ -314,7 +336,9 @@ class SubscriberConfig:
     """Who reads a subscription, and where its documents, rejects and formats go."""
 
     subscription: str = ""
+    """The [subscriptions.NAME] it reads."""
     output: str = ""
+    """Its own output directory: documents, rejects.jsonl, formats."""
     formats: SubscriberFormats = field(default_factory=SubscriberFormats)
 
     def output_config(self) -> OutputConfig:
@@ -323,7 +347,7 @@ class SubscriberConfig:
 
 @dataclass(frozen=True)
 class ClassConfig:
-    """A logical database class (README, "Logical classes"): the parent table or view the class
+    """A logical database class (docs: concepts/logical-classes.md): the parent table or view the class
     is named after, plus child tables whose rows are the values of multi-valued attributes."""
 
     multi_valued: Mapping[str, str] = field(default_factory=dict)
@@ -335,7 +359,7 @@ class ClassConfig:
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    """Prometheus metrics served over HTTP by `publisher run` (README, "Metrics")."""
+    """Prometheus metrics served over HTTP by `publisher run` (docs: guides/metrics.md)."""
 
     port: int = 0
     """The port of http://ADDRESS:PORT/metrics; 0 = no metrics served."""

@@ -11,7 +11,7 @@ from publisher.dialects.base import Dialect
 
 DEFAULT_DRIVER = "pymysql"
 """The driver a bare mysql:// or mariadb:// URL gets: PyMySQL is pure Python, so it installs
-with the publisher everywhere, with no client library or compiler (README, MariaDB and MySQL)."""
+with the publisher everywhere, with no client library or compiler (docs: guides/mariadb.md)."""
 MYSQL_TIME_ZONE = "+00:00"
 """The time_zone a TIMESTAMP is read in; the capture triggers set it around their work and put
 the changing session's back, and query-back's sessions run with it."""

@@ -3,7 +3,7 @@ them, kept in Arrow IPC files under the output directory (`.publisher-triggerles
 buckets by a hash of the key, so that one bucket of the old state and the same bucket of the
 tables now are compared at a time and memory does not grow with the tables.
 
-Generations keep a crash from losing or repeating anything (README, "Triggerless publication"):
+Generations keep a crash from losing or repeating anything (docs: guides/triggerless.md):
 - `g<N>/` is the state the consumer holds; `CURRENT` names N.
 - A cycle reads the tables into `g<N+1>.read/` (written under `.tmp`, flushed, renamed: whole or
   absent). Once it is there, the comparison of it with `g<N>/` is fixed: a cycle started again

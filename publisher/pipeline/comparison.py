@@ -1,5 +1,5 @@
 """A triggerless cycle: the published tables read whole, compared with the state the previous
-cycle kept, and what changed published (README, "Triggerless publication").
+cycle kept, and what changed published (docs: guides/triggerless.md).
 
 read the tables (or take the read an earlier try of this cycle made durable) → compare each
 bucket of the state with the same bucket of the read → build the operations (`rules.comparison`)

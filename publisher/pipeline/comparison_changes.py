@@ -1,5 +1,5 @@
-"""A triggerless cycle's operations as changes, for the change tables and messages (README,
-"Change tables, messages and trail headers"): the comparison knows each changed object's values
+"""A triggerless cycle's operations as changes, for the change tables and messages (docs:
+guides/formats.md): the comparison knows each changed object's values
 before and after, as a field event logs them, so an `<add>` is an INSERT carrying every column,
 a `<modify>` an UPDATE carrying the columns that changed with their old values as the
 before-image, a `<delete>` a DELETE carrying the key.

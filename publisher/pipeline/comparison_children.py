@@ -1,4 +1,4 @@
-"""A logical class in a triggerless cycle (README, "Logical classes", "Triggerless publication"):
+"""A logical class in a triggerless cycle (docs: concepts/logical-classes.md, guides/triggerless.md):
 its child tables' rows compared with the state's as sets of values per object, and its
 references published as the associations of the objects they name.
 

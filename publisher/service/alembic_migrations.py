@@ -1,5 +1,5 @@
-"""Alembic migrations with what `publisher migrate` guarantees (README, "Migrations of published
-tables"): in an `env.py`, around `context.run_migrations()`,
+"""Alembic migrations with what `publisher migrate` guarantees (docs: guides/migrations.md): in an
+`env.py`, around `context.run_migrations()`,
 
     with published_migrations(connection, "publisher.toml"):
         context.configure(connection=connection, target_metadata=target_metadata)

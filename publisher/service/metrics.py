@@ -1,5 +1,5 @@
 """Prometheus metrics: `publisher run` serves them over HTTP, `publisher stats --prometheus`
-prints the event log's once (README, "Metrics").
+prints the event log's once (docs: guides/metrics.md).
 
 Two sources. What the cycles did is counted by the loop as each cycle ends, per reader of the
 event log (the status mode, or a subscriber): counters that live as long as the process. What

@@ -1,5 +1,5 @@
 """`publisher migrate`: the application's migration of published tables run so that the
-application's writes wait for it instead of failing (README, "Migrations of published tables");
+application's writes wait for it instead of failing (docs: guides/migrations.md);
 each statement through `service.migration`."""
 from __future__ import annotations
 

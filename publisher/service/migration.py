@@ -1,5 +1,5 @@
-"""A migration of published tables, statement by statement, on a held connection (README,
-"Migrations of published tables"): which captures a statement may change, how their tables are
+"""A migration of published tables, statement by statement, on a held connection (docs:
+guides/migrations.md): which captures a statement may change, how their tables are
 taken from the application and given back, and the captures made anew right after it.
 `publisher migrate` (`service.migrate`) and the Alembic hook (`service.alembic_migrations`) both
 run their statements through it.

@@ -4,7 +4,7 @@ A snapshot publishes nothing itself. It logs each current row in the event log a
 query-back (type 5), a chunk of rows in key order per transaction, and the cycles publish them
 as they publish the triggers' events: each is read back when it is published, as the row is
 then, in record_id order with the changes around it. That is why a snapshot is consistent with
-the writers that change the tables while it runs (README, "Snapshots"): whatever a row's events
+the writers that change the tables while it runs (docs: guides/snapshots.md): whatever a row's events
 before or after its snapshot event, the consumer ends where the table is, as it does for any
 query-back. A snapshot for a subscriber is logged with a perpetrator that names it
 (`rules.classify.snapshot_perpetrator`): the other readers pass its events over.

@@ -5,8 +5,8 @@ Logging a row query-back per row costs every row twice over (an event written, r
 and acknowledged). The direct path reads each chunk's rows whole, as last committed, and writes
 them as the operations their row query-backs would have published (`rules.columnar_rows`, the
 column shapes `query_back_operations` builds them with), while it holds the reader's lock, so
-that no cycle writes between them. Why that is consistent with the writers (README,
-"Snapshots"):
+that no cycle writes between them. Why that is consistent with the writers (docs:
+guides/snapshots.md):
 - The log's waiting events (status N) are read after the rows, by a later statement. A row with
   none has had every change committed before its read published, and none committed between
   the two reads; every later change is in events the cycles publish after the row's document

@@ -53,7 +53,7 @@ class Site:
 
     @property
     def subscribers(self) -> list[str]:
-        """MariaDB refuses subscribers (README, "MariaDB and MySQL")."""
+        """MariaDB refuses subscribers (docs: guides/mariadb.md)."""
         return [] if self.dialect == "mariadb" else [SUBSCRIBER]
 
 
