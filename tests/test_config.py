@@ -182,6 +182,30 @@ def test_bad_set_is_refused(tmp_path):
         load_config(write(tmp_path, ""), environ={}, overrides=["publisher.batch_size"])
 
 
+@pytest.mark.parametrize(("body", "overrides", "message"), [
+    ("", ["publisher.querylimit=5"], "--set publisher.querylimit: unknown key; did you mean `publisher.query_limit`?"),
+    ("", ["database.query_limit=5"], "--set database.query_limit: unknown key; did you mean `publisher.query_limit`?"),
+    ("[publisher]\nqeury_limit = 5\n", [], "publisher.qeury_limit: unknown key; did you mean `publisher.query_limit`?"),
+    ("[publishr]\nquery_limit = 5\n", [], "publishr: unknown key; did you mean `publisher`?"),
+    ("[output]\npolling_interval = 5\n", [],
+     "output.polling_interval: unknown key; did you mean `publisher.polling_interval`?"),
+    ("", ["zzz.qqq=1"], "--set zzz.qqq: unknown key (every key is shown in examples/publisher.toml)"),
+])
+def test_an_unknown_key_names_the_closest_known_one_and_not_every_key(tmp_path, body, overrides, message):
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(tmp_path, body), environ={}, overrides=overrides)
+    assert str(raised.value) == message
+
+
+def test_a_misspelt_environment_variable_is_said_with_the_one_it_resembles(tmp_path, caplog):
+    environ = {"PUBLISHER_PUBLISHER_QUERY_LIMT": "5", "PUBLISHER_FAILPOINT": "x", "PUBLISHER_TEST_POSTGRES_URL": "y"}
+    config = load_config(write(tmp_path, ""), environ=environ)
+    assert config.publisher.query_limit == 10000
+    assert [r.getMessage() for r in caplog.records] == [
+        "environment variable PUBLISHER_PUBLISHER_QUERY_LIMT sets no key and is ignored; did you mean "
+        "PUBLISHER_PUBLISHER_QUERY_LIMIT (publisher.query_limit)?"]
+
+
 def test_missing_and_invalid_files(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.toml", environ={})

@@ -200,7 +200,9 @@ def configuration_page() -> str:
         "Generated from the typed configuration (`publisher/config/`). One TOML file; every key outside",
         "the named tables can be overridden by its environment variable, and then by",
         "`--set section.key=value` on the command line. Unknown keys, wrong types and impossible",
-        "combinations are refused at start (exit 2, naming the key). `examples/publisher.toml` holds",
+        "combinations are refused at start (exit 2, naming the key); an unknown key is refused naming",
+        "the closest known one (\"did you mean `publisher.query_limit`?\"), and a `PUBLISHER_` variable",
+        "that nearly spells a key's is warned of, as it sets nothing. `examples/publisher.toml` holds",
         "every key with its default.",
         "",
     ]

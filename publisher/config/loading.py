@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import difflib
 import enum
+import logging
 import math
 import os
 import re
@@ -53,20 +55,60 @@ def load_config(
     environ = os.environ if environ is None else environ
     leaves = _leaf_paths(Config)
     for dotted in leaves:
-        env_name = ENV_PREFIX + dotted.replace(".", "_").upper()
+        env_name = env_name_of(dotted)
         if env_name in environ:
             _set_path(raw, dotted, _parse_scalar(environ[env_name]))
+    _warn_misspelt_variables(environ, leaves)
     for item in overrides:
         dotted, sep, text = item.partition("=")
         dotted = dotted.strip()
         if not sep or not dotted:
             raise ConfigError(f"--set expects key.path=value, got {item!r}")
         if dotted not in leaves and not _is_mapping_entry(dotted):
-            raise ConfigError(f"--set {dotted}: unknown key (known: {', '.join(sorted(leaves))})")
+            raise ConfigError(f"--set {dotted}: {unknown_key(dotted, leaves)}")
         _set_path(raw, dotted, _parse_scalar(text))
     config = _build(Config, raw, "")
     _check(config, raw)
     return config
+
+
+EXAMPLE = "examples/publisher.toml"
+"""Where every key is shown, with its default and what it does."""
+
+
+def env_name_of(dotted: str) -> str:
+    """The environment variable that sets a key: PUBLISHER_<SECTION>_<KEY>."""
+    return ENV_PREFIX + dotted.replace(".", "_").upper()
+
+
+def unknown_key(dotted: str, known: set[str]) -> str:
+    """The complaint for a key no setting has: the closest known key, if one is close, else
+    where every key is shown; a list of all of them on one line helps nobody find theirs. A key
+    in the wrong section is found by its name first."""
+    name = dotted.rpartition(".")[2]
+    close = sorted(key for key in _leaf_paths(Config) if key.rpartition(".")[2] == name and key != dotted)[:1]
+    close = close or difflib.get_close_matches(dotted, sorted(known), n=1)
+    if close:
+        return f"unknown key; did you mean `{close[0]}`?"
+    return f"unknown key (every key is shown in {EXAMPLE})"
+
+
+MISSPELT_CUTOFF = 0.85
+"""How alike a PUBLISHER_ variable must be to a setting's to be taken for a misspelling of it:
+other PUBLISHER_ variables (of the tests, of a deployment's own scripts) are left alone."""
+
+
+def _warn_misspelt_variables(environ: Mapping[str, str], leaves: set[str]) -> None:
+    """A PUBLISHER_ variable that is no setting's but nearly one's is said once: it sets nothing."""
+    names = {env_name_of(dotted): dotted for dotted in leaves}
+    for variable in sorted(environ):
+        if not variable.startswith(ENV_PREFIX) or variable in names:
+            continue
+        close = difflib.get_close_matches(variable, sorted(names), n=1, cutoff=MISSPELT_CUTOFF)
+        if close:
+            logging.getLogger("publisher").warning(
+                "environment variable %s sets no key and is ignored; did you mean %s (%s)?", variable, close[0],
+                names[close[0]])
 
 
 def _leaf_paths(cls: type, prefix: str = "") -> set[str]:
@@ -112,9 +154,8 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - names)
     if unknown:
-        raise ConfigError(
-            f"{prefix}{unknown[0]}: unknown key (known in {where}: {', '.join(sorted(names))})"
-        )
+        candidates = {prefix + name for name in names} | (_leaf_paths(Config) if not prefix else set())
+        raise ConfigError(f"{prefix}{unknown[0]}: {unknown_key(prefix + unknown[0], candidates)}")
     values: dict[str, Any] = {}
     for name, value in raw.items():
         hint = hints[name]
