@@ -173,8 +173,9 @@ def test_mariadb_capture_is_made_anew_by_the_next_cycle_and_install_check_says_s
         application(h, f"UPDATE {usr} SET given = 'Anne' WHERE idu = 1")
     capsys.readouterr()
     assert main(["install", "-c", str(config_file), "--check"]) == 1
-    reported = capsys.readouterr().out
-    assert "'usr'" in reported and "given" in reported and "lname" in reported
+    reported = capsys.readouterr()
+    assert "'usr'" in reported.out and "given" in reported.out and "lname" in reported.out
+    assert reported.err.splitlines()[-1] == f"1 table to install again: publisher install -c {config_file} --table usr"
     drain(h)  # the cycle reinstalls the capture before it reads
     assert main(["install", "-c", str(config_file), "--check"]) == 0
     application(

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
@@ -242,12 +243,28 @@ def installed_native(config: Config, engine: Engine) -> set[str]:
         return native_tables(conn, dialect.schema)
 
 
+@dataclass(frozen=True)
+class CaptureCheck:
+    """What `install --check` finds: each problem said, and the tables `install` puts right."""
+
+    problems: list[str]
+    reinstall: list[str]
+    """The tables whose capture is to be installed again, by the name they are published as."""
+
+
 def capture_problems(config: Config, engine: Engine) -> list[str]:
-    """What `install --check` reports: every table whose capture no longer matches it, and every
-    triggered table with no record of what its capture was installed for."""
+    """What `install --check` reports (`check_capture`), said."""
+    return check_capture(config, engine).problems
+
+
+def check_capture(config: Config, engine: Engine) -> CaptureCheck:
+    """Every table whose capture no longer matches it, and every triggered table with no
+    record of what its capture was installed for: those `install` puts right."""
     stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True))
     native = installed_native(config, engine)
-    problems = [found.describe() for found in stale if _on_native_alone(config, engine, found, native) is None]
+    stale = [found for found in stale if _on_native_alone(config, engine, found, native) is None]
+    problems = [found.describe() for found in stale]
+    reinstall = [found.published_as for found in stale]
     dialect = _dialect(config, engine)
     if native and isinstance(dialect, PostgreSQL) and may_follow(dialect):  # a superuser can tell
         try:
@@ -261,6 +278,7 @@ def capture_problems(config: Config, engine: Engine) -> list[str]:
         if table not in recorded:
             problems.append(f"table {table!r}: its capture was installed with no record of the table's shape "
                             f"(by an earlier publisher): install it again")
+            reinstall.append(table)
     for installed_on, carrier in moved_captures(config, engine).items():
         child = child_of(config.classes, installed_on)
         where = f"table {installed_on!r}: its capture triggers are on table {carrier!r} (renamed?), where they"
@@ -272,7 +290,7 @@ def capture_problems(config: Config, engine: Engine) -> list[str]:
             problems.append(f"{where} still log its rows as values of {child.class_name}.{attribute}: name "
                             f"{carrier!r} in classes.{child.class_name}.multi_valued.{attribute}, then "
                             f"`publisher install --table {child.class_name}`")
-    return problems
+    return CaptureCheck(problems, list(dict.fromkeys(reinstall)))
 
 
 def moved_captures(config: Config, engine: Engine) -> dict[str, str]:

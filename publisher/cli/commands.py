@@ -5,6 +5,7 @@ import argparse
 import contextlib
 import json
 import logging
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,7 @@ def install_command(config: Config, args: argparse.Namespace) -> int:
 
     engine = connect(config)
     if args.check:
-        return _check_capture(config, engine)
+        return _check_capture(config, engine, args.config)
     statements = install_capture(config, engine, args.table, args.style, args.dry_run, args.native)
     if args.dry_run:
         print(dialect_of(engine).client_script(statements), end="")
@@ -109,14 +110,17 @@ def snapshot_command(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_capture(config: Config, engine: Any) -> int:
-    from publisher.capture.install import capture_problems
+def _check_capture(config: Config, engine: Any, config_path: str) -> int:
+    from publisher.capture.install import check_capture
 
-    problems = capture_problems(config, engine)
-    for problem in problems:
+    found = check_capture(config, engine)
+    for problem in found.problems:
         print(problem)
-    if problems:
-        print(f"{len(problems)} table(s) to install again: publisher install -c CONFIG --table T", file=sys.stderr)
+    if found.reinstall:
+        command = shlex.join(["publisher", "install", "-c", config_path,
+                              *(part for table in found.reinstall for part in ("--table", table))])
+        print(f"{_count(len(found.reinstall), 'table')} to install again: {command}", file=sys.stderr)
+    if found.problems:
         return 1
     print("every installed table's capture matches its columns and key", file=sys.stderr)
     return 0
