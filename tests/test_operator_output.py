@@ -2,6 +2,7 @@
 event log names that are not published, one log line per active cycle, as text or JSON."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -41,11 +42,11 @@ def config_file(tmp_path: Path, publisher: str = "", spark: str = "") -> Path:
     return path
 
 
-def change(tmp_path: Path, *statements: str) -> None:
+def change(tmp_path: Path, *statements: str, **values: str) -> None:
     engine = create_engine(f"sqlite:///{tmp_path / 'ops.db'}")
     with engine.begin() as conn:
         for statement in statements:
-            conn.execute(text(statement))
+            conn.execute(text(statement), values)
     engine.dispose()
 
 
@@ -87,9 +88,35 @@ def test_install_and_a_spark_poll_print_no_chatter_and_warn_once_about_unpublish
     assert_no_chatter(polled.stderr)
     warnings = [line for line in polled.stderr.splitlines() if "not published" in line]
     assert len(warnings) == 1, polled.stderr
-    assert "audit (not in publisher.tables)" in warnings[0]
-    assert "grp (not in publisher.tables)" in warnings[0]
-    assert "usr" not in warnings[0].split(":", 3)[-1]
+    assert unpublished_listed(polled.stderr) == ["'audit': does not exist", "'grp': not in publisher.tables"]
+
+
+def unpublished_listed(err: str) -> list[str]:
+    """The tables the start-up warning lists, one per line below it."""
+    lines = err.splitlines()
+    start = next(i for i, line in enumerate(lines) if "not published" in line)
+    return [line.strip() for line in itertools.takewhile(lambda line: line.startswith("  "), lines[start + 1:])]
+
+
+def test_the_unpublished_tables_are_quoted_one_a_line_and_a_missing_one_does_not_exist(tmp_path):
+    config = str(config_file(tmp_path))
+    assert main(["install", "-c", config, "--table", "usr"]) == 0
+    hostile = "person; DROP TABLE role; --"
+    log_by_hand(tmp_path, "grp", "name=a")
+    change(tmp_path, "INSERT INTO event_log (status, event_type, table_name, table_key, column_name, new_value) "
+                     "VALUES ('N', 1, :table, 'id=1', 'descr', 'x')", table=hostile)
+    polled = publisher("poll", "-c", config)
+    assert polled.returncode == 0, polled.stderr
+    assert unpublished_listed(polled.stderr) == ["'grp': has no publisher triggers", f"{hostile!r}: does not exist"]
+    rejected = [json.loads(line) for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    reasons = {r["table_name"]: r["reason"] for r in rejected}
+    assert reasons[hostile] == f"table {hostile!r} does not exist in the database"
+
+    log_by_hand(tmp_path, "grp", "name=b")
+    polled = publisher("poll", "-c", config)
+    (warning,) = [line for line in polled.stderr.splitlines() if "not published" in line]
+    assert warning.endswith("new rows of the event log name table 'grp', which is not published "
+                            "(has no publisher triggers): a cycle marks them E")
 
 
 def test_stats_lists_the_unpublished_tables(tmp_path, capsys):
@@ -107,7 +134,7 @@ def test_stats_lists_the_unpublished_tables(tmp_path, capsys):
     shown = capsys.readouterr().out
     heading, *listed = shown.split("not published", 1)[1].splitlines()
     unpublished = [line.split() for line in listed if line.startswith("  ")]
-    assert unpublished == [["grp", "has", "no", "publisher", "triggers"]]
+    assert unpublished == [["'grp'", "has", "no", "publisher", "triggers"]]
 
 
 def test_stats_lists_nothing_when_every_table_is_published(tmp_path, capsys):
@@ -159,7 +186,7 @@ def test_run_warns_once_and_logs_one_text_line_per_active_cycle(tmp_path):
     assert_no_chatter(err)
     warnings = [line for line in err.splitlines() if "not published" in line]
     assert len(warnings) == 1, err
-    assert "WARNING" in warnings[0] and "grp (has no publisher triggers)" in warnings[0]
+    assert "WARNING" in warnings[0] and "table 'grp', which is not published (has no publisher triggers)" in warnings[0]
     cycles = [line for line in err.splitlines() if " INFO cycle {" in line]
     assert 3 <= len(cycles) <= 4, err  # the grp row may be taken with the first insert, or before it
     summaries = [json.loads(line.split(" INFO cycle ", 1)[1]) for line in cycles]

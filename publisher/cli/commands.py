@@ -218,15 +218,12 @@ def requeue_command(config: Config, args: argparse.Namespace) -> int:
 
 def _warn_unpublished(config: Config, engine: Any) -> None:
     """Say once, before publishing, which tables new rows name that a cycle would reject."""
-    from publisher.service.stats import unpublished_tables
+    from publisher.service.stats import said_unpublished, unpublished_tables
 
     found = unpublished_tables(config, engine)
     if found:
-        logging.getLogger("publisher").warning(
-            "new rows of the event log name tables that are not published, and a cycle marks them E: %s",
-            "; ".join(f"{table} ({why})" for table, why in found.items()),
-            extra={"fields": {"unpublished_tables": found}},
-        )
+        logging.getLogger("publisher").warning("%s", said_unpublished(found),
+                                               extra={"fields": {"unpublished_tables": found}})
 
 
 def migrate_command(config: Config, args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from publisher.config import STATUS_MODE, Config, Reader
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
 from publisher.model.events import Status
+from publisher.model.values import shown
 from publisher.pipeline.event_log import event_log_table
 from publisher.pipeline.read import as_utc
 from publisher.service.snapshot_state import RecordedSnapshot, recorded_snapshots
@@ -177,7 +178,7 @@ def format_backlog(report: dict[str, Any]) -> str:
     lines += [f"  {t:<30} {n:>10}" for t, n in report["new_by_table"].items()] or ["  (none)"]
     if report["unpublished_tables"]:
         lines.append("new rows of tables that are not published (a cycle marks them E):")
-        lines += [f"  {t:<30} {why}" for t, why in report["unpublished_tables"].items()]
+        lines += [f"  {shown(t):<30} {why}" for t, why in report["unpublished_tables"].items()]
     if report["oldest_new_event_time"]:
         lines.append(
             f"oldest new row: {report['oldest_new_event_time']} ({report['oldest_new_age_seconds']:.0f} s ago)"
@@ -208,6 +209,7 @@ class Unpublished(enum.StrEnum):
 
     NOT_CONFIGURED = "not in publisher.tables"
     NO_TRIGGERS = "has no publisher triggers"
+    MISSING = "does not exist"
     CHILD_TABLE = "a logical class's child table: its triggers log its rows against the parent"
     CAPTURE_MOVED = "renamed? its capture triggers are on another table, which `install --check` names"
 
@@ -215,10 +217,11 @@ class Unpublished(enum.StrEnum):
 def unpublished_tables(config: Config, engine: Engine) -> dict[str, Unpublished]:
     """The tables that new (`N`) rows of the event log name and a cycle would not publish (it
     marks their rows E), each with why: not in `publisher.tables`, or, with that list empty,
-    without this project's triggers. Names match as a cycle resolves them: exactly, else
-    ignoring case. A logical class's child tables are no class of their own: their rows are
-    logged against the parent."""
+    without this project's triggers, or not in the database at all. Names match as a cycle
+    resolves them: exactly, else ignoring case. A logical class's child tables are no class of
+    their own: their rows are logged against the parent."""
     from publisher.capture.install import moved_captures, published_tables
+    from publisher.dialects.reflection import reflection
     from publisher.model.logical import child_tables
 
     published = published_tables(config, engine)
@@ -236,11 +239,29 @@ def unpublished_tables(config: Config, engine: Engine) -> dict[str, Unpublished]
     children = child_tables(config.classes)
     unpublished = [name for name in named if name not in exact and name.lower() not in lowered]
     moved = {name.lower() for name in moved_captures(config, engine)} if unpublished else set()
+    existing: set[str] = set()
+    if unpublished:
+        schema = table_schema(config, engine)
+        inspector = reflection(engine, schema)
+        existing = {name.lower() for name in (*inspector.get_table_names(schema=schema),
+                                              *inspector.get_view_names(schema=schema))}
     return {
         name: Unpublished.CHILD_TABLE if name.lower() in children
-        else Unpublished.CAPTURE_MOVED if name.lower() in moved else why
+        else Unpublished.CAPTURE_MOVED if name.lower() in moved
+        else Unpublished.MISSING if name.lower() not in existing else why
         for name in unpublished
     }
+
+
+def said_unpublished(found: dict[str, Unpublished]) -> str:
+    """The warning of the tables a cycle would not publish, each name quoted (a table's name
+    may hold any text, `; ` too), one per line where there are several."""
+    if len(found) == 1:
+        ((name, why),) = found.items()
+        return f"new rows of the event log name table {shown(name)}, which is not published ({why}): a cycle " \
+            "marks them E"
+    listed = "".join(f"\n  {shown(name)}: {why}" for name, why in found.items())
+    return f"new rows of the event log name {len(found)} tables that are not published; a cycle marks them E:{listed}"
 
 
 K = TypeVar("K", str, tuple[str, ...])
