@@ -861,7 +861,12 @@ def test_stats_shows_the_state_the_consumer_holds_and_what_the_last_cycle_publis
     db.execute(f"UPDATE {db.qualified('acct')} SET name = 'x' WHERE id < 3", f"DELETE FROM {db.qualified('acct')} "
                "WHERE id = 7")
     assert main(["poll", "-c", str(path)]) == 0
-    generation = json.loads(capsys.readouterr().out.splitlines()[-1])["generation"]
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    generation = summary["generation"]
+    (cycle,) = summary["file_cycles"]  # the numbers its documents' names begin with, said beside the generation
+    written = sorted(p.name for p in (tmp_path / "out").glob("*.xml"))
+    assert [name for name in written if name.startswith(f"{cycle:012d}-")] == written[-summary["documents"]:]
+    assert summary["documents"] > 0 and cycle > generation
     assert main(["stats", "-c", str(path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["generation"] == generation and report["interrupted_read"] is None

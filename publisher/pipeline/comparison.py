@@ -123,8 +123,12 @@ class ComparisonResult:
     """What one triggerless cycle did, as `poll` and `run` report it."""
 
     generation: int
+    """The state's number, the first part of its operations' event-ids."""
     tables: dict[str, TableCompared] = field(default_factory=dict)
     documents: int = 0
+    file_cycles: list[int] = field(default_factory=list)
+    """The cycle numbers the documents' names begin with: the generation took its own, so
+    these are later (one for the driver's documents, one per bucket on Spark)."""
     dangling_references: int = 0
     """References published without association-ref: the object they name does not exist."""
     rejected: int = 0
@@ -165,7 +169,8 @@ class ComparisonResult:
     def summary(self) -> dict[str, Any]:
         return {
             "mode": "triggerless", "generation": self.generation, "operations": self.operations,
-            "documents": self.documents, "dangling_references": self.dangling_references,
+            "documents": self.documents, "file_cycles": self.file_cycles,
+            "dangling_references": self.dangling_references,
             "rejected": self.rejected, "change_rows": self.formats.change_rows,
             "messages": self.formats.messages, "brokered": self.formats.brokered, "repeated": self.repeated,
             "recorded_only": self.recorded_only,
@@ -263,7 +268,7 @@ def publish_differences(settings: ComparisonSettings, current: Generation | None
     if spark is not None and on_spark(settings.master, sum(job.layout.rows for job in jobs), len(buckets)):
         from publisher.pipeline.comparison_spark import publish_on_spark
 
-        done, result.documents, result.dangling_references = publish_on_spark(
+        done, result.documents, result.dangling_references, result.file_cycles = publish_on_spark(
             spark(), buckets, settings.output, settings.batch_size)
     else:
         documents = Documents(settings.output, settings.batch_size)
@@ -273,6 +278,7 @@ def publish_differences(settings: ComparisonSettings, current: Generation | None
             done.append(published_bucket)
         result.documents = documents.finish()
         result.dangling_references = documents.dangling
+        result.file_cycles = [] if documents.cycle is None else [documents.cycle]
     if formats is not None:
         result.formats = formats.finish([PartWritten(job.first_bucket + bucket, bucket_done.formats)
                                          for (job, bucket), bucket_done in zip(buckets, done, strict=True)])

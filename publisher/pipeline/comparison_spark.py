@@ -25,9 +25,10 @@ _RESULT = "index int, table string, counts string, rejects string, documents int
 
 
 def publish_on_spark(spark: SparkSession, buckets: Sequence[tuple[BucketJob, int]], output: Path,
-                     batch_size: int) -> tuple[list[BucketDone], int, int]:
+                     batch_size: int) -> tuple[list[BucketDone], int, int, list[int]]:
     """Every bucket compared and published by a task of its own; what each found, in bucket
-    order, the documents written and the dangling references they hold."""
+    order, the documents written, the dangling references they hold and the cycle numbers
+    their files carry."""
     import pyarrow as pa
 
     cycles = [next_cycle_number(output) for _ in buckets]
@@ -54,4 +55,5 @@ def publish_on_spark(spark: SparkSession, buckets: Sequence[tuple[BucketJob, int
     rows = sorted(rows, key=lambda row: row["index"])
     done = [BucketDone(row["table"], [], json.loads(row["counts"]), json.loads(row["rejects"]),
                        json.loads(row["formats"])) for row in rows]
-    return done, sum(row["documents"] for row in rows), sum(row["dangling"] for row in rows)
+    file_cycles = [cycles[row["index"]] for row in rows if row["documents"]]
+    return done, sum(row["documents"] for row in rows), sum(row["dangling"] for row in rows), file_cycles
