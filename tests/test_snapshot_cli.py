@@ -93,12 +93,17 @@ def kill_at_chunk(config: Path, markers: Path, *options: str, takers: Callable[[
 
 
 def run_snapshot(config: Path, *options: str) -> dict:
+    return run_snapshot_saying(config, *options)[0]
+
+
+def run_snapshot_saying(config: Path, *options: str) -> tuple[dict, str]:
+    """The snapshot's summary, and what it said on stderr."""
     process = snapshot_process(config, *options)
     out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err.decode()
     lines = out.decode().splitlines()
     assert len(lines) == 1, lines
-    return json.loads(lines[0])
+    return json.loads(lines[0]), err.decode()
 
 
 def snapshot_events(db: TestDatabase, perpetrator: str = SNAPSHOT_BY) -> list[tuple[str, str]]:
@@ -138,11 +143,16 @@ def test_a_snapshot_killed_at_each_chunk_resumes_and_logs_every_row_once(spark, 
     database.execute(f"DELETE FROM {usr} WHERE idu = 15", f"INSERT INTO {usr} VALUES (99, 'new', 'row')",
                      f"UPDATE {database.qualified('member')} SET idg = 'y' WHERE idu = 1 AND idg = 'z'")
 
-    summary = run_snapshot(config, "--chunk-rows", "5")
+    summary, err = run_snapshot_saying(config, "--chunk-rows", "5")
 
     assert summary["tables"]["member"]["resumed_after"] is not None
     assert summary["tables"]["usr"]["resumed_after"] == "idu=5"
     assert summary["tables"]["member"]["rows"] == 0 and summary["tables"]["usr"]["rows"] == 15
+    # what the progress counts: the rows logged before it resumed, and since
+    assert summary["tables"]["member"]["rows_before"] == 12 and summary["tables"]["usr"]["rows_before"] == 5
+    (last_usr,) = [line for line in err.splitlines() if line.startswith("snapshot usr: ")][-1:]
+    assert last_usr.startswith("snapshot usr: 20 of 20 rows"), err
+    assert "logged 15 row query-backs (after 17 the snapshot it resumed logged)" in err
     logged = snapshot_events(database)
     assert len(logged) == len(set(logged)), Counter(logged).most_common(3)
     users = {k for t, k in logged if t == "usr"}

@@ -34,6 +34,23 @@ def two_tables(spark, database, tmp_path) -> Harness:
     return h
 
 
+def test_stats_never_shows_a_snapshot_more_done_than_its_total(spark, sqlite_database, tmp_path):
+    """Rows inserted ahead of a snapshot while it runs are logged too, past the count it began with."""
+    from publisher.service.stats import backlog, format_backlog
+
+    h = two_tables(spark, sqlite_database, tmp_path)
+
+    def insert_ahead(table, rows, total, seconds):
+        if table == "usr" and rows == 4:
+            h.db.execute(*(f"INSERT INTO {h.table('usr')} VALUES ({i}, 'late{i}')" for i in (11, 12)))
+
+    snapshot(h.config, h.engine, tables=["usr"], chunk_rows=4, progress=insert_ahead)
+    report = backlog(h.config, h.engine)
+    assert [(s["rows_logged"], s["rows_total"]) for s in report["snapshots"]] == [(12, 10)]
+    (line,) = [line for line in format_backlog(report).splitlines() if "for status mode" in line]
+    assert line.split("for status mode: ")[1].startswith("12 rows (10 when it began), finished ")
+
+
 def test_initial_snapshot_is_due_once_for_an_empty_consumer(spark, sqlite_database, tmp_path):
     h = two_tables(spark, sqlite_database, tmp_path)
     first = initial_snapshot(h.config, h.engine, h.output)

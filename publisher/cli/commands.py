@@ -101,7 +101,9 @@ def snapshot_command(config: Config, args: argparse.Namespace) -> int:
         by = "run or poll" if args.subscriber is None else f"poll --subscriber {args.subscriber}"
         summary = result.summary()
         published = f"published {summary['published']} rows; " if result.direct else ""
-        print(f"{published}logged {summary['events']} row query-backs; {by} publishes them", file=sys.stderr)
+        before = sum(t.before for t in result.tables.values() if t.resumed_after is not None)
+        earlier = f" (after {before} the snapshot it resumed logged)" if before else ""
+        print(f"{published}logged {summary['events']} row query-backs{earlier}; {by} publishes them", file=sys.stderr)
         for name, taken in result.tables.items():
             if taken.null_keys:
                 rows = "1 row" if taken.null_keys == 1 else f"{taken.null_keys} rows"

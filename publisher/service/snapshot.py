@@ -65,6 +65,7 @@ from publisher.service.snapshot_state import (
     part_started_at,
     range_table,
     recorded_ranges,
+    rows_of_total,
     snapshot_table,
 )
 
@@ -89,6 +90,8 @@ class TableSnapshot:
 
     rows: int = 0
     """Rows logged by this run (a resumed snapshot: since it resumed)."""
+    before: int = 0
+    """A resumed snapshot: rows the runs it resumed logged; with `rows`, what its progress counts."""
     total: int = 0
     """Rows the condition selected when the snapshot began."""
     resumed_after: str | None = None
@@ -120,6 +123,7 @@ class SnapshotResult:
             "snapshot": self.reader.subscriber or "status mode",
             "events": sum(t.rows - t.published for t in self.tables.values()),
             "tables": {name: {"rows": t.rows, "total": t.total, "resumed_after": t.resumed_after,
+                              **({"rows_before": t.before} if t.resumed_after is not None else {}),
                               **({"ranges": t.ranges} if t.ranges is not None else {}),
                               **({"null_keys": t.null_keys} if t.null_keys else {})}
                        for name, t in self.tables.items()},
@@ -294,7 +298,7 @@ def _count(engine: Engine, config: Config, table: TableInfo, condition: str, nul
 
 def _snapshot_one(taking: _Taking, table: TableInfo, total: int, begun: Begun) -> TableSnapshot:
     last_key, before, finished = begun
-    done = TableSnapshot(total=total, resumed_after=last_key)
+    done = TableSnapshot(total=total, resumed_after=last_key, before=before)
     if finished:
         return done
     direct = taking.direct if taking.direct is not None and why_not_direct(table) is None else None
@@ -391,9 +395,7 @@ class ProgressLines:
         self.last = now
         rate = rows / seconds if seconds > 0 else 0.0
         left = f", about {int((total - rows) / rate)} s left" if rate > 0 and rows < total else ""
-        # rows inserted while the snapshot runs are read too: past the count taken as it began
-        counted = f"{rows:,} of {total:,} rows" if rows <= total else f"{rows:,} rows ({total:,} when it began)"
-        self.emit(f"snapshot {table}: {counted}, {rate:,.0f} rows/s{left}")
+        self.emit(f"snapshot {table}: {rows_of_total(rows, total)}, {rate:,.0f} rows/s{left}")
 
 
 def initial_snapshot(config: Config, engine: Engine, output: Path, reader: Reader = STATUS_MODE,

@@ -188,6 +188,12 @@ class RecordedSnapshot:
         return self.finished_at is None
 
 
+def rows_of_total(rows: int, total: int) -> str:
+    """Rows logged against the count taken as the snapshot began: rows inserted while it runs
+    are read too, so it may log more than that count, and never says more done than all."""
+    return f"{rows:,} of {total:,} rows" if rows <= total else f"{rows:,} rows ({total:,} when it began)"
+
+
 def recorded_snapshots(config: Config, engine: Engine) -> list[RecordedSnapshot]:
     """Every table's last snapshot per reader; none where no snapshot was ever taken."""
 

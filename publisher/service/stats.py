@@ -16,7 +16,7 @@ from publisher.model.events import Status
 from publisher.model.values import shown
 from publisher.pipeline.event_log import event_log_table
 from publisher.pipeline.read import as_utc
-from publisher.service.snapshot_state import RecordedSnapshot, recorded_snapshots
+from publisher.service.snapshot_state import RecordedSnapshot, recorded_snapshots, rows_of_total
 
 
 def backlog(config: Config, engine: Engine) -> dict[str, Any]:
@@ -198,8 +198,8 @@ def format_backlog(report: dict[str, Any]) -> str:
         lines.append("snapshots (rows logged; the cycles publish them):")
     for snapshot in report.get("snapshots", ()):
         state = "under way" if snapshot["finished_at"] is None else f"finished {snapshot['finished_at']}"
-        lines.append(f"  {snapshot['table']:<30} for {snapshot['reader']}: {snapshot['rows_logged']:,} of "
-                     f"{snapshot['rows_total']:,} rows, {state}")
+        counted = rows_of_total(snapshot["rows_logged"], snapshot["rows_total"])
+        lines.append(f"  {snapshot['table']:<30} for {snapshot['reader']}: {counted}, {state}")
     return "\n".join(lines)
 
 
