@@ -78,6 +78,7 @@ def test_loopback_rows_get_s_unpublished_unless_allowed(spark, cycle_path, datab
     assert h.statuses() == {own[0]: "S", other[0]: "S", anonymous[0]: "S"}
     assert result.statuses == {"S": 3}
     assert result.rejected == 0
+    assert result.loopback == {"  pub_user ": 1} and result.summary()["loopback"] == 1
 
     h.reconfigure(allow_loopback=True)
     allowed = h.log((1, "usr", "idu=4", "fname", None, "Dee"), perpetrator="PUB_USER")

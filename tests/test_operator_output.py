@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -230,3 +231,107 @@ def test_why_a_table_is_not_published_is_an_enum_shown_as_its_text(tmp_path, cap
     shown = format_backlog({"event_log": "event_log", "statuses": {}, "new_by_table": {}, "subscribers": {},
                             "unpublished_tables": found, "oldest_new_event_time": None})
     assert "grp" in shown and shown.rstrip().endswith("not in publisher.tables")
+
+
+def log_as(tmp_path: Path, perpetrator: str, *keys: str) -> None:
+    for key in keys:
+        change(tmp_path, "INSERT INTO event_log (status, event_type, perpetrator, table_name, table_key, column_name, "
+                         "new_value) VALUES ('N', 1, :perpetrator, 'usr', :key, 'fname', 'x')",
+               perpetrator=perpetrator, key=key)
+
+
+def waiting(tmp_path: Path) -> int:
+    """The event log's N rows."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'ops.db'}")
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT COUNT(*) FROM event_log WHERE status = 'N'")).scalar_one())
+    finally:
+        engine.dispose()
+
+
+def config_as_app(tmp_path: Path, publisher: str = "") -> str:
+    """A configuration whose publisher's own database user is `app`."""
+    path = config_file(tmp_path, publisher)
+    path.write_text(path.read_text(encoding="utf-8").replace("[database]\n", '[database]\nuser = "app"\n'),
+                    encoding="utf-8")
+    return str(path)
+
+
+LOOPBACK_ADVICE = ("give the publisher a database user of its own (database.user and the URL's user), or set "
+                   "publisher.allow_loopback = true to publish the application's changes")
+
+
+def test_a_poll_that_passes_over_every_row_as_loopback_says_so_and_stats_counts_them(tmp_path, capsys):
+    config = config_as_app(tmp_path)
+    assert main(["install", "-c", config, "--table", "usr"]) == 0
+    log_as(tmp_path, "app", "idu=1", "idu=2")
+    capsys.readouterr()
+    assert main(["poll", "-c", config]) == 0
+    polled = capsys.readouterr()
+    assert json.loads(polled.out)["loopback"] == 2
+    assert polled.err == ("publisher: warning: 2 rows (every row the cycle read) passed over as loopback, marked S "
+                          "and published nowhere: their perpetrator 'app' equals database.user = 'app'. If the "
+                          f"application writes as this user, {LOOPBACK_ADVICE}\n")
+
+    log_as(tmp_path, "app", "idu=3")
+    log_as(tmp_path, "alice", "idu=4")
+    assert main(["poll", "-c", config]) == 0
+    assert "loopback" not in capsys.readouterr().err  # not every row: said by run over its cycles, not here
+
+    assert main(["stats", "-c", config, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["loopback_by_table"] == {"usr": 3}
+    assert main(["stats", "-c", config]) == 0
+    shown = capsys.readouterr().out.split("passed over as loopback", 1)[1].splitlines()
+    assert [line.split() for line in shown[1:]] == [["'usr'", "3"]]
+
+
+def test_loopback_names_the_connections_user_when_database_user_is_not_set():
+    from publisher.config.loading import load_config
+    from publisher.database import connect
+    from publisher.service.loopback import loopback_said, own_user_said
+
+    config = load_config(None, environ={}, overrides=['database.url="postgresql://app@localhost/idm"'])
+    engine = connect(config)
+    assert own_user_said(config, engine) == ("database.user is not set: changes logged by the connection's user "
+                                             "'app' are taken as the publisher's own (loopback) and not published")
+    assert loopback_said(config, engine, {"app": 1, " APP": 2}, "of 5 read").startswith(
+        "3 rows (of 5 read) passed over as loopback, marked S and published nowhere: their perpetrator ' APP', 'app' "
+        "equals database.user, which is not set, so the connection's user 'app' is taken.")
+    allowed = load_config(None, environ={}, overrides=['database.url="postgresql://app@localhost/idm"',
+                                                       "publisher.allow_loopback=true"])
+    assert own_user_said(allowed, connect(allowed)) is None
+    sqlite = load_config(None, environ={}, overrides=['database.url="sqlite:///x.db"'])
+    assert own_user_said(sqlite, connect(sqlite)) is None
+
+
+def test_run_says_at_once_what_it_starts_and_how_long_the_start_took_and_when_most_rows_loop_back(tmp_path):
+    config = config_as_app(tmp_path, "polling_interval = 0.2")
+    assert main(["install", "-c", config, "--table", "usr"]) == 0
+    process = subprocess.Popen([sys.executable, "-m", "publisher.cli", "run", "-c", config],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        log_as(tmp_path, "alice", "idu=1")
+        log_as(tmp_path, "app", "idu=2", "idu=3")
+        deadline = time.monotonic() + 120
+        while waiting(tmp_path):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        log_as(tmp_path, "app", "idu=4")
+        time.sleep(2)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    lines = err.splitlines()
+    assert lines[0].endswith(f"INFO starting: configuration {config}, database sqlite:///{tmp_path / 'ops.db'}, "
+                             "for the status mode; Spark starts before the first cycle")
+    (first,) = [line for line in lines if "the first cycle starts" in line]
+    seconds = float(first.rsplit("starts, ", 1)[1].split(" s ")[0])
+    assert 0 < seconds < 300 and first.endswith(" s after the start")
+    warnings = [line for line in lines if "passed over as loopback" in line]
+    assert len(warnings) == 1, err
+    assert re.search(r"WARNING 2 rows \(of 3 read by the last [123] cycles?\) passed over as loopback, marked S and "
+                     r"published nowhere: their perpetrator 'app' equals database.user = 'app'\.", warnings[0]), err
+    assert warnings[0].endswith(LOOPBACK_ADVICE)

@@ -75,7 +75,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "checkin":
         return _guard(lambda: commands.checkin_command(config, args), config)
     if args.command == "run":
-        return _guard(lambda: commands.run_command(config, args.subscriber), config)
+        return _guard(lambda: commands.run_command(config, args.subscriber, args.config), config)
     if args.command == "stats":
         if args.prometheus:
             return _guard(lambda: commands.prometheus_command(config), config)

@@ -7,6 +7,7 @@ import json
 import logging
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -133,6 +134,7 @@ def poll_command(config: Config, reader: Reader) -> int:
     from publisher.pipeline.cycle import run_cycle
     from publisher.pipeline.spark import get_spark
     from publisher.service.lock import PublisherLock
+    from publisher.service.loopback import all_loopback, loopback_said
     from publisher.service.migrate import resync_reshaped
 
     engine = connect(config)
@@ -145,6 +147,9 @@ def poll_command(config: Config, reader: Reader) -> int:
             result = run_cycle(lambda: get_spark(config.spark), engine, config)
             resync_reshaped(config, result)
         print(json.dumps(result.summary()))
+        if all_loopback(result):
+            said = loopback_said(config, engine, result.loopback, "every row the cycle read")
+            print(f"publisher: warning: {said}", file=sys.stderr)
         _check_not_lost(lock)
         return 0
     from publisher.service.checkouts import check_out
@@ -284,13 +289,15 @@ def checkin_command(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def run_command(config: Config, subscriber: str | None) -> int:
+def run_command(config: Config, subscriber: str | None, config_path: str = "") -> int:
     """Serve every reader of the event log (the status mode and each subscriber, or the one
     named) side by side, each under its own lock and at its own pace; one failing does not stop
     the others."""
     from publisher.database import connect
-    from publisher.service.loop import serve_readers
+    from publisher.service.loop import serve_readers, start_said
+    from publisher.service.loopback import own_user_said
 
+    started = time.monotonic()
     log = logging.getLogger("publisher")
     if subscriber is not None:
         config.subscriber(subscriber)
@@ -300,11 +307,15 @@ def run_command(config: Config, subscriber: str | None) -> int:
         readers += [Reader(name) for name in sorted(config.subscribers)]
     if not readers:
         raise UsageError("nothing to run: publisher.status_mode = false and no [subscribers.NAME] is configured")
+    log.info("%s", start_said(config, config_path, readers))
     if config.triggerless:
         return _run_triggerless(config, readers)
     engine = connect(config)
     _check_reachable(engine)
     if STATUS_MODE in readers:
+        said = own_user_said(config, engine)
+        if said:
+            log.info("%s", said)
         _warn_unpublished(config, engine)
     metrics = None
     with contextlib.ExitStack() as serving:  # the metrics server stops on every way out
@@ -313,7 +324,7 @@ def run_command(config: Config, subscriber: str | None) -> int:
 
             metrics = PublisherMetrics(config, engine)
             serving.enter_context(metrics.serving(config.metrics))
-        failed = serve_readers(config, engine, readers, metrics)
+        failed = serve_readers(config, engine, readers, metrics, started)
     log.info("stopped")
     if failed:
         raise UnavailableError("; ".join(failed))

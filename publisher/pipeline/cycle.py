@@ -99,6 +99,8 @@ class CycleResult:
     reshaped: tuple[str, ...] = ()
     """Tables whose capture the cycle made anew after a migration: their rows are to be published
     again (the service's `resync_reshaped`)."""
+    loopback: Mapping[str, int] = field(default_factory=dict)
+    """The rows passed over as loopback (marked S, not published), by perpetrator."""
     """Rows rejected because a stage failed on them twice (counted in `statuses` and `rejected`)."""
 
     @property
@@ -120,6 +122,7 @@ class CycleResult:
             "path": "spark" if self.distributed else "driver",
             **({} if self.isolation is None else {"isolated": self.isolation.summary()}),
             **({"reshaped": list(self.reshaped)} if self.reshaped else {}),
+            **({"loopback": sum(self.loopback.values())} if self.loopback else {}),
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
 
@@ -236,6 +239,7 @@ def run_cycle(spark: SparkProvider, engine: Engine, config: Config, reader: Read
         dangling_references=sum(d.dangling for d in documents),
         operation_kinds=_kinds(documents),
         reshaped=reshaped,
+        loopback=dict(outcomes.loopback),
     )
 
 

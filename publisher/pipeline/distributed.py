@@ -144,7 +144,9 @@ class Distributed(CyclePath[DataFrame, DataFrame]):
     def outcomes(self, classified: DataFrame, resolved: DataFrame, cycle_number: int) -> Outcomes:
         staged = write_outcomes_distributed(*_outcomes(classified, resolved), self.plan.output, cycle_number,
                                             REJECT_FIELDS)
-        return Outcomes(staged.events, staged.statuses, staged.append_rejects, staged.remove)
+        passed = classified.where(F.col("disposition") == Disposition.LOOPBACK).groupBy("perpetrator").count()
+        loopback = {str(row["perpetrator"]): int(row["count"]) for row in passed.collect()}
+        return Outcomes(staged.events, staged.statuses, staged.append_rejects, staged.remove, loopback)
 
 
 def time_prefix_of(column: str) -> Column:

@@ -124,7 +124,7 @@ class InDriver(CyclePath[pa.Table, Resolved]):
         rejected = _rejected_rows(classified, error, decided)
         output = self.plan.output
         return Outcomes(events=classified.num_rows, statuses=statuses,
-                        append_rejects=lambda: append_reject_rows(output, rejected))
+                        append_rejects=lambda: append_reject_rows(output, rejected), loopback=_loopback(classified))
 
 
 def _classified_codes(classified: pa.Table) -> tuple[np.ndarray, pa.Array, np.ndarray]:
@@ -134,6 +134,15 @@ def _classified_codes(classified: pa.Table) -> tuple[np.ndarray, pa.Array, np.nd
     error = pc.equal(classified["disposition"], Disposition.ERROR)
     codes = np.where(error.to_numpy(zero_copy_only=False), CODES[Status.ERROR], CODES[Status.SUCCESS])
     return record_ids, error, codes
+
+
+def _loopback(classified: pa.Table) -> dict[str, int]:
+    """The rows classified as loopback, by perpetrator."""
+    passed = classified.filter(pc.equal(classified["disposition"], Disposition.LOOPBACK))
+    if not passed.num_rows:
+        return {}
+    counted = pc.value_counts(passed["perpetrator"].combine_chunks()).to_pylist()
+    return {str(found["values"]): int(found["counts"]) for found in counted}
 
 
 def _status_runs(record_ids: np.ndarray, codes: np.ndarray) -> list[StatusRun]:

@@ -130,6 +130,8 @@ class Outcomes:
     """Appends the rejected rows to rejects.jsonl and says how many."""
     discard: Callable[[], None] = lambda: None
     """Removes what the path staged for acknowledging, once it is done or failed."""
+    loopback: Mapping[str, int] = field(default_factory=dict)
+    """The rows passed over as loopback, by perpetrator as logged."""
 
 
 Classified = TypeVar("Classified")

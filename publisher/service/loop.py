@@ -24,6 +24,7 @@ from publisher.model.xds import build_heartbeat
 from publisher.outputs.cycle_files import document_name, next_cycle_number
 from publisher.outputs.durable import write_atomically
 from publisher.pipeline.cycle import SparkProvider, run_cycle
+from publisher.service.loopback import LoopbackWatch, loopback_said
 from publisher.service.migrate import resync_reshaped
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ def run_forever(
     heartbeat = config.publisher.heartbeat_interval * 60
     last_publication = time.monotonic()
     failures = 0
+    loopback = LoopbackWatch()
     while not stop.is_set():
         try:
             result = cycle(spark, engine, config)
@@ -123,6 +125,11 @@ def run_forever(
             kind = "check-out" if hasattr(result, "windows") else "cycle"
             summary = result.summary()
             log.info("%s %s", kind, json.dumps(summary), extra={"brief": kind, "fields": summary})
+            passed = loopback.after(result)
+            if passed:
+                cycles = len(loopback.recent)
+                of = f"of {loopback.events()} read by the last {cycles} {'cycle' if cycles == 1 else 'cycles'}"
+                log.warning("%s", loopback_said(config, engine, passed, of))
         elif heartbeat and time.monotonic() - last_publication >= heartbeat:
             log.info("heartbeat %s", publish_heartbeat(output))
             last_publication = time.monotonic()
@@ -131,14 +138,22 @@ def run_forever(
         stop.wait(seconds_until_next(config, dt.datetime.now()))
 
 
+def start_said(config: Config, config_path: str, readers: Sequence[Reader]) -> str:
+    """What `run` says before anything that takes time: Spark's start alone takes seconds."""
+    spark = "Spark starts before the first cycle" if not config.triggerless else "Spark starts when a cycle needs it"
+    return (f"starting: configuration {config_path or '(defaults)'}, database {config.database.display_url()}, "
+            f"for {', '.join(map(str, readers))}; {spark}")
+
+
 def serve(
     spark: Callable[[], Any], engine: Engine, config: Config, stop: threading.Event, reader: Reader = STATUS_MODE,
-    metrics: ReaderMetrics | None = None,
+    metrics: ReaderMetrics | None = None, started: float | None = None,
 ) -> None:
     """Publish while holding `reader`'s lock (the event log's, or a subscriber's check-outs'); a lost lock
     (say, the database restarted) pauses publishing until the lock is ours again, instead of
     ending. Several of these run side by side in one process, one per reader of the log.
-    `metrics`: this reader's, told of the lock and of each cycle."""
+    `metrics`: this reader's, told of the lock and of each cycle; `started`: when the process
+    started (`time.monotonic`), to say how long the start took before the first cycle."""
     from publisher.service.checkouts import check_out
     from publisher.service.lock import PublisherLock
 
@@ -156,8 +171,11 @@ def serve(
                 if lock.held:
                     failures = 0
                     session_spark = spark()
-                    log.info("publishing %s from %s for %s to %s", config.event_log.table,
-                             config.database.display_url(), reader, output)
+                    took = "" if started is None else f"; the first cycle starts, {time.monotonic() - started:.1f} s " \
+                        "after the start"
+                    started = None
+                    log.info("publishing %s from %s for %s to %s%s", config.event_log.table,
+                             config.database.display_url(), reader, output, took)
                     if config.publisher.initial_snapshot:
                         _initial_snapshot(engine, config, output, reader, lock, session_spark)
                     if metrics is not None:
@@ -203,13 +221,14 @@ def _following(stop: threading.Event) -> threading.Event:
 
 
 def serve_readers(
-    config: Config, engine: Engine, readers: Sequence[Reader], metrics: PublisherMetrics | None = None
+    config: Config, engine: Engine, readers: Sequence[Reader], metrics: PublisherMetrics | None = None,
+    started: float | None = None,
 ) -> list[str]:
     """Serve every reader (the status mode, subscribers) side by side until a signal
     stops them, sharing one Spark session started when the first needs it; one failing does not
     stop the others. Returns why each reader that failed stopped."""
     def serve_reader(reader: Reader, spark: Callable[[], Any], stop: threading.Event) -> None:
-        serve(spark, engine, config, stop, reader, None if metrics is None else metrics.reader(reader))
+        serve(spark, engine, config, stop, reader, None if metrics is None else metrics.reader(reader), started)
 
     return side_by_side(config, readers, serve_reader)
 

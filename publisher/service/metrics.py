@@ -111,11 +111,9 @@ class EventLogCollector(Collector):
         yield rows
         yield _per_perpetrator("publisher_rejected_rows", "Rows of the event log marked E (rejected), by table and "
                                "perpetrator", (g for g in groups if g.status == Status.ERROR.value))
-        user = None if self.config.publisher.allow_loopback else publisher_user(self.config, self.engine)
         yield _per_perpetrator(
             "publisher_loopback_rows", "Rows of the event log the status mode passed over as loopback (S, logged by "
-            "the publisher's own user), by table and perpetrator",
-            (g for g in groups if g.status == Status.SUCCESS.value and is_loopback(g.perpetrator, user)))
+            "the publisher's own user), by table and perpetrator", loopback_groups(self.config, self.engine, groups))
         waiting = GaugeMetricFamily("publisher_waiting_events",
                                     "Events waiting for the status mode (N rows) or for a subscriber's next check-out",
                                     labels=["subscriber"])
@@ -222,6 +220,15 @@ def read_groups(config: Config, engine: Engine) -> list[Group]:
     with engine.connect() as conn:
         return [Group(decoded(s), decoded(t), "" if p is None else decoded(p), int(n), utc_of(oldest))
                 for s, t, p, n, oldest in conn.execute(query)]
+
+
+def loopback_groups(config: Config, engine: Engine, groups: Iterable[Group] | None = None) -> list[Group]:
+    """The groups of rows passed over as loopback (of `groups`, else read now)."""
+    user = None if config.publisher.allow_loopback else publisher_user(config, engine)
+    if user is None:
+        return []
+    groups = read_groups(config, engine) if groups is None else groups
+    return [g for g in groups if g.status == Status.SUCCESS.value and is_loopback(g.perpetrator, user)]
 
 
 NOT_PRINTABLE_ASCII = "[^ -~]"

@@ -51,9 +51,18 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
         "oldest_new_event_time": None if oldest_time is None else oldest_time.isoformat(),
         "oldest_new_age_seconds": age,
         "unpublished_tables": unpublished_tables(config, engine),
+        "loopback_by_table": loopback_by_table(config, engine),
         "subscribers": {name: _subscriber(config, engine, name) for name in sorted(config.subscribers)},
         "snapshots": [_snapshot(recorded) for recorded in recorded_snapshots(config, engine)],
     }
+
+
+def loopback_by_table(config: Config, engine: Engine) -> dict[str, int]:
+    """The rows the status mode passed over as loopback (S, logged by its own user), by table:
+    the `publisher_loopback_rows` gauge's count."""
+    from publisher.service.metrics import loopback_groups
+
+    return summed((group.table, group.count) for group in loopback_groups(config, engine))
 
 
 def triggerless_states(config: Config) -> dict[str, Any]:
@@ -179,6 +188,10 @@ def format_backlog(report: dict[str, Any]) -> str:
     if report["unpublished_tables"]:
         lines.append("new rows of tables that are not published (a cycle marks them E):")
         lines += [f"  {shown(t):<30} {why}" for t, why in report["unpublished_tables"].items()]
+    if report.get("loopback_by_table"):
+        lines.append("rows passed over as loopback (S, logged by the publisher's own user; publisher.allow_loopback "
+                     "publishes them):")
+        lines += [f"  {shown(t):<30} {n:>10}" for t, n in report["loopback_by_table"].items()]
     if report["oldest_new_event_time"]:
         lines.append(
             f"oldest new row: {report['oldest_new_event_time']} ({report['oldest_new_age_seconds']:.0f} s ago)"
