@@ -96,12 +96,12 @@ class CycleResult:
     operation_kinds: dict[str, int] = field(default_factory=dict)
     """Operations by kind (add, modify, delete)."""
     isolation: Isolation | None = None
+    """Rows rejected because a stage failed on them twice (counted in `statuses` and `rejected`)."""
     reshaped: tuple[str, ...] = ()
-    """Tables whose capture the cycle made anew after a migration: their rows are to be published
+    """Tables whose capture the cycle made anew after a migration: what changed is to be published
     again (the service's `resync_reshaped`)."""
     loopback: Mapping[str, int] = field(default_factory=dict)
     """The rows passed over as loopback (marked S, not published), by perpetrator."""
-    """Rows rejected because a stage failed on them twice (counted in `statuses` and `rejected`)."""
 
     @property
     def idle(self) -> bool:
