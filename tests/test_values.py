@@ -10,6 +10,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 import sqlalchemy as sa
+from conftest import TestDatabase
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,8 +23,6 @@ from publisher.model.values import (
     logged_unchanged,
     value_type_of,
 )
-
-POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 OCTET, INT, STATE, TIME, STRING = (
     ValueType.OCTET,
@@ -367,18 +366,10 @@ def sqlite_engine() -> Iterator[sa.Engine]:
 
 
 @pytest.fixture
-def postgres_schema() -> Iterator[tuple[sa.Engine, str]]:
-    engine = sa.create_engine(POSTGRES_URL)
-    schema = f"test_values_{uuid.uuid4().hex}"
-    with engine.begin() as connection:
-        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-        create_table(connection, f'"{schema}".t', POSTGRES_COLUMNS)
-    try:
-        yield engine, schema
-    finally:
-        with engine.begin() as connection:
-            connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        engine.dispose()
+def postgres_schema(postgresql_database: TestDatabase) -> tuple[sa.Engine, str]:
+    with postgresql_database.engine.begin() as connection:
+        create_table(connection, f'"{postgresql_database.schema}".t', POSTGRES_COLUMNS)
+    return postgresql_database.engine, str(postgresql_database.schema)
 
 
 def reflected_types(engine: sa.Engine, schema: str | None) -> dict[str, ValueType]:
