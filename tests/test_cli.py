@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from conftest import MARIADB_URL
+from sqlalchemy import create_engine, make_url, text
 
 from publisher.cli import main
 from publisher.config import Config, DatabaseConfig
@@ -133,6 +134,7 @@ def test_help_teaches_the_commands():
         assert word in out
 
 
+@pytest.mark.process
 def test_run_publishes_and_stops_cleanly_on_sigterm(tmp_path):
     config = sqlite_config(tmp_path, "[publisher]\npolling_interval = 0.5\n")
     assert main(["install", "-c", str(config), "--table", "usr"]) == 0
@@ -213,14 +215,16 @@ def test_verify_help_says_what_it_does():
     assert "Replays the XDS documents" in " ".join(out.split()) and "--documents DIR" in out
 
 
-@pytest.mark.parametrize("url", ["mysql://root@127.0.0.1:3306/test", "mariadb://root@127.0.0.1:3306/test",
-                                 "mysql+pymysql://root@127.0.0.1:3306/test?charset=utf8mb4"])
-def test_a_mysql_or_mariadb_url_works_out_of_the_box(url):
+@pytest.mark.database
+@pytest.mark.parametrize(("scheme", "query"), [("mysql", ""), ("mariadb", ""), ("mysql+pymysql", "?charset=utf8mb4")])
+def test_a_mysql_or_mariadb_url_works_out_of_the_box(scheme, query):
     """A bare scheme gets the driver installed with the publisher, and utf8mb4 unless the URL
     asks for another character set."""
+    server = make_url(MARIADB_URL)
+    url = server.set(drivername=scheme).render_as_string(hide_password=False) + query
     engine = connect(Config(database=DatabaseConfig(url=url)))
     with engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT @@character_set_client, DATABASE()").one() == ("utf8mb4", "test")
+        assert conn.exec_driver_sql("SELECT @@character_set_client, DATABASE()").one() == ("utf8mb4", server.database)
     assert engine.url.drivername.endswith("+pymysql")
     engine.dispose()
 
