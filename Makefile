@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 
-.PHONY: demo test soak install native
+.PHONY: demo test test-fast soak install native
 
 install: $(VENV)/.installed
 
@@ -28,8 +28,15 @@ native:
 	@test -f "$$($(PG_CONFIG) --includedir-server)/postgres.h" || apt-get install -y -q postgresql-server-dev-$(PG_MAJOR)
 	$(MAKE) -C native/postgresql PG_CONFIG=$(PG_CONFIG) install
 
+# `test-fast` runs the tests that need no database server, no Spark and no publisher process
+# of their own.
+FAST = not database and not spark and not process
+
 test: install native
 	$(VENV)/bin/pytest
+
+test-fast: install
+	$(VENV)/bin/pytest -m "$(FAST)"
 
 SOAK_MINUTES ?= 10
 SOAK_OPTIONS ?=

@@ -2,6 +2,9 @@
 
 PostgreSQL tests isolate themselves in a schema of their own, MariaDB tests in a database of
 their own (MariaDB's schemas), dropped afterwards.
+
+Each test is marked with what it needs, from its fixtures and parameters (see `tier`), so that
+`pytest -m "not database and not spark and not process"` is the fast tier.
 """
 from __future__ import annotations
 
@@ -156,3 +159,30 @@ def harness(spark, cycle_path, database, tmp_path):
     h.create_usr()
     h.create_event_log()
     return h
+
+
+SERVER_DIALECTS = {"postgresql", "mariadb"}
+SERVER_FIXTURES = {"postgresql_database", "mariadb_database", "stream"}
+"""Fixtures that reach a server: the two databases and test_broker's NATS stream."""
+DIALECT_PARAMETERS = ("database", "subscriber_database", "dialect")
+
+
+def tier(item: pytest.Item) -> set[str]:
+    """What a test needs, as far as its fixtures and parameters show: `database` (a server),
+    `spark` (the run's SparkSession). A test that reaches them otherwise is marked by hand."""
+    params = getattr(item, "callspec", None)
+    values = params.params if params else {}
+    fixtures = set(getattr(item, "fixturenames", ()))
+    needs = set()
+    if fixtures & SERVER_FIXTURES or any(values.get(name) in SERVER_DIALECTS for name in DIALECT_PARAMETERS):
+        needs.add("database")
+    if "spark" in fixtures:
+        needs.add("spark")
+    return needs
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for mark in sorted(tier(item) - {m.name for m in item.iter_markers()}):
+            item.add_marker(mark)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from harness import read_change_tables, read_messages
 from lxml import etree
 from sqlalchemy import text
@@ -162,6 +163,7 @@ def assert_published_like_local(database: Path, output: Path, run: subprocess.Co
     return summary
 
 
+@pytest.mark.process
 def test_poll_on_a_standalone_cluster_publishes_what_local_mode_publishes(tmp_path: Path) -> None:
     started = time.monotonic()
     on_cluster = tmp_path / "cluster.db"

@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from test_cluster import (
     LocalPoll,
     assert_published_like_local,
@@ -24,6 +25,7 @@ from test_cluster import (
 from publisher.bench.cluster import ConnectServer
 
 
+@pytest.mark.process
 def test_poll_through_spark_connect_publishes_what_local_mode_publishes(tmp_path: Path) -> None:
     started = time.monotonic()
     remote = tmp_path / "connect.db"

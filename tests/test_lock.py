@@ -111,6 +111,7 @@ def test_stop_ends_the_wait_without_the_lock(database):
         assert not waiting.lost
 
 
+@pytest.mark.process
 def test_a_killed_holder_frees_the_lock_at_once(database, tmp_path):
     config = config_file(database, tmp_path)
     holder = subprocess.Popen(
@@ -150,6 +151,7 @@ def test_an_expired_lease_is_taken_over_and_its_holder_stops(sqlite_database, ca
     assert sqlite_database.rows("SELECT count(*) FROM event_log_lock") == [(0,)]
 
 
+@pytest.mark.process
 def test_a_second_publisher_run_exits_while_the_first_keeps_running(database, tmp_path):
     config = config_file(database, tmp_path, "[publisher]\npolling_interval = 0.5\n")
     assert main(["install", "-c", str(config)]) == 0
@@ -185,6 +187,7 @@ def test_a_second_publisher_run_exits_while_the_first_keeps_running(database, tm
     assert seconds_to_take(lock_config(database), limit=1.0) < 1.0
 
 
+@pytest.mark.process
 def test_ctrl_c_while_poll_waits_for_the_lock_ends_it_with_one_line(database, tmp_path):
     config = config_file(database, tmp_path, '[publisher]\nwhen_locked = "wait"\n')
     assert main(["install", "-c", str(config)]) == 0

@@ -100,6 +100,7 @@ def age_bounds(text: str) -> tuple[float, float]:
     return age - 86400, age + 86400
 
 
+@pytest.mark.process
 def test_run_serves_metrics_that_follow_the_drain(database, tmp_path):
     port = free_port()
     config = make_site(database, tmp_path, f"[metrics]\nport = {port}\n")

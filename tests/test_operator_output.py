@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from publisher.cli import main
@@ -66,6 +67,7 @@ def assert_no_chatter(err: str) -> None:
         assert not any(noise in line for noise in CHATTER), line
 
 
+@pytest.mark.process
 def test_demo_prints_no_spark_or_jvm_chatter(tmp_path):
     done = publisher("demo", "--directory", str(tmp_path / "demo"))
     assert done.returncode == 0, done.stderr
@@ -74,6 +76,7 @@ def test_demo_prints_no_spark_or_jvm_chatter(tmp_path):
     assert done.stderr.strip() == ""
 
 
+@pytest.mark.process
 def test_install_and_a_spark_poll_print_no_chatter_and_warn_once_about_unpublished_tables(tmp_path):
     config = str(config_file(tmp_path, 'tables = ["usr"]', "small_cycle_events = 0"))
     installed = publisher("install", "-c", config, "--table", "usr")
@@ -179,6 +182,7 @@ def run_until(tmp_path: Path, config: str, inserts: list[str], *options: str) ->
 INSERTS = [f"INSERT INTO usr VALUES ({n}, 'user {n}')" for n in (1, 2, 3)]
 
 
+@pytest.mark.process
 def test_run_warns_once_and_logs_one_text_line_per_active_cycle(tmp_path):
     config = str(config_file(tmp_path, "polling_interval = 0.2"))
     assert main(["install", "-c", config, "--table", "usr"]) == 0
@@ -196,6 +200,7 @@ def test_run_warns_once_and_logs_one_text_line_per_active_cycle(tmp_path):
     assert sum(s["statuses"].get("E", 0) for s in summaries) == 1
 
 
+@pytest.mark.process
 def test_run_logs_json_lines_and_says_nothing_when_every_table_is_published(tmp_path):
     config = str(config_file(tmp_path, "polling_interval = 0.2"))
     assert main(["install", "-c", config, "--table", "usr"]) == 0

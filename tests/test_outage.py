@@ -112,6 +112,8 @@ def published_keys(h: Harness) -> set[str]:
         op.findtext("association") for op in doc.find("input"))}
 
 
+@pytest.mark.process
+@pytest.mark.serial  # stops the PostgreSQL server every other worker's tests are using
 def test_run_rides_out_output_and_database_outages(harness, tmp_path):
     config = write_config(harness, tmp_path)
     publisher = RunningPublisher(config)

@@ -229,6 +229,7 @@ def statuses(database: TestDatabase) -> dict[int, str]:
 
 @pytest.mark.parametrize(("database", "path"), [(d, "driver") for d in DIALECTS]
                          + on_each_database_in_turn([("spark",)], first="postgresql"), indirect=["database"])
+@pytest.mark.process
 def test_poll_says_a_stage_failure_in_one_line_and_the_next_poll_isolates_the_row(database, tmp_path, path):
     small = "" if path == "driver" else "small_cycle_events = 0\n"
     config = site_config(database, tmp_path, spark=small)
@@ -251,6 +252,7 @@ def test_poll_says_a_stage_failure_in_one_line_and_the_next_poll_isolates_the_ro
     assert statuses(database) == {rid: "E" if rid == bad else "S" for rid in ids}
 
 
+@pytest.mark.process
 def test_run_isolates_a_poison_row_once_and_keeps_serving(database, tmp_path):
     from test_metrics import free_port, scrape, value
 
@@ -294,6 +296,7 @@ def event_ids(output: Path) -> list[tuple[str, int]]:
             for doc in documents for op in doc.find("input")]
 
 
+@pytest.mark.process
 def test_a_crash_after_isolating_repeats_exactly_the_other_rows(database, tmp_path, monkeypatch):
     """The kept window's promise holds across an isolation: the repeat takes the rows the
     crashed try took, less the isolated one, which is rejected and acknowledged once."""

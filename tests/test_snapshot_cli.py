@@ -125,6 +125,7 @@ def poll_until_drained(db: TestDatabase, config: Path) -> None:
     pytest.fail("events still new after 10 cycles")
 
 
+@pytest.mark.process
 def test_a_snapshot_killed_at_each_chunk_resumes_and_logs_every_row_once(spark, database, tmp_path, capsys):
     """Killed after each of its first four chunks of five rows: the third ends member's rows,
     the fourth is usr's first; every run after the first continues where the last one stopped,
@@ -243,6 +244,7 @@ def drained(site: Site, name: str | None = None) -> int:
     return total
 
 
+@pytest.mark.process
 def test_a_snapshot_for_a_subscriber_goes_to_it_alone_exactly_once(spark, subscriber_database, tmp_path, capsys):
     db = subscriber_database
     site = Site(spark, db, tmp_path, HR, {"vault": "all", "hr": "names"}, settings="query_limit = 5")

@@ -194,6 +194,7 @@ def test_a_held_lock_stops_the_direct_path_before_it_reads(database, tmp_path, c
     assert not database.rows(f"SELECT 1 FROM {database.qualified('event_log')}"), "nothing logged"
 
 
+@pytest.mark.process
 def test_a_direct_snapshot_killed_at_each_chunk_continues_and_ends_equal(spark, database, tmp_path, capsys):
     """Killed after each of its first chunks, writers changing rows between the runs: every run
     continues after the last chunk it committed, no object is written twice, and once the log
@@ -213,6 +214,7 @@ def test_a_direct_snapshot_killed_at_each_chunk_continues_and_ends_equal(spark, 
     assert main(["verify", "-c", str(config)]) == 0, capsys.readouterr()
 
 
+@pytest.mark.process
 def test_a_direct_snapshot_killed_between_its_documents_and_its_commit_loses_nothing(
     spark, database, tmp_path, capsys,
 ):
@@ -300,6 +302,7 @@ def test_key_ranges_cut_on_a_compound_key_meet_without_a_gap(spark, database, tm
 
 @pytest.mark.parametrize(("database", "taker"), [(d, "threads") for d in DIALECTS]
                          + on_each_database_in_turn([("tasks",)], first="postgresql"), indirect=["database"])
+@pytest.mark.process
 def test_key_ranges_killed_while_they_are_taken_continue_each_after_its_last_chunk(database, tmp_path, capsys, taker):
     """SIGKILL while the driver's threads (a local master) or Spark's tasks (`small_cycle_events =
     0`) take their ranges (the process group: driver, JVM, workers); the run after continues

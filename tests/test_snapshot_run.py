@@ -81,6 +81,7 @@ def test_an_interrupted_initial_snapshot_continues_where_it_stopped(spark, sqlit
     assert check(h.config, h.engine).differences == []
 
 
+@pytest.mark.process
 def test_run_with_initial_snapshot_loads_the_rows_from_before_install(sqlite_database, tmp_path):
     database = sqlite_database
     config = site_config(database, tmp_path, publisher="initial_snapshot = true\n")

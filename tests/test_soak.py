@@ -16,6 +16,7 @@ from publisher.soak.schema import styles_for
 SHORT = {"minutes": 0.3, "writers": 4, "rate": 3.0, "gap": (1.5, 3.0), "spark_path": False, "drain_seconds": 120.0}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_short_soak_finds_no_difference_and_compares_every_row(dialect):
     options = SoakOptions(databases=(dialect,), seed=3, **SHORT)  # type: ignore[arg-type]
@@ -61,6 +62,7 @@ def test_a_soak_that_compared_nothing_or_left_work_fails_without_differences():
         "publisher run: the status mode stopped: x"]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("dialect", [d for d in ("postgresql",) if d in DIALECTS])
 def test_a_short_soak_on_the_native_capture_finds_no_difference(dialect):
     """The native capture under the same faults: the server restarted (immediate shutdown too)

@@ -361,6 +361,7 @@ def write_config(db, tmp_path: Path, extra: str = "") -> Path:
     return path
 
 
+@pytest.mark.process
 def test_killed_between_the_documents_and_the_state_the_cycle_is_published_again_alike(database, tmp_path, capsys):
     db = database
     create_tables(db)
@@ -884,6 +885,7 @@ def test_stats_shows_the_state_the_consumer_holds_and_what_the_last_cycle_publis
     assert value(found, "publisher_triggerless_rows", subscriber="", table="acct", attribute="") == 6
 
 
+@pytest.mark.process
 def test_run_serves_the_cycles_and_the_state_as_metrics(sqlite_database, tmp_path):
     from harness import publisher_run
     from test_metrics import free_port, scrape, value
