@@ -28,15 +28,18 @@ native:
 	@test -f "$$($(PG_CONFIG) --includedir-server)/postgres.h" || apt-get install -y -q postgresql-server-dev-$(PG_MAJOR)
 	$(MAKE) -C native/postgresql PG_CONFIG=$(PG_CONFIG) install
 
-# `test-fast` runs the tests that need no database server, no Spark and no publisher process
-# of their own.
+# Tests run on TEST_WORKERS processes (pytest-xdist), each on databases of its own; the tests
+# marked `serial` disturb whatever runs beside them, so they run afterwards, alone. `test-fast`
+# runs the tests that need no database server, no Spark and no publisher process of their own.
+TEST_WORKERS ?= 2
 FAST = not database and not spark and not process
 
 test: install native
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) -m "not serial"
+	$(VENV)/bin/pytest -m serial
 
 test-fast: install
-	$(VENV)/bin/pytest -m "$(FAST)"
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) -m "$(FAST)"
 
 SOAK_MINUTES ?= 10
 SOAK_OPTIONS ?=

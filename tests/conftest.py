@@ -1,7 +1,8 @@
 """Shared fixtures: one SparkSession per run, and real SQLite, PostgreSQL and MariaDB databases.
 
 PostgreSQL tests isolate themselves in a schema of their own, MariaDB tests in a database of
-their own (MariaDB's schemas), dropped afterwards.
+their own (MariaDB's schemas), dropped afterwards. Under pytest-xdist each worker has databases
+of its own (PostgreSQL's event triggers are per database: two workers installing them in one race).
 
 Each test is marked with what it needs, from its fixtures and parameters (see `tier`), so that
 `pytest -m "not database and not spark and not process"` is the fast tier.
@@ -16,10 +17,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, make_url, text
 
-POSTGRES_URL = os.environ.get("PUBLISHER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-MARIADB_URL = os.environ.get("PUBLISHER_TEST_MARIADB_URL", "mysql://root@127.0.0.1:3306/test")
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+"""The pytest-xdist worker this process is (gw0, gw1, ...), empty when the run is not distributed."""
+
+
+def worker_url(url: str) -> str:
+    """`url` on this worker's own database: the base database's name with the worker's id."""
+    if not WORKER:
+        return url
+    parsed = make_url(url)
+    return parsed.set(database=f"{parsed.database}_{WORKER}").render_as_string(hide_password=False)
+
+
+POSTGRES_URL = worker_url(os.environ.get("PUBLISHER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"))
+MARIADB_URL = worker_url(os.environ.get("PUBLISHER_TEST_MARIADB_URL", "mysql://root@127.0.0.1:3306/test"))
 DIALECTS = tuple(os.environ.get("PUBLISHER_TEST_DIALECTS", "sqlite,postgresql,mariadb").split(","))
 """The databases every test of the `database` fixture runs on."""
 
@@ -186,3 +199,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         for mark in sorted(tier(item) - {m.name for m in item.iter_markers()}):
             item.add_marker(mark)
+        if WORKER and item.get_closest_marker("serial"):
+            item.add_marker(pytest.mark.skip(reason="disturbs the other workers: run it without -n (make test does)"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Create this worker's databases if a test it will run needs one (the fast tier connects to none)."""
+    if WORKER and any(item.get_closest_marker("database") for item in session.items):
+        create_worker_databases()
+
+
+def create_worker_databases() -> None:
+    from publisher.config import DatabaseConfig
+
+    postgres = make_url(DatabaseConfig(url=POSTGRES_URL).sqlalchemy_url())
+    admin = create_engine(postgres.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        if conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": postgres.database}).first() is None:
+            conn.execute(text(f'CREATE DATABASE "{postgres.database}"'))
+    admin.dispose()
+    mariadb = make_url(DatabaseConfig(url=MARIADB_URL).sqlalchemy_url())
+    server = create_engine(mariadb._replace(database=None))  # URL.set() keeps a database it is given None for
+    with server.begin() as conn:
+        conn.execute(text(f"CREATE DATABASE IF NOT EXISTS `{mariadb.database}` CHARACTER SET utf8mb4"))
+    server.dispose()
