@@ -78,6 +78,7 @@ def verify_until_equal(block: str, workdir: Path, env: dict[str, str], service: 
     return result.stdout
 
 
+@pytest.mark.process
 def test_the_sqlite_tutorial(tmp_path):
     out = run_tutorial(PAGES / "sqlite.md", tmp_path, lambda block: block)
     assert out.startswith("mirror equals source: 2 objects in 1 table")
@@ -110,6 +111,8 @@ def postgres_site(tag: str) -> Iterator[Callable[[str], str]]:
     engine.dispose()
 
 
+@pytest.mark.process
+@pytest.mark.database
 @pytest.mark.skipif("postgresql" not in DIALECTS, reason="PUBLISHER_TEST_DIALECTS leaves PostgreSQL out")
 def test_the_postgresql_tutorial(tmp_path, postgres_site):
     out = run_tutorial(PAGES / "postgresql.md", tmp_path, postgres_site)
@@ -143,6 +146,8 @@ def mariadb_site(tag: str) -> Iterator[Callable[[str], str]]:
     engine.dispose()
 
 
+@pytest.mark.process
+@pytest.mark.database
 @pytest.mark.skipif("mariadb" not in DIALECTS, reason="PUBLISHER_TEST_DIALECTS leaves MariaDB out")
 def test_the_mariadb_tutorial(tmp_path, mariadb_site):
     out = run_tutorial(PAGES / "mariadb.md", tmp_path, mariadb_site)
