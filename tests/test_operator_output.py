@@ -102,6 +102,7 @@ def unpublished_listed(err: str) -> list[str]:
     return [line.strip() for line in itertools.takewhile(lambda line: line.startswith("  "), lines[start + 1:])]
 
 
+@pytest.mark.process
 def test_the_unpublished_tables_are_quoted_one_a_line_and_a_missing_one_does_not_exist(tmp_path):
     config = str(config_file(tmp_path))
     assert main(["install", "-c", config, "--table", "usr"]) == 0
@@ -310,6 +311,7 @@ def test_loopback_names_the_connections_user_when_database_user_is_not_set():
     assert own_user_said(sqlite, connect(sqlite)) is None
 
 
+@pytest.mark.process
 def test_run_says_at_once_what_it_starts_and_how_long_the_start_took_and_when_most_rows_loop_back(tmp_path):
     config = config_as_app(tmp_path, "polling_interval = 0.2")
     assert main(["install", "-c", config, "--table", "usr"]) == 0
