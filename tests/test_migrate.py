@@ -179,16 +179,48 @@ def test_a_removal_names_only_a_column_the_table_had(spark, sqlite_database, tmp
     drain(h)
     migrate(path, "ALTER TABLE person DROP COLUMN born")
     h.published()
-    born, never = h.log((3, "person", "code=a+day=2026-01-01", "born"),
-                        (3, "person", "code=a+day=2026-01-01", "never_there"))
+    key = "code=a+day=2026-01-01"
+    born, never, updated = h.log((3, "person", key, "born"), (3, "person", key, "never_there"),
+                                 (2, "person", key, "born", "1990-01-01", "1991-01-01"))
     drain(h)
     statuses = h.statuses()
-    assert (statuses[born], statuses[never]) == ("S", "E")
-    assert [r["record_id"] for r in h.rejects()] == [never]
+    assert (statuses[born], statuses[never], statuses[updated]) == ("S", "E", "E")
+    assert [r["record_id"] for r in h.rejects()] == [never, updated]
     assert "column 'never_there' does not exist in table 'person'" in h.rejects()[0]["reason"]
     removed = [(a.get("attr-name"), [child.tag for child in a]) for op in h.published().operations
                for a in op.iter("modify-attr")]
     assert removed == [("born", ["remove-all-values"])]
+    # A field query-back of a retired column (a resync's, logged before a later migration took the
+    # column away) removes its values; an insert's field query-back still says the object exists.
+    h.db.execute("INSERT INTO person VALUES ('b', '2026-01-02', 'Ng', 2.5, 'y')")
+    read_back, inserted = h.log((8, "person", key, "born"), (7, "person", "code=b+day=2026-01-02", "born"))
+    drain(h)
+    statuses = h.statuses()
+    assert (statuses[read_back], statuses[inserted]) == ("S", "S")
+    published = h.published().operations
+    removed = [(op.findtext("association").split(",")[0], a.get("attr-name"), [child.tag for child in a])
+               for op in published for a in op.iter("modify-attr")]
+    assert removed == [("code=a+day=2026-01-01", "born", ["remove-all-values"])]
+    added = [(op.findtext("association").split(",")[0], sorted(a.get("attr-name") for a in op.iter("add-attr")))
+             for op in published if op.tag == "add"]
+    assert added == [("code=b+day=2026-01-02", ["amount", "family_name", "note"])]
+
+
+@pytest.mark.parametrize("database", ["sqlite", "mariadb"], indirect=True)
+def test_a_column_added_then_renamed_and_dropped_before_a_cycle_rejects_nothing(spark, database, tmp_path):
+    """The soak's find: the resync of a column added logs a field query-back per row, and a
+    rename and a drop before any cycle retire that column: those events remove its values
+    instead of being rejected, and the consumer ends equal."""
+    h, path = site(spark, database, tmp_path)
+    person = h.table("person")
+    h.db.execute(*(f"INSERT INTO {person} (code, day, note) VALUES ('p{n}', '2026-01-01', 'x')" for n in range(5)))
+    drain(h)
+    migrate(path, f"ALTER TABLE {person} ADD COLUMN spare VARCHAR(40)")
+    migrate(path, f"ALTER TABLE {person} RENAME COLUMN spare TO extra")
+    migrate(path, f"ALTER TABLE {person} DROP COLUMN extra")
+    drain(h)
+    assert h.rejects() == []
+    assert [str(d) for d in verify(h.config, h.engine)] == []
 
 
 def poll_until_drained(path: Path, capsys) -> list[dict]:  # type: ignore[no-untyped-def]

@@ -173,16 +173,29 @@ def event_column(event_type: EventType, table: TableInfo, key: str, row: Mapping
     column = table.column(column_name)
     if column is None:
         retired = table.retired_column(column_name)
-        if retired is not None and event_type is EventType.UPDATE_FIELD_REMOVE_ALL:
-            return EventTarget(event_type, table.name, key, None, retired, ValueType.STRING.value)
-        if retired is not None and event_type is EventType.INSERT_FIELD:  # the insert stands, its value is gone
-            first = next(c for c in table.columns if c.is_key)
-            return EventTarget(event_type, table.name, key, None, first.name, first.value_type.value)
+        if retired is not None and event_type in RETIRED_TARGETS:
+            return _retired_target(event_type, table, key, retired)
         raise Rejected(f"column {shown(column_name)} does not exist in table {table.name!r}")
     if column.is_key:
         _key_column_event(event_type, table.name, column.name)
         return EventTarget(event_type, table.name, key, None, column.name, column.value_type.value)
     return EventTarget(event_type, table.name, key, column, column.name, column.value_type.value)
+
+
+RETIRED_TARGETS = frozenset({EventType.INSERT_FIELD, EventType.INSERT_FIELD_QUERY_BACK,
+                             EventType.UPDATE_FIELD_REMOVE_ALL, EventType.UPDATE_FIELD_QUERY_BACK})
+"""The events naming a retired column (one a migration took away) that still say something: the
+rest (an update's logged values) are rejected, as for any column the table does not have."""
+
+
+def _retired_target(event_type: EventType, table: TableInfo, key: str, retired: str) -> EventTarget:
+    """What an event naming a retired column does: an insert's still says the object was
+    inserted (as an insert's event for a key column does), and one that sets the attribute to
+    what the column holds now removes its values, since the column holds none."""
+    if event_type in (EventType.INSERT_FIELD, EventType.INSERT_FIELD_QUERY_BACK):
+        first = next(c for c in table.columns if c.is_key)
+        return EventTarget(EventType.INSERT_FIELD, table.name, key, None, first.name, first.value_type.value)
+    return EventTarget(EventType.UPDATE_FIELD_REMOVE_ALL, table.name, key, None, retired, ValueType.STRING.value)
 
 
 def classify_values(target: EventTarget, old_value: Any, new_value: Any) -> dict[str, Any]:
