@@ -74,11 +74,10 @@ def resync_reshaped(config: Config, polled: object) -> None:
 
 
 def resync(config: Config, tables: Sequence[str]) -> dict[str, int]:
-    """Tell the consumer what the tables' change of shape changed, through a snapshot (chunked,
-    resumable, in order with the writes around it): every row's value of each column added,
-    renamed to or retyped; with `retired_columns = "remove"`, the removal of each dropped or
-    renamed-away column's values; every whole row where the key changed or the earlier shape is
-    unknown. For the status mode, and each subscriber whose subscription tracks the events.
+    """Publish every row of the tables again through a snapshot (chunked, resumable, in order
+    with the writes around it), so that the consumer ends with what a migration wrote itself;
+    with `retired_columns = "remove"`, with the removal of each dropped or renamed-away column's
+    values. For the status mode, and each subscriber whose subscription tracks the events.
     Rows logged, per table (the status mode's snapshot, or the first reader's)."""
     from publisher.capture.install import published_tables
     from publisher.config import STATUS_MODE
@@ -102,9 +101,8 @@ def resync(config: Config, tables: Sequence[str]) -> dict[str, int]:
 
 
 def _shape_changes(config: Config, engine: Engine, tables: Sequence[str]) -> dict[str, ChunkEvents]:
-    """What each table's rows log to tell its change of shape (`model.shapes.shape_change`);
-    a table whose change the consumer needs not be told of (a column dropped, its values kept)
-    is left out."""
+    """What each table's rows log after its change of shape: the row, and the removal of its
+    retired columns' values (`model.shapes.shape_change`) where those are removed."""
     from publisher.capture.install import published_tables
     from publisher.capture.shape_history import recorded_shapes
     from publisher.database import table_schema
@@ -119,10 +117,8 @@ def _shape_changes(config: Config, engine: Engine, tables: Sequence[str]) -> dic
         shapes = records.get(name.lower(), ())
         change = shape_change(last_change(shapes, table.columns) if table is not None else None,
                               table.columns if table is not None else ())
-        if table is None or change.whole or table.is_logical:
-            found[name] = ROWS
-        elif change.fields or (removing and change.retired):
-            found[name] = ChunkEvents(change.fields, change.retired if removing else ())
+        removed = change.retired if removing and table is not None and not table.is_logical else ()
+        found[name] = ChunkEvents(removed) if removed else ROWS
     return found
 
 

@@ -152,10 +152,10 @@ def snapshot(
     only count them. With `direct` (the status mode's, its lock held), write the rows as
     operations where they can be (`snapshot_direct`), a table with `parallel_rows` rows or more
     in key ranges on the Spark session `spark` gives (`snapshot_ranges`). `events`: what each
-    row logs (`ChunkEvents`; a migration's resync logs some of its fields)."""
+    row logs (`ChunkEvents`; a migration's resync may remove retired columns' values too)."""
     started = time.perf_counter()
-    if direct is not None and not events.whole_rows:
-        raise SnapshotError("the direct path publishes whole rows only")
+    if direct is not None and events.removed:
+        raise SnapshotError("the direct path publishes rows only")
     chosen = _chosen_tables(config, engine, tables, reader, events)
     condition = (where or "").strip()
     problem = condition_problem(condition)

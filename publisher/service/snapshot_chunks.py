@@ -110,31 +110,21 @@ def _insert_array(log: Table, roles: dict[str, Column[Any]], extra: dict[str, st
 
 @dataclass(frozen=True)
 class ChunkEvents:
-    """What a chunk logs for each of its rows: the row's query-back (a snapshot); or, to tell a
-    consumer what a change of the table's shape changed (a migration's resync), a field
-    query-back of each column in `fields` and a removal of all values of each in `removed`."""
+    """What a chunk logs for each of its rows: the row's query-back (a snapshot); and, where a
+    migration's resync tells the consumer that columns are gone (`retired_columns = "remove"`),
+    a removal of all values of each column in `removed`."""
 
-    fields: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
 
     @property
-    def whole_rows(self) -> bool:
-        return not self.fields and not self.removed
-
-    @property
     def event_types(self) -> frozenset[EventType]:
-        if self.whole_rows:
-            return frozenset({EventType.INSERT_ROW_QUERY_BACK})
-        return frozenset({*([EventType.UPDATE_FIELD_QUERY_BACK] if self.fields else []),
-                          *([EventType.UPDATE_FIELD_REMOVE_ALL] if self.removed else [])})
+        removing = [EventType.UPDATE_FIELD_REMOVE_ALL] if self.removed else []
+        return frozenset({EventType.INSERT_ROW_QUERY_BACK, *removing})
 
     def log(self, logger: EventLogger, conn: Connection, table: str, keys: Sequence[str]) -> None:
-        if self.whole_rows:
-            logger.log(conn, table, keys)
+        logger.log(conn, table, keys)
         for name in self.removed:
             logger.log(conn, table, keys, EventType.UPDATE_FIELD_REMOVE_ALL, name)
-        for name in self.fields:
-            logger.log(conn, table, keys, EventType.UPDATE_FIELD_QUERY_BACK, name)
 
 
 ROWS = ChunkEvents()
