@@ -98,7 +98,7 @@ class CycleResult:
     isolation: Isolation | None = None
     """Rows rejected because a stage failed on them twice (counted in `statuses` and `rejected`)."""
     reshaped: tuple[str, ...] = ()
-    """Tables whose capture the cycle made anew after a migration: what changed is to be published
+    """Tables whose capture the cycle made anew after a migration: its rows are to be published
     again (the service's `resync_reshaped`)."""
     loopback: Mapping[str, int] = field(default_factory=dict)
     """The rows passed over as loopback (marked S, not published), by perpetrator."""

@@ -64,8 +64,7 @@ def resync_reshaped(config: Config, polled: object) -> None:
     if not reshaped:
         return
     names = ", ".join(map(repr, reshaped))
-    log.warning("table(s) %s changed shape since their capture was installed: what changed is published again",
-                names)
+    log.warning("table(s) %s changed shape since their capture was installed: every row is published again", names)
     try:
         resync(config, reshaped)
     except Exception as exc:  # the cycle is done; only the consumer's settling is behind
