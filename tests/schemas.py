@@ -1481,7 +1481,7 @@ def install(h: Any, ddl: Sequence[str], tables: Sequence[str], style: str) -> No
 def poll_with(h: Any, poll: Poll | Snapshot) -> None:
     """A cycle, or a snapshot (whose events later cycles publish)."""
     if isinstance(poll, Snapshot):
-        from publisher.service.snapshot import snapshot, snapshot_directly
+        from publisher.snapshots.snapshot import snapshot, snapshot_directly
 
         if not poll.direct:
             snapshot(h.config, h.engine, chunk_rows=poll.chunk_rows)

@@ -49,11 +49,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return _guard(lambda: run_demo(Path(args.directory), args.master, args.formats), None)
     if args.command == "bench":
-        from publisher.bench.command import run as run_bench
+        from publisher.workshop.bench.command import run as run_bench
 
         return _guard(lambda: run_bench(args), None)
     if args.command == "soak":
-        from publisher.soak.command import run as run_soak
+        from publisher.workshop.soak.command import run as run_soak
 
         return run_soak(args)
     config = _load(args)
@@ -97,13 +97,13 @@ def _guard(action: Any, config: Config | None) -> int:
     """Turn an unreachable database or unwritable output into exit 1 with one readable line."""
     from sqlalchemy.exc import DBAPIError, NoSuchTableError, OperationalError
 
-    from publisher.bench.command import BenchArgumentError, BenchUnavailableError
     from publisher.capture.install import CaptureError
     from publisher.database import MissingDriverError
     from publisher.errors import MissingStateError, TransientError, root_cause
-    from publisher.outputs.comparison_state import ForeignStateError, StateLockedError
-    from publisher.service.lock import LockHeldError
-    from publisher.service.snapshot import SnapshotError
+    from publisher.locking.lock import LockHeldError
+    from publisher.snapshots.snapshot import SnapshotError
+    from publisher.triggerless.state import ForeignStateError, StateLockedError
+    from publisher.workshop.bench.command import BenchArgumentError, BenchUnavailableError
 
     redact = config.database.redact if config else str
     try:

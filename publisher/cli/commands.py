@@ -15,7 +15,7 @@ from publisher.cli.errors import UnavailableError, UsageError
 from publisher.config import STATUS_MODE, Config, ConfigError, Reader
 
 if TYPE_CHECKING:
-    from publisher.service.lock import PublisherLock
+    from publisher.locking.lock import PublisherLock
 
 
 def parse_key_command(text: str) -> int:
@@ -80,8 +80,8 @@ def _untrackable(config: Config, engine: Any) -> list[str]:
 
 def snapshot_command(config: Config, args: argparse.Namespace) -> int:
     from publisher.database import connect
-    from publisher.service.snapshot import CHUNK_ROWS, ProgressLines, snapshot, snapshot_directly
-    from publisher.service.snapshot_ranges import PARALLEL_ROWS
+    from publisher.snapshots.ranges import PARALLEL_ROWS
+    from publisher.snapshots.snapshot import CHUNK_ROWS, ProgressLines, snapshot, snapshot_directly
 
     if args.parallel_rows is not None and not args.direct:
         raise UsageError("snapshot --parallel-rows: only a snapshot written directly (--direct) is taken in key "
@@ -131,9 +131,9 @@ def _check_capture(config: Config, engine: Any, config_path: str) -> int:
 
 def poll_command(config: Config, reader: Reader) -> int:
     from publisher.database import connect
+    from publisher.locking.lock import PublisherLock
     from publisher.pipeline.cycle import run_cycle
     from publisher.pipeline.spark import get_spark
-    from publisher.service.lock import PublisherLock
     from publisher.service.loopback import all_loopback, loopback_said
     from publisher.service.migrate import resync_reshaped
 
@@ -162,9 +162,9 @@ def poll_command(config: Config, reader: Reader) -> int:
 
 
 def _poll_triggerless(config: Config, engine: Any, reader: Reader) -> int:
-    from publisher.outputs.comparison_state import state_lock
-    from publisher.pipeline.comparison import run_comparison_cycle
     from publisher.pipeline.spark import get_spark
+    from publisher.triggerless.cycle import run_comparison_cycle
+    from publisher.triggerless.state import state_lock
 
     output = Path(reader.output(config))
     with state_lock(output, config.publisher.when_locked == "wait"):
@@ -333,8 +333,8 @@ def run_command(config: Config, subscriber: str | None, config_path: str = "") -
 
 def _run_triggerless(config: Config, readers: list[Reader]) -> int:
     from publisher.database import connect
-    from publisher.pipeline.comparison import ComparisonSettings
     from publisher.service.loop import serve_triggerless
+    from publisher.triggerless.cycle import ComparisonSettings
 
     engine = connect(config)
     _check_reachable(engine)
@@ -429,7 +429,7 @@ def _note_interrupted_cycle(config: Config, reader: Reader) -> None:
     none; the next cycle publishes it again, so the consumer is only to be judged after that."""
     if not config.triggerless:
         return
-    from publisher.outputs.comparison_state import ComparisonState
+    from publisher.triggerless.state import ComparisonState
 
     interrupted = ComparisonState(Path(reader.output(config)).resolve()).read_done()
     if interrupted is not None:

@@ -218,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parse_key_cmd.add_argument("text", metavar="TEXT")
     _add_bench(commands)
-    from publisher.soak.command import add_parser as add_soak
+    from publisher.workshop.soak.command import add_parser as add_soak
 
     add_soak(commands)
     return parser

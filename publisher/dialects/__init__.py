@@ -2,7 +2,7 @@
 
 The rest of the package asks a `Dialect` what it needs (a property such as
 `transaction_snapshots`, an expression such as `readable_time`) and never compares dialect
-names itself (`tests/test_dialects.py` holds it to that). Adding a database is a module here
+names itself (`tests/databases/test_dialects.py` holds it to that). Adding a database is a module here
 beside its SQL templates, and its entry in the tests' fixtures.
 
 MySQL and MariaDB are one family: SQLAlchemy names a connection "mysql" or "mariadb" after the

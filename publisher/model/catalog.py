@@ -92,7 +92,7 @@ class TableInfo:
     @property
     def is_logical(self) -> bool:
         """A class with child tables or references: its objects' rules read their current rows or
-        the objects they name (`rules.columnar_logical`)."""
+        the objects they name (`rules.columnar.logical`)."""
         return bool(self.multi_valued or self.references)
 
     @functools.cached_property

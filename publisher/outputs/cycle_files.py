@@ -80,3 +80,11 @@ def unpin_window(directory: Path, name: str = WINDOW_FILE) -> None:
     if path.exists():
         path.unlink()
         fsync_directory(directory)
+
+
+def document_paths(directory: Path) -> list[Path]:
+    """The documents of an output directory in publication order (names sort in it); the hidden
+    temporary files of a cycle in progress are not documents yet."""
+    if not directory.is_dir():
+        raise FileNotFoundError(f"the documents directory {directory} does not exist")
+    return sorted(p for p in directory.glob("*.xml") if not p.name.startswith(".") and p.is_file())

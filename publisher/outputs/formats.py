@@ -17,10 +17,10 @@ from pathlib import Path
 from publisher.config import OutputConfig
 from publisher.errors import OutputStateError
 from publisher.model.catalog import TableInfo
-from publisher.outputs.change_format import ChangeFormat, CycleOutput, FormatCycle, FormatPart, FormatsWritten
-from publisher.outputs.change_table_cycle import ChangeTablesFormat
+from publisher.outputs.changes.cycle import ChangeTablesFormat
+from publisher.outputs.changes.format import ChangeFormat, CycleOutput, FormatCycle, FormatPart, FormatsWritten
 from publisher.outputs.durable import sync_file_system, write_atomically
-from publisher.outputs.message_cycle import MessagesFormat
+from publisher.outputs.messages.cycle import MessagesFormat
 from publisher.rules.changes import NO_TIME, StampedChange
 
 FORMATS: tuple[ChangeFormat, ...] = (ChangeTablesFormat(), MessagesFormat())

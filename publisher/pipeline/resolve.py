@@ -16,7 +16,7 @@ from publisher.model.events import Status
 from publisher.pipeline.objects import SLICE_EVENTS, ObjectsContext
 from publisher.pipeline.queryback import CurrentRows
 from publisher.pipeline.timing import StepTimer
-from publisher.rules.columnar import (
+from publisher.rules.columnar.batch import (
     CHANGE_FIELDS,
     OPERATION_FIELDS,
     query_back_operations,
@@ -24,8 +24,8 @@ from publisher.rules.columnar import (
     split_by_query_back,
     wanted_objects,
 )
-from publisher.rules.columnar_logical import referenced_keys
-from publisher.rules.columnar_precedence import object_starts
+from publisher.rules.columnar.logical import referenced_keys
+from publisher.rules.columnar.precedence import object_starts
 from publisher.rules.operations import References
 from publisher.rules.precedence import VANISHED_REASON
 

@@ -3,7 +3,7 @@ names (its type, object, column and values).
 
 The checks, each on one value; `classify_batch.BatchClassifier` applies them to Arrow batches
 where the event log is read (an executor, or the driver alone), once per distinct value.
-`oracle.classify.classify_event` composes them for one row, which the tests hold the batch
+`classify_event` of `tests/oracle/classify.py` composes them for one row, which the tests hold the batch
 classifier equal to.
 """
 from __future__ import annotations

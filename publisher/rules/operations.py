@@ -1,7 +1,7 @@
 """What building operations needs (SPEC §4): the tables and settings of the cycle's operations,
 and how a reference's value is published.
 
-The operations themselves are built as column operations (`rules.columnar`); `oracle.operations`
+The operations themselves are built as column operations (`rules.columnar`); `tests/oracle/operations.py`
 builds them one object at a time, and the property tests hold the two equal.
 """
 from __future__ import annotations
@@ -12,8 +12,24 @@ from dataclasses import dataclass, replace
 from publisher.config import InsertRowOperation
 from publisher.model.canonical import canonical_key_of
 from publisher.model.catalog import TableInfo
-from publisher.model.operation import Value, association
+from publisher.model.events import EventType
+from publisher.model.operation import OperationKind, Value, association
 from publisher.model.values import ValueType
+
+
+def operation_kind(
+    event_type: int, insert_row_operation: InsertRowOperation = InsertRowOperation.MODIFY,
+) -> OperationKind:
+    """The operation an event contributes to; consecutive events of one kind merge. An insert
+    logged field by field is an add; a row query-back insert is an add only where
+    `insert_row_operation = "add"`, otherwise a modify of the object the consumer may have."""
+    if event_type == EventType.INSERT_FIELD:
+        return OperationKind.ADD
+    if event_type == EventType.DELETE_ROW:
+        return OperationKind.DELETE
+    if event_type == EventType.INSERT_ROW_QUERY_BACK and insert_row_operation == InsertRowOperation.ADD:
+        return OperationKind.ADD
+    return OperationKind.MODIFY
 
 
 @dataclass(frozen=True)

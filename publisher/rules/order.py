@@ -3,7 +3,7 @@ future-event processing; an event without a readable time comes first), then its
 
 Python (`position`), Arrow (`arrow_sort_keys`) and Spark SQL (`spark_order`, given
 `pyspark.sql.functions`, so that the rules import no Spark) all spell it from PROCESSING_ORDER;
-`tests/test_rules_twice.py` holds the three equal on generated events.
+`tests/rules/test_rules_twice.py` holds the three equal on generated events.
 """
 from __future__ import annotations
 

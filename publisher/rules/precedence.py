@@ -2,7 +2,7 @@
 it, and the reasons of the events that publish nothing (processing order is `rules.order`).
 
 The rules themselves run as column operations over a batch of objects (`rules.columnar`,
-`columnar_precedence`, and for logical classes `columnar_logical`); `oracle.precedence` states
+`columnar.precedence`, and for logical classes `columnar.logical`); `tests/oracle/precedence.py` states
 them one object at a time, and the property tests hold the two equal.
 """
 from __future__ import annotations

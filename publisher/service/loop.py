@@ -28,7 +28,7 @@ from publisher.service.loopback import LoopbackWatch, loopback_said
 from publisher.service.migrate import resync_reshaped
 
 if TYPE_CHECKING:
-    from publisher.service.lock import PublisherLock
+    from publisher.locking.lock import PublisherLock
     from publisher.service.metrics import PublisherMetrics, ReaderMetrics
 
 log = logging.getLogger("publisher")
@@ -154,8 +154,8 @@ def serve(
     ending. Several of these run side by side in one process, one per reader of the log.
     `metrics`: this reader's, told of the lock and of each cycle; `started`: when the process
     started (`time.monotonic`), to say how long the start took before the first cycle."""
+    from publisher.locking.lock import PublisherLock
     from publisher.service.checkouts import check_out
-    from publisher.service.lock import PublisherLock
 
     output = Path(reader.output(config))
     subscriber = reader.subscriber
@@ -198,7 +198,7 @@ def serve(
 
 def _initial_snapshot(engine: Engine, config: Config, output: Path, reader: Reader, lock: PublisherLock,
                       spark: Any) -> None:
-    from publisher.service.snapshot import ProgressLines, initial_snapshot
+    from publisher.snapshots.snapshot import ProgressLines, initial_snapshot
 
     done = initial_snapshot(config, engine, output, reader, ProgressLines(log.info), lambda: lock.lost, lambda: spark)
     if done is not None:
@@ -285,8 +285,8 @@ def side_by_side(config: Config, readers: Sequence[Reader],
 
 def _compare_forever(config: Config, engine: Engine, reader: Reader, spark: Callable[[], Any],
                      stop: threading.Event, metrics: ReaderMetrics | None) -> None:
-    from publisher.outputs.comparison_state import state_lock
-    from publisher.pipeline.comparison import run_comparison_cycle
+    from publisher.triggerless.cycle import run_comparison_cycle
+    from publisher.triggerless.state import state_lock
 
     output = Path(reader.output(config))
     with state_lock(output, config.publisher.when_locked == "wait"):

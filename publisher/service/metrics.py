@@ -35,8 +35,8 @@ from publisher.model.operation import OperationKind
 from publisher.pipeline.event_log import event_log_table
 from publisher.pipeline.subscribers import subscriber_backlog
 from publisher.rules.classify import is_loopback
-from publisher.service.snapshot_state import RecordedSnapshot, recorded_snapshots
 from publisher.service.stats import decoded, summed, triggerless_state, utc_of
+from publisher.snapshots.state import RecordedSnapshot, recorded_snapshots
 
 log = logging.getLogger("publisher")
 ACKNOWLEDGED = (Status.SUCCESS, Status.WARNING, Status.ERROR)

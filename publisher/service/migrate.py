@@ -14,7 +14,7 @@ from publisher.database import HeldConnection
 from publisher.model.shapes import last_change, shape_change
 from publisher.model.statements import split_statements
 from publisher.service.migration import Migration, MigrationError, MigrationResult, Step
-from publisher.service.snapshot_chunks import ROWS, ChunkEvents
+from publisher.snapshots.chunks import ROWS, ChunkEvents
 
 log = logging.getLogger("publisher")
 
@@ -122,7 +122,7 @@ def _shape_changes(config: Config, engine: Engine, tables: Sequence[str]) -> dic
 
 
 def _resync_one(config: Config, engine: Engine, table: str, reader: Reader, events: ChunkEvents) -> dict[str, int]:
-    from publisher.service.snapshot import ProgressLines, SnapshotError, snapshot
+    from publisher.snapshots.snapshot import ProgressLines, SnapshotError, snapshot
 
     try:
         taken = snapshot(config, engine, [table], reader=reader, progress=ProgressLines(), events=events)

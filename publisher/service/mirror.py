@@ -17,6 +17,7 @@ from lxml import etree
 from sqlalchemy import Engine, func, select
 
 from publisher.config import STATUS_MODE, Config, Reader, RetiredColumns
+from publisher.outputs.cycle_files import document_paths
 
 if TYPE_CHECKING:
     from publisher.model.catalog import TableInfo
@@ -88,14 +89,6 @@ class Verification:
     retired: dict[tuple[str, str], int] = field(default_factory=dict)
     """Values the consumer keeps of columns the tables no longer have (`compare`): said apart,
     not differences."""
-
-
-def document_paths(directory: Path) -> list[Path]:
-    """The documents of an output directory in publication order (names sort in it); the hidden
-    temporary files of a cycle in progress are not documents yet."""
-    if not directory.is_dir():
-        raise FileNotFoundError(f"the documents directory {directory} does not exist")
-    return sorted(p for p in directory.glob("*.xml") if not p.name.startswith(".") and p.is_file())
 
 
 def replay(paths: Iterable[Path]) -> Mirror:

@@ -30,7 +30,7 @@ from publisher.service.mirror import (
     Verification,
     check,
 )
-from publisher.service.snapshot_chunks import EventLogger
+from publisher.snapshots.chunks import EventLogger
 
 
 @dataclass
@@ -95,10 +95,10 @@ def publish_now(config: Config, engine: Engine, reader: Reader = STATUS_MODE) ->
     False when one does (it publishes them itself)."""
     import dataclasses
 
+    from publisher.locking.lock import LockHeldError, PublisherLock
     from publisher.pipeline.cycle import run_cycle
     from publisher.pipeline.spark import get_spark
     from publisher.service.checkouts import check_out
-    from publisher.service.lock import LockHeldError, PublisherLock
 
     settings = dataclasses.replace(config.publisher, when_locked="exit")
     config = dataclasses.replace(config, publisher=settings)

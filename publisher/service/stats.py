@@ -16,7 +16,7 @@ from publisher.model.events import Status
 from publisher.model.values import shown
 from publisher.pipeline.event_log import event_log_table
 from publisher.pipeline.read import as_utc
-from publisher.service.snapshot_state import RecordedSnapshot, recorded_snapshots, rows_of_total
+from publisher.snapshots.state import RecordedSnapshot, recorded_snapshots, rows_of_total
 
 
 def backlog(config: Config, engine: Engine) -> dict[str, Any]:
@@ -77,7 +77,7 @@ def triggerless_state(config: Config, reader: Reader) -> dict[str, Any]:
     was kept, the rows of each table (and child table) in it, a read an interrupted cycle left,
     and what the last cycle published. Read from the output directory alone: the database is
     not touched."""
-    from publisher.outputs.comparison_state import ComparisonState
+    from publisher.triggerless.state import ComparisonState
 
     state = ComparisonState(Path(reader.output(config)).resolve())
     current = state.current()

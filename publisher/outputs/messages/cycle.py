@@ -1,0 +1,154 @@
+"""The messages as a change format: the metadata messages of the table versions the cycle
+starts, then each part's data messages, joined into the cycle's one JSON-lines file (and sent
+to the broker, when one is set)."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from publisher.config import OutputConfig
+from publisher.failpoints import reached
+from publisher.outputs.changes.format import CycleOutput, FormatsWritten, remove_staged_in
+from publisher.outputs.durable import fsync_directory
+from publisher.outputs.messages.broker import described, publish_file
+from publisher.outputs.messages.build import (
+    TableVersions,
+    data_message,
+    json_line,
+    message_key,
+    metadata_message,
+    schema_id,
+)
+from publisher.rules.changes import StampedChange
+
+MESSAGES_DIRECTORY = "messages"
+VERSIONS_FILE = ".table-versions.json"
+_COUNT = "messages"
+
+
+@dataclass
+class MessagesPart:
+    """One part's data messages, in a staged file opened with the first of them."""
+
+    cycle: MessagesCycle
+    part: int
+    count: int = 0
+    _handle: IO[bytes] | None = None
+
+    def add(self, item: StampedChange) -> None:
+        if self._handle is None:
+            self.cycle.directory.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.cycle.staged(self.part), "wb")  # noqa: SIM115 - closed by close()
+        item, table = self.cycle.cycle.described(item)
+        options = self.cycle.output.messages
+        message = data_message(item, table, self.cycle.cycle.schema_label, options,
+                               self.cycle.schema_ids.get(table.name))
+        self._handle.write(json_line(message))
+        self.count += 1
+
+    def close(self) -> Mapping[str, int]:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+        return {_COUNT: self.count}
+
+
+@dataclass
+class MessagesCycle:
+    cycle: CycleOutput
+    output: OutputConfig
+    versions: TableVersions
+    metadata: list[bytes] = field(default_factory=list)
+    """The metadata messages of the versions this cycle starts, first in its file."""
+    schema_ids: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.cycle.directory) / MESSAGES_DIRECTORY
+
+    def staged(self, part: int) -> Path:
+        return self.directory / self.cycle.staged(part, "jsonl")
+
+    def open_part(self, part: int) -> MessagesPart:
+        return MessagesPart(self, part)
+
+    def finish(self, parts: Sequence[tuple[int, Mapping[str, int]]]) -> FormatsWritten:
+        """With a broker, the file becomes visible only once the broker is reached and takes
+        every message: a cycle it refuses leaves no message file, so its retry writes the
+        cycle's messages once (a broker lost while sending leaves the file, as a crash would)."""
+        written = FormatsWritten(messages=sum(counts.get(_COUNT, 0) for _, counts in parts))
+        if self.metadata or written.messages:
+            written_parts = [part for part, counts in parts if counts.get(_COUNT)]
+            joined = self._join(written_parts)
+            try:
+                if self.output.messages.broker:
+                    written.brokered = publish_file(joined, self.output.messages, lambda: self._place(joined),
+                                                    self._described).messages
+                else:
+                    self._place(joined)
+            finally:
+                joined.unlink(missing_ok=True)
+                for part in written_parts:
+                    self.staged(part).unlink(missing_ok=True)
+            written.files.append(f"{MESSAGES_DIRECTORY}/{self.name}")
+        self.versions.save()
+        return written
+
+    @property
+    def name(self) -> str:
+        return f"{self.cycle.cycle:012d}.jsonl"
+
+    def _join(self, parts: Sequence[int]) -> Path:
+        """The cycle's one message file, under its hidden temporary name: metadata messages
+        first, then each part's data messages."""
+        tmp = self.directory / f".{self.name}.tmp"
+        with open(tmp, "wb") as out:
+            out.writelines(self.metadata)
+            for part in parts:
+                with open(self.staged(part), "rb") as piece:
+                    shutil.copyfileobj(piece, out, 1 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+        return tmp
+
+    def _place(self, joined: Path) -> Path:
+        """Make the joined file visible under the cycle's name."""
+        path = self.directory / self.name
+        os.replace(joined, path)
+        reached("changes")
+        fsync_directory(self.directory)
+        return path
+
+    def _described(self, message: dict[str, Any]) -> str:
+        """A message for an error, with the object a data message stands for."""
+        table = None if "lineage" in message else self.cycle.tables.get(message["table"])
+        return described(message, None if table is None else message_key(message, table))
+
+
+class MessagesFormat:
+    name = "messages"
+
+    def enabled(self, output: OutputConfig) -> bool:
+        return output.messages.enabled
+
+    def start(self, cycle: CycleOutput, output: OutputConfig) -> MessagesCycle:
+        """Advance the table versions: a metadata message for each table first seen or changed."""
+        directory = Path(cycle.directory) / MESSAGES_DIRECTORY
+        directory.mkdir(parents=True, exist_ok=True)
+        started = MessagesCycle(cycle, output, TableVersions.load(directory / VERSIONS_FILE))
+        options, tables = output.messages, cycle.tables
+        now = dt.datetime.now(dt.UTC)
+        layout = f"external_schema_id={options.external_schema_id},trail_header={options.trail_header}"
+        for table, version in started.versions.advance((tables[name] for name in sorted(tables)), layout):
+            started.metadata.append(json_line(metadata_message(table, version, cycle.schema_label, options, now)))
+        for name, table in tables.items():
+            started.schema_ids[name] = schema_id(table, started.versions.version_of(name), cycle.schema_label, options)
+        return started
+
+    def remove_staged(self, directory: Path) -> None:
+        remove_staged_in([directory / MESSAGES_DIRECTORY])

@@ -1,0 +1,426 @@
+"""Snapshots: every current row of the published tables, published as its row query-back.
+
+A snapshot publishes nothing itself. It logs each current row in the event log as a row
+query-back (type 5), a chunk of rows in key order per transaction, and the cycles publish them
+as they publish the triggers' events: each is read back when it is published, as the row is
+then, in record_id order with the changes around it. That is why a snapshot is consistent with
+the writers that change the tables while it runs (docs: guides/snapshots.md): whatever a row's events
+before or after its snapshot event, the consumer ends where the table is, as it does for any
+query-back. A snapshot for a subscriber is logged with a perpetrator that names it
+(`rules.classify.snapshot_perpetrator`): the other readers pass its events over.
+
+Each chunk's events and how far the snapshot has come are committed together in
+`<event_log>_snapshot`, so a snapshot started again after a crash continues after its last
+chunk: no row is logged twice, none is left out.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import (
+    Engine,
+    func,
+    or_,
+    select,
+    text,
+)
+from sqlalchemy.exc import DBAPIError
+
+from publisher import failpoints
+from publisher.capture.install import published_tables
+from publisher.config import STATUS_MODE, Config, Reader
+from publisher.database import table_schema
+from publisher.errors import TransientError, root_cause
+from publisher.model.catalog import Catalog, TableInfo, reflect_catalog
+from publisher.model.events import EventType
+from publisher.pipeline.queryback import RowReading
+from publisher.rules.classify import snapshot_perpetrator
+from publisher.rules.where import condition_problem
+from publisher.snapshots.chunks import ROWS, ChunkEvents, EventLogger, KeyOrder, bound_after, log_chunk
+from publisher.snapshots.direct import MAX_CHUNK_ROWS, DirectOutput, Numbering, publish_chunk, why_not_direct
+from publisher.snapshots.ranges import (
+    PARALLEL_ROWS,
+    RangeJob,
+    cut_ranges,
+    parallelism,
+    record,
+    rows_logged,
+    take_in_driver,
+    take_on_spark,
+    take_on_threads,
+)
+from publisher.snapshots.state import (
+    Begun,
+    KeyRange,
+    TablePart,
+    begin_parts,
+    finish_ranges,
+    part_started_at,
+    range_table,
+    recorded_ranges,
+    rows_of_total,
+    snapshot_table,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+CHUNK_ROWS = 1_000
+"""Rows logged per transaction: small enough that a window of `query_limit` rows ends near a
+chunk's end (a window keeps a transaction's events together), large enough that the statements
+cost little per row."""
+PROGRESS_EVERY = 5.0
+"""Seconds between two progress lines on stderr."""
+
+
+class SnapshotError(ValueError):
+    """A snapshot asked for what cannot be: an unknown table, a condition the database refuses."""
+
+
+@dataclass
+class TableSnapshot:
+    """One table's part of a snapshot, as the summary reports it."""
+
+    rows: int = 0
+    """Rows logged by this run (a resumed snapshot: since it resumed)."""
+    before: int = 0
+    """A resumed snapshot: rows the runs it resumed logged; with `rows`, what its progress counts."""
+    total: int = 0
+    """Rows the condition selected when the snapshot began."""
+    resumed_after: str | None = None
+    """The table_key after which a snapshot started again continued; None: from the first row."""
+    published: int = 0
+    """Of `rows`, those the direct path wrote as operations itself; the others were logged."""
+    ranges: dict[str, int] | None = None
+    """Taken in key ranges: how many, of them how many an earlier run finished and how many it
+    had begun (continued after their last chunk). None: taken whole."""
+    null_keys: int = 0
+    """Of `total`, rows with a NULL key column (SQLite allows one, a view may hold one): no
+    object has their key, so none is published; counted so the summary says so."""
+
+
+@dataclass
+class SnapshotResult:
+    reader: Reader
+    dry_run: bool
+    tables: dict[str, TableSnapshot] = field(default_factory=dict)
+    direct: bool = False
+    """The rows were written as operations where they could be (`snapshot_direct`)."""
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        if self.dry_run:
+            return {"snapshot": self.reader.subscriber or "status mode", "dry_run": True,
+                    "rows": {name: t.total for name, t in self.tables.items()}}
+        summary: dict[str, Any] = {
+            "snapshot": self.reader.subscriber or "status mode",
+            "events": sum(t.rows - t.published for t in self.tables.values()),
+            "tables": {name: {"rows": t.rows, "total": t.total, "resumed_after": t.resumed_after,
+                              **({"rows_before": t.before} if t.resumed_after is not None else {}),
+                              **({"ranges": t.ranges} if t.ranges is not None else {}),
+                              **({"null_keys": t.null_keys} if t.null_keys else {})}
+                       for name, t in self.tables.items()},
+            "seconds": round(self.seconds, 3),
+        }
+        if self.direct:
+            summary["published"] = sum(t.published for t in self.tables.values())
+            for name, t in self.tables.items():
+                summary["tables"][name]["published"] = t.published
+        return summary
+
+
+Progress = Callable[[str, int, int, float], None]
+"""(table, rows logged, rows total, seconds since the table began)."""
+
+
+def snapshot(
+    config: Config, engine: Engine, tables: Sequence[str] = (), where: str | None = None,
+    reader: Reader = STATUS_MODE, dry_run: bool = False, chunk_rows: int = CHUNK_ROWS,
+    progress: Progress | None = None, direct: DirectOutput | None = None,
+    spark: Callable[[], SparkSession] | None = None, parallel_rows: int = PARALLEL_ROWS,
+    events: ChunkEvents = ROWS,
+) -> SnapshotResult:
+    """Log every current row of `tables` (default: every published table; a subscriber's:
+    every table its subscription tracks) that `where` selects, for `reader`; with `dry_run`,
+    only count them. With `direct` (the status mode's, its lock held), write the rows as
+    operations where they can be (`snapshot_direct`), a table with `parallel_rows` rows or more
+    in key ranges on the Spark session `spark` gives (`snapshot_ranges`). `events`: what each
+    row logs (`ChunkEvents`; a migration's resync may remove retired columns' values too)."""
+    started = time.perf_counter()
+    if direct is not None and events.removed:
+        raise SnapshotError("the direct path publishes rows only")
+    chosen = _chosen_tables(config, engine, tables, reader, events)
+    condition = (where or "").strip()
+    problem = condition_problem(condition)
+    if problem is not None:
+        raise SnapshotError(f"--where {condition!r}: {problem}")
+    result = SnapshotResult(reader, dry_run, direct=direct is not None)
+    if direct is not None and chunk_rows > MAX_CHUNK_ROWS:
+        raise SnapshotError(f"--chunk-rows {chunk_rows}: the direct path takes at most {MAX_CHUNK_ROWS:,} rows a chunk")
+    counts = {name: _count(engine, config, table, condition) for name, table in chosen.items()}
+    if dry_run:
+        result.tables = {name: TableSnapshot(total=count) for name, count in counts.items()}
+        return result
+    schema = table_schema(config, engine)
+    state = snapshot_table(config.event_log.table, schema)
+    state.create(engine, checkfirst=True)
+    range_table(config.event_log.table, schema).create(engine, checkfirst=True)
+    taking = _Taking(config, engine, schema, snapshot_perpetrator(reader), condition, reader.key, chunk_rows,
+                     progress, direct, spark, parallel_rows, events)
+    begun = begin_parts(engine, state, reader.key, condition, counts)
+    for name, table in chosen.items():
+        result.tables[name] = _snapshot_one(taking, table, counts[name], begun[name])
+        result.tables[name].null_keys = _count(engine, config, table, condition, null_keys=True)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+@dataclass(frozen=True)
+class _Taking:
+    """What taking each table's part of a snapshot needs, resolved once."""
+
+    config: Config
+    engine: Engine
+    schema: str | None
+    perpetrator: str
+    condition: str
+    reader: str
+    chunk_rows: int
+    progress: Progress | None
+    direct: DirectOutput | None
+    spark: Callable[[], SparkSession] | None
+    parallel_rows: int
+    events: ChunkEvents = ROWS
+
+    def job(self, table: TableInfo, direct: DirectOutput | None) -> RangeJob:
+        lockless = None if direct is None else dataclasses.replace(direct, lock_lost=None)
+        return RangeJob(self.config.database.sqlalchemy_url(), self.config, self.schema, table, self.condition,
+                        self.reader, self.perpetrator, self.chunk_rows, lockless)
+
+
+DIRECT_CHUNK_ROWS = 10_000
+"""Rows read per transaction by `snapshot --direct`: its chunks are documents, not events a
+window must keep together, and a larger one costs less per row (a chunk's share locks are held
+while its documents are written, tens of milliseconds)."""
+
+
+def snapshot_directly(
+    config: Config, engine: Engine, tables: Sequence[str] = (), where: str | None = None,
+    reader: Reader = STATUS_MODE, chunk_rows: int | None = None, progress: Progress | None = None,
+    spark: Callable[[], SparkSession] | None = None, parallel_rows: int = PARALLEL_ROWS,
+) -> SnapshotResult:
+    """`snapshot --direct`: the status mode's snapshot with its rows written as operations where
+    they can be (`snapshot_direct`), holding the status mode's lock throughout, as a cycle does,
+    so that no cycle writes documents between a chunk's read and its commit; a large table in
+    key ranges on the Spark session `spark` gives, when it gives one."""
+    from publisher.locking.lock import PublisherLock
+
+    if reader.subscriber is not None:
+        raise SnapshotError(f"--direct with --subscriber {reader.subscriber}: a subscriber's documents are written "
+                            "by its check-outs; snapshot it without --direct")
+    if config.output.publishes_changes:
+        raise SnapshotError("--direct: change tables or messages are on, and the direct path writes only XDS "
+                            "documents; snapshot without --direct")
+    schema = table_schema(config, engine)
+    catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
+    with PublisherLock(config) as lock:
+        direct = DirectOutput.of(config, engine, catalog.tables, lambda: lock.lost)
+        return snapshot(config, engine, tables, where, reader, chunk_rows=chunk_rows or DIRECT_CHUNK_ROWS,
+                        progress=progress, direct=direct, spark=spark, parallel_rows=parallel_rows)
+
+
+def _chosen_tables(
+    config: Config, engine: Engine, names: Sequence[str], reader: Reader, events: ChunkEvents = ROWS,
+) -> dict[str, TableInfo]:
+    schema = table_schema(config, engine)
+    catalog = reflect_catalog(engine, schema, published_tables(config, engine), config.classes)
+    available = catalog.tables
+    subscriber = reader.subscriber
+    if subscriber is not None:
+        from publisher.capture.subscriber_tables import require_check_outs
+        from publisher.pipeline.subscribers import tracked
+        from publisher.rules.subscription import tracked_tables
+
+        config.subscriber(subscriber)
+        require_check_outs(engine.dialect.name)
+        subscription = tracked(config, subscriber, catalog)
+        if EventType.INSERT_ROW_QUERY_BACK in events.event_types - subscription.event_types:
+            raise SnapshotError(f"--subscriber {subscriber}: its subscription does not track inserts, and a snapshot "
+                                "logs each row as the row query-back of an insert (type 5), which it would pass over")
+        missing = events.event_types - subscription.event_types
+        if missing:
+            raise SnapshotError(f"subscriber {subscriber}: its subscription does not track event type(s) "
+                                f"{', '.join(str(int(t)) for t in sorted(missing))}, which it would pass over")
+        available = tracked_tables(catalog, subscription)
+    if not names:
+        return dict(sorted(available.items()))
+    chosen = {}
+    for name in names:
+        table = _named(catalog, available, name, reader)
+        chosen[table.name] = table
+    return chosen
+
+
+def _named(catalog: Catalog, available: dict[str, TableInfo], name: str, reader: Reader) -> TableInfo:
+    table = catalog.lookup(name)
+    if table is None:
+        raise SnapshotError(f"--table {name}: {catalog.refusal(name)}")
+    if table.name not in available:
+        raise SnapshotError(f"--table {name}: {reader}'s subscription does not track it")
+    return available[table.name]
+
+
+def _count(engine: Engine, config: Config, table: TableInfo, condition: str, null_keys: bool = False) -> int:
+    """The rows `condition` selects (with `null_keys`, those of them with a NULL key column,
+    which no chunk reads); a condition the database refuses is a SnapshotError with its reason,
+    before anything is logged."""
+    reading = RowReading(table, table_schema(config, engine), engine.dialect)
+    query = select(func.count()).select_from(reading.sql_table)
+    if condition:
+        query = query.where(text(f"({condition})"))
+    if null_keys:
+        query = query.where(or_(*(reading.sql_table.c[c.name].is_(None) for c in reading.keys)))
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
+    except DBAPIError as exc:
+        if not condition or exc.connection_invalidated:
+            raise
+        raise SnapshotError(f"--where {condition!r} on table {table.name}: {root_cause(exc)}") from None
+
+
+def _snapshot_one(taking: _Taking, table: TableInfo, total: int, begun: Begun) -> TableSnapshot:
+    last_key, before, finished = begun
+    done = TableSnapshot(total=total, resumed_after=last_key, before=before)
+    if finished:
+        return done
+    direct = taking.direct if taking.direct is not None and why_not_direct(table) is None else None
+    began = time.perf_counter()
+
+    def report(rows: int) -> None:
+        if taking.progress is not None:
+            taking.progress(table.name, rows, total, time.perf_counter() - began)
+
+    ranges = _ranges(taking, table, direct, last_key, total - before)
+    if ranges is not None:
+        return _take_ranges(taking, table, direct, ranges, done, report)
+    engine = taking.engine
+    order = KeyOrder(table, taking.schema, engine, taking.condition)
+    logger = EventLogger(taking.config, engine, taking.perpetrator)
+    part = TablePart(taking.config.event_log.table, taking.schema, taking.reader, table.name)
+    numbering = None if direct is None else Numbering(direct.output)
+    after = None if last_key is None else order.values_of_key(last_key)
+    chunk_rows = taking.chunk_rows
+    while True:
+        if direct is None or numbering is None:
+            chunk = log_chunk(engine, order, logger, part, last_key, after, chunk_rows, taking.events)
+        else:
+            chunk = publish_chunk(engine, order, logger, part, last_key, after, chunk_rows, direct, numbering)
+        if chunk.extent.last is not None:
+            last_key = chunk.extent.last[0]
+            after = bound_after(order, chunk.extent.last)
+        done.rows += chunk.rows
+        done.published += chunk.published
+        failpoints.reached("snapshot_chunk")
+        report(before + done.rows)
+        if chunk.extent.finished:
+            return done
+
+
+def _ranges(taking: _Taking, table: TableInfo, direct: DirectOutput | None, last_key: str | None,
+            left: int) -> list[KeyRange] | None:
+    """The key ranges this part of a snapshot was cut into, or is cut into now (a direct one of
+    a table with `parallel_rows` rows or more left, with Spark at hand); None: taken whole."""
+    engine = taking.engine
+    state = snapshot_table(taking.config.event_log.table, taking.schema)
+    ranges = range_table(taking.config.event_log.table, taking.schema)
+    with engine.connect() as conn:
+        started_at = part_started_at(conn, state, taking.reader, table.name)
+        recorded = recorded_ranges(conn, ranges, taking.reader, table.name, started_at)
+    if recorded:
+        return recorded
+    if direct is None or taking.spark is None or left < max(taking.parallel_rows, 2 * taking.chunk_rows):
+        return None
+    order = KeyOrder(table, taking.schema, engine, taking.condition)
+    parts = parallelism(taking.spark()) if taking.config.spark.on_tasks else max(2, os.cpu_count() or 2)
+    cut = cut_ranges(engine, order, last_key, left, parts)
+    record(engine, taking.job(table, direct), started_at, cut)
+    return cut
+
+
+def _take_ranges(taking: _Taking, table: TableInfo, direct: DirectOutput | None, ranges: list[KeyRange],
+                 done: TableSnapshot, report: Callable[[int], None]) -> TableSnapshot:
+    """Every unfinished range taken (at once where the rows are written directly and Spark is
+    at hand: on its tasks, or on a local master on the driver's threads), then the table's part
+    finished."""
+    job = taking.job(table, direct)
+    engine = taking.engine
+    done.ranges = {"count": len(ranges), "finished_before": sum(r.finished for r in ranges),
+                   "continued": sum(r.last_key is not None and not r.finished for r in ranges)}
+    if direct is not None and taking.spark is not None and not taking.config.spark.on_tasks:
+        rows, published = take_on_threads(dataclasses.replace(job, direct=direct), ranges, engine, report)
+    elif direct is not None and taking.spark is not None:
+        if direct.lock_lost is not None and direct.lock_lost():
+            raise TransientError("the snapshot lost the status mode's lock; start it again to continue")
+        rows, published = take_on_spark(taking.spark(), engine, job, ranges, report)
+    else:
+        rows, published = take_in_driver(engine, job, ranges, report)
+    done.rows += rows
+    done.published += published
+    finish_ranges(engine, taking.config.event_log.table, taking.schema, taking.reader, table.name)
+    failpoints.reached("snapshot_chunk")
+    report(rows_logged(engine, job))
+    return done
+
+
+class ProgressLines:
+    """Progress lines (on stderr unless `emit` says otherwise), one at most every PROGRESS_EVERY
+    seconds and one when a table is done: table, rows logged of the total, rate, time left."""
+
+    def __init__(self, emit: Callable[[str], None] | None = None) -> None:
+        self.last = 0.0
+        self.emit = emit or (lambda line: print(line, file=sys.stderr))
+
+    def __call__(self, table: str, rows: int, total: int, seconds: float) -> None:
+        now = time.monotonic()
+        if rows < total and now - self.last < PROGRESS_EVERY:
+            return
+        self.last = now
+        rate = rows / seconds if seconds > 0 else 0.0
+        left = f", about {int((total - rows) / rate)} s left" if rate > 0 and rows < total else ""
+        self.emit(f"snapshot {table}: {rows_of_total(rows, total)}, {rate:,.0f} rows/s{left}")
+
+
+def initial_snapshot(config: Config, engine: Engine, output: Path, reader: Reader = STATUS_MODE,
+                     progress: Progress | None = None, lock_lost: Callable[[], bool] | None = None,
+                     spark: Callable[[], SparkSession] | None = None) -> SnapshotResult | None:
+    """`publisher.initial_snapshot`: the snapshot a reader gets before its first cycle when its
+    output holds no document and no snapshot of it is recorded; one a stop interrupted is
+    continued, table by table. None when none is due. Given `lock_lost` (the caller holds the
+    status mode's lock), the status mode's is written directly where it can be, as `snapshot
+    --direct` does, its large tables in key ranges on `spark`."""
+    from publisher.outputs.cycle_files import document_paths
+
+    state = snapshot_table(config.event_log.table, table_schema(config, engine))
+    state.create(engine, checkfirst=True)
+    with engine.connect() as conn:
+        recorded = {row.table_name: row.finished_at is not None for row in conn.execute(
+            select(state.c.table_name, state.c.finished_at).where(state.c.reader == reader.key))}
+    if not recorded and output.is_dir() and document_paths(output):
+        return None
+    waiting = [name for name in _chosen_tables(config, engine, (), reader) if not recorded.get(name)]
+    if not waiting:
+        return None
+    if lock_lost is None or reader.subscriber is not None or config.output.publishes_changes:
+        return snapshot(config, engine, waiting, reader=reader, progress=progress)
+    catalog = reflect_catalog(engine, table_schema(config, engine), published_tables(config, engine), config.classes)
+    direct = DirectOutput.of(config, engine, catalog.tables, lock_lost)
+    return snapshot(config, engine, waiting, reader=reader, chunk_rows=DIRECT_CHUNK_ROWS, progress=progress,
+                    direct=direct, spark=spark)

@@ -1,0 +1,120 @@
+"""`publisher bench`: which benchmark the arguments ask for, on which database, and its report.
+
+A bad choice of arguments is a BenchArgumentError (exit 2); a database the benchmark cannot
+use, a BenchUnavailableError (exit 1).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+
+class BenchArgumentError(ValueError):
+    """The arguments ask for a benchmark that cannot run as asked."""
+
+
+class BenchUnavailableError(RuntimeError):
+    """The database the benchmark needs cannot be used."""
+
+
+def run(args: argparse.Namespace) -> int:
+    from publisher.workshop.bench.mix import Backlog, WorkloadError
+    from publisher.workshop.bench.report import format_report
+    from publisher.workshop.bench.run import BenchOptions, run_benchmark
+    from publisher.workshop.bench.writers import Dialect
+
+    chosen = [name for name in ("capture", "snapshot", "triggerless") if getattr(args, name)]
+    if len(chosen) > 1:
+        raise BenchArgumentError(f"bench: --{' and --'.join(chosen)} measure different things; choose one")
+    if args.triggerless:
+        return _bench_triggerless(args)
+    if args.capture:
+        return _bench_capture(args)
+    if args.snapshot_logged and not args.snapshot:
+        raise BenchArgumentError("bench: --snapshot-logged measures a snapshot's logged path; it needs --snapshot")
+    if args.snapshot:
+        return _bench_snapshot(args)
+    if args.database == "mariadb":
+        raise BenchArgumentError("bench: --database mariadb measures only --capture")
+    database: Dialect = "postgresql"
+    if args.database == "sqlite" or (args.database is None and (args.url or "").startswith("sqlite")):
+        database = "sqlite"
+    options = BenchOptions(
+        database=database, url=args.url, rows=args.rows or 100_000, events=args.events, query_limit=args.query_limit,
+        latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
+        cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog), subscribers=args.subscribers,
+        cold=args.cold, small_cycle_events=args.small_cycle_events,
+    )
+    try:
+        report = run_benchmark(options)
+    except WorkloadError as exc:
+        raise BenchArgumentError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else format_report(report))
+    return 0
+
+
+def _bench_capture(args: argparse.Namespace) -> int:
+    from publisher.dialects import is_mysql
+    from publisher.workshop.bench.capture import (
+        CaptureBenchError,
+        CaptureOptions,
+        format_capture_report,
+        run_capture_bench,
+    )
+
+    database = args.database
+    if database is None:
+        scheme = (args.url or "").split(":", 1)[0].split("+", 1)[0]
+        database = "mariadb" if is_mysql(scheme) else "postgresql"
+    if database == "sqlite":
+        raise BenchArgumentError(
+            "bench --capture: sqlite has no concurrent writers to measure; use postgresql or mariadb")
+    options = CaptureOptions(database=database, url=args.url, seconds=args.seconds, rounds=args.rounds)
+    try:
+        report = run_capture_bench(options)
+    except CaptureBenchError as exc:
+        raise BenchUnavailableError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else format_capture_report(report))
+    return 0
+
+
+def _bench_snapshot(args: argparse.Namespace) -> int:
+    from publisher.workshop.bench.snapshot import SnapshotOptions, format_snapshot_report, run_snapshot_bench
+
+    _require_postgresql(args, "--snapshot")
+    options = SnapshotOptions(url=args.url, rows=args.rows or 1_000_000, query_limit=args.query_limit,
+                              master=args.master, direct=not args.snapshot_logged,
+                              small_cycle_events=args.small_cycle_events)
+    return _report(args, lambda: run_snapshot_bench(options), format_snapshot_report)
+
+
+def _bench_triggerless(args: argparse.Namespace) -> int:
+    from publisher.workshop.bench.triggerless import (
+        TriggerlessOptions,
+        format_triggerless_report,
+        run_triggerless_bench,
+    )
+
+    _require_postgresql(args, "--triggerless")
+    options = TriggerlessOptions(url=args.url, rows=args.rows or 1_000_000, master=args.master, cluster=args.cluster)
+    return _report(args, lambda: run_triggerless_bench(options), format_triggerless_report)
+
+
+def _require_postgresql(args: argparse.Namespace, flag: str) -> None:
+    scheme = (args.url or "postgresql").split(":", 1)[0].split("+", 1)[0]
+    if args.database not in (None, "postgresql") or scheme not in ("postgresql", "postgres"):
+        raise BenchArgumentError(f"bench {flag}: measured on postgresql only")
+
+
+def _report(args: argparse.Namespace, run: Callable[[], Any], formatted: Callable[[Any], str]) -> int:
+    """Run a benchmark; print its report, or its summary as JSON with --json."""
+    from publisher.workshop.bench.mix import WorkloadError
+
+    try:
+        report = run()
+    except WorkloadError as exc:
+        raise BenchArgumentError(str(exc)) from None
+    print(json.dumps(report.summary()) if args.json else formatted(report))
+    return 0

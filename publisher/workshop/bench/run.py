@@ -1,0 +1,402 @@
+"""The benchmark run: generate → floor → reference sample → cold poll → drain → small-poll
+latency → report.
+
+The drain is what `publisher run` does with a backlog: cycles of `query_limit` events, one warm
+SparkSession, until no `N` row is left. Memory is the peak resident size of the driver and of
+the processes Spark started (the JVM, the Python workers), sampled from /proc while they run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from sqlalchemy import Engine, func, select
+
+from publisher.config import Config, SparkConfig
+from publisher.database import connect, table_schema
+from publisher.model.events import Status
+from publisher.pipeline.cycle import CycleResult, run_cycle
+from publisher.pipeline.event_log import event_log_table
+from publisher.workshop.bench.cold import ColdPoll, cold_poll, last_record_id, renew_backlog
+from publisher.workshop.bench.floor import Floor, measure_floor
+from publisher.workshop.bench.mix import MIN_EVENTS, MIN_ROWS, Backlog
+from publisher.workshop.bench.reference import ReferenceResult, run_reference
+from publisher.workshop.bench.sampling import Latency, Memory, ProcessSampler
+from publisher.workshop.bench.workload import DEFAULT_POSTGRES_URL, Workload, change_rows, discard, generate
+from publisher.workshop.bench.writers import DEFAULT_SCHEMA, Dialect
+
+log = logging.getLogger("publisher")
+
+
+class BenchError(RuntimeError):
+    """The benchmark could not finish: the backlog did not drain."""
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    database: Dialect = "postgresql"
+    url: str | None = None
+    """Default: the local test server for PostgreSQL, a file in the work directory for SQLite."""
+    rows: int = 100_000
+    events: int = 1_000_000
+    query_limit: int = 200_000
+    batch_size: int = 128
+    latency_cycles: int = 50
+    latency_events: int = 10
+    reference_sample: int = 5_000
+    master: str = "local[*]"
+    schema: str = DEFAULT_SCHEMA
+    warm_up: bool = True
+    """Drain a tiny backlog before the measured drain; off only where the session is known to be warm."""
+    workdir: Path | None = None
+    """Where the documents (and the SQLite file) go; default: a temporary directory, removed afterwards."""
+    cluster: bool = False
+    """Start a standalone master and worker on loopback and drain on them instead of `master`."""
+    formats: bool = False
+    """Write change tables and messages (with trail headers) beside the XDS documents."""
+    backlog: Backlog = Backlog.MIX
+    """The generated backlog as the triggers logged it, or rewritten so every row is E or W."""
+    subscribers: int = 0
+    """Subscribers that each check the whole backlog out, timed before the status mode's drain."""
+    cold: bool = True
+    """Time a `publisher poll` process started cold on the whole backlog first (`bench.cold`)."""
+    small_cycle_events: int | None = None
+    """`spark.small_cycle_events` of the cold poll and the drain; None: the publisher's default."""
+
+
+def with_formats(config: Config) -> Config:
+    """The configuration with every output format beside XDS switched on."""
+    from publisher.config import ChangeTablesConfig, MessagesConfig
+
+    output = dataclasses.replace(
+        config.output,
+        change_tables=ChangeTablesConfig(enabled=True, trail_header=True),
+        messages=MessagesConfig(enabled=True, trail_header=True),
+    )
+    return dataclasses.replace(config, output=output)
+
+
+@dataclass
+class DrainResult:
+    cycles: int = 0
+    distributed_cycles: int = 0
+    """Cycles that ran as Spark jobs; the others ran in the driver alone (spark.small_cycle_events)."""
+    events: int = 0
+    operations: int = 0
+    documents: int = 0
+    bytes_written: int = 0
+    rejected: int = 0
+    change_rows: int = 0
+    messages: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    cycle_seconds: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def events_per_second(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+    def add(self, result: CycleResult, seconds: float) -> None:
+        self.cycles += 1
+        self.distributed_cycles += result.distributed
+        self.events += result.events
+        self.operations += result.operations
+        self.documents += result.documents
+        self.bytes_written += result.bytes_written
+        self.rejected += result.rejected
+        self.change_rows += result.change_rows
+        self.messages += result.messages
+        self.cycle_seconds.append(seconds)
+        for status, count in result.statuses.items():
+            self.statuses[status] = self.statuses.get(status, 0) + count
+        for stage, spent in result.seconds.items():
+            self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + spent
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "cycles": self.cycles,
+            "distributed_cycles": self.distributed_cycles,
+            "events": self.events,
+            "operations": self.operations,
+            "documents": self.documents,
+            "bytes": self.bytes_written,
+            "rejected": self.rejected,
+            "change_rows": self.change_rows,
+            "messages": self.messages,
+            "statuses": dict(sorted(self.statuses.items())),
+            "seconds": round(self.seconds, 3),
+            "events_per_second": round(self.events_per_second, 1),
+            "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
+            "cycle_seconds": [round(s, 3) for s in self.cycle_seconds],
+        }
+
+
+@dataclass
+class BenchReport:
+    options: BenchOptions
+    workload: Workload
+    floor: Floor
+    reference: ReferenceResult
+    drain: DrainResult
+    latency: Latency
+    memory: Memory
+    left_new: int
+    subscribers: list[DrainResult] = field(default_factory=list)
+    """Each subscriber's check-out of the backlog, in windows of query_limit events."""
+    spark_seconds: float | None = None
+    """Building the SparkSession, when the benchmark built it."""
+    warm_up_seconds: float = 0.0
+    cold: ColdPoll | None = None
+    """A poll process started cold on the same backlog, before the warm drain."""
+
+    @property
+    def floor_ratio(self) -> float:
+        """How many times the floor's time the publisher needs."""
+        return self.drain.seconds / self.floor.seconds if self.floor.seconds else 0.0
+
+    @property
+    def cold_ratio(self) -> float | None:
+        """How many times the floor's time a cold poll process needs, from its start to its exit."""
+        return self.cold.seconds / self.floor.seconds if self.cold is not None and self.floor.seconds else None
+
+    @property
+    def reference_extrapolated_seconds(self) -> float | None:
+        """The reference's time for the whole backlog, at the rate it kept on the sample."""
+        rate = self.reference.events_per_second
+        return self.workload.events / rate if rate else None
+
+    @property
+    def reference_speedup(self) -> float:
+        """How many times faster than one event at a time the publisher is."""
+        rate = self.reference.events_per_second
+        return self.drain.events_per_second / rate if rate else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "database": self.options.database,
+            "rows": self.options.rows,
+            "events": self.options.events,
+            "query_limit": self.options.query_limit,
+            "master": self.options.master,
+            "small_cycle_events": self.options.small_cycle_events,
+            "spark_seconds": _rounded(self.spark_seconds),
+            "warm_up_seconds": round(self.warm_up_seconds, 3),
+            "workload": self.workload.summary(),
+            "floor": self.floor.summary(),
+            "reference": {
+                **self.reference.summary(),
+                "extrapolated_seconds": _rounded(self.reference_extrapolated_seconds),
+            },
+            "drain": self.drain.summary(),
+            "latency": self.latency.summary(),
+            "memory": self.memory.summary(),
+            "left_new": self.left_new,
+            "subscribers": [s.summary() for s in self.subscribers],
+            "subscriber_floor_ratios": [round(s.seconds / self.floor.seconds, 3) if self.floor.seconds else None
+                                        for s in self.subscribers],
+            "floor_ratio": round(self.floor_ratio, 3),
+            "cold": None if self.cold is None else self.cold.summary(),
+            "cold_floor_ratio": _rounded(self.cold_ratio),
+            "reference_speedup": round(self.reference_speedup, 3),
+        }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def run_benchmark(options: BenchOptions, spark: SparkSession | None = None) -> BenchReport:
+    """Run every phase; `spark` is reused when given, else one session is built and timed (and,
+    with `options.cluster`, a standalone cluster started for it and stopped afterwards)."""
+    with work_directory(options.workdir) as workdir:
+        if not options.cluster or spark is not None:
+            return _run(options, workdir, spark, {})
+        from publisher.workshop.bench.cluster import StandaloneCluster, spark_conf_for
+
+        with StandaloneCluster(workdir / "cluster") as cluster:
+            log.info("standalone cluster up at %s", cluster.master_url)
+            options = dataclasses.replace(options, master=cluster.master_url)
+            try:
+                return _run(options, workdir, None, spark_conf_for(cluster), cluster.daemon_pids())
+            finally:
+                active = SparkSession.getActiveSession()
+                if active is not None:
+                    active.stop()
+
+
+@contextmanager
+def work_directory(path: Path | None) -> Iterator[Path]:
+    if path is not None:
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="publisher-bench-") as name:
+        yield Path(name)
+
+
+def _run(
+    options: BenchOptions, workdir: Path, spark: SparkSession | None, conf: dict[str, str], roots: tuple[int, ...] = ()
+) -> BenchReport:
+    url = options.url or (
+        DEFAULT_POSTGRES_URL if options.database == "postgresql" else f"sqlite:///{workdir / 'bench.db'}"
+    )
+    log.info("generating %d events on %d rows (%s)", options.events, options.rows, options.database)
+    workload = generate(options.database, url, options.rows, options.events, options.schema,
+                        backlog=options.backlog)
+    log.info("generated %d events in %.1f s", workload.events, workload.generate_seconds)
+    config = workload.config(workdir / "out", options.query_limit, options.batch_size, options.master)
+    config = dataclasses.replace(config, spark=dataclasses.replace(
+        config.spark, small_cycle_events=options.small_cycle_events))
+    if options.formats:
+        config = with_formats(config)
+    engine = connect(config)
+    try:
+        floor = measure_floor(config, engine)
+        log.info("floor: read %d rows in %.2f s, marked them in %.2f s", floor.rows, floor.read_seconds,
+                 floor.mark_seconds)
+        reference = run_reference(config, engine, options.reference_sample, workdir / "reference")
+        log.info("reference: %d events one at a time in %.1f s", reference.events, reference.seconds)
+        cold = None
+        if options.cold:
+            generated = last_record_id(config, engine)
+            cold = cold_poll(config, workdir, workload.events)
+            log.info("cold poll: %d events in %.1f s, %.1f s of it before the cycle", workload.events, cold.seconds,
+                     cold.before_cycle)
+            renew_backlog(config, engine, generated)
+        spark_seconds = None
+        if spark is None:
+            started = time.perf_counter()
+            spark = start_spark(config, conf)
+            spark_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        if options.warm_up:
+            warm_up(spark, options, workdir)
+        warm_up_seconds = time.perf_counter() - started
+        config = with_subscribers(config, engine, options.subscribers, workdir)
+        with ProcessSampler(roots=[os.getpid(), *roots]) as sampler:
+            checked_out = [check_out_backlog(spark, engine, config, name) for name in sorted(config.subscribers)]
+            drained = drain(spark, engine, config, workload.events)
+            latency = measure_latency(spark, engine, config, workload, options.latency_cycles,
+                                      options.latency_events)
+        left = count_new(config, engine)
+    finally:
+        engine.dispose()
+    return BenchReport(
+        options, workload, floor, reference, drained, latency, sampler.memory(), left, checked_out, spark_seconds,
+        warm_up_seconds, cold,
+    )
+
+
+def warm_up(spark: SparkSession, options: BenchOptions, workdir: Path) -> None:
+    """Drain a tiny backlog of the same dialect first, through Spark jobs even though it is small,
+    so that the drain measures a warm session: Python workers started, code paths compiled, as in
+    a `publisher run` that has been up a while."""
+    url = options.url or DEFAULT_POSTGRES_URL
+    if options.database == "sqlite":
+        url = f"sqlite:///{workdir / 'warm-up.db'}"
+    workload = generate(options.database, url, MIN_ROWS, MIN_EVENTS, f"{options.schema}_warm_up")
+    config = workload.config(workdir / "warm-up", options.query_limit, options.batch_size, options.master)
+    config = dataclasses.replace(config, spark=dataclasses.replace(config.spark, small_cycle_events=0))
+    if options.formats:
+        config = with_formats(config)
+    engine = connect(config)
+    try:
+        drain(spark, engine, config, workload.events, "warm-up")
+    finally:
+        engine.dispose()
+        discard(workload)
+
+
+def start_spark(config: Config, conf: dict[str, str]) -> SparkSession:
+    from publisher.pipeline.spark import get_spark
+
+    return get_spark(SparkConfig(master=config.spark.master, conf=conf))
+
+
+def drain(spark: SparkSession, engine: Engine, config: Config, backlog: int, name: str = "drain") -> DrainResult:
+    """Poll until no new row is left, as `publisher run` follows a full cycle at once."""
+    limit = config.publisher.query_limit
+    most = -(-backlog // limit) + 2
+    result = DrainResult()
+    started = time.perf_counter()
+    while True:
+        cycle_started = time.perf_counter()
+        cycle = run_cycle(spark, engine, config)
+        if cycle.idle:
+            break
+        result.add(cycle, time.perf_counter() - cycle_started)
+        log.info("%s cycle %d: %d events in %.1f s", name, result.cycles, cycle.events, result.cycle_seconds[-1])
+        if result.cycles > most:
+            raise BenchError(f"the backlog of {backlog} events did not drain in {most} cycles of {limit}")
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def with_subscribers(config: Config, engine: Engine, count: int, workdir: Path) -> Config:
+    """The configuration with `count` subscribers (bench-1, …) of every published table, their
+    state tables installed; unchanged for none."""
+    if not count:
+        return config
+    from publisher.capture.install import published_tables, subscription_ddl
+    from publisher.config import SubscriberConfig, SubscriptionConfig
+
+    subscription = SubscriptionConfig(tables=published_tables(config, engine).names)
+    subscribers = {f"bench-{i}": SubscriberConfig("all", str(workdir / f"subscriber-{i}")) for i in range(1, count + 1)}
+    config = dataclasses.replace(config, subscriptions={"all": subscription}, subscribers=subscribers)
+    with engine.begin() as conn:
+        for statement in subscription_ddl(config, engine):
+            conn.exec_driver_sql(statement)
+    return config
+
+
+def check_out_backlog(spark: SparkSession, engine: Engine, config: Config, subscriber: str) -> DrainResult:
+    """One check-out of the whole backlog by `subscriber`, in windows of query_limit events."""
+    from publisher.service.checkouts import check_out
+
+    result = DrainResult()
+    started = time.perf_counter()
+    checked_out = check_out(spark, engine, config, subscriber)
+    result.seconds = time.perf_counter() - started
+    for window in checked_out.windows:
+        result.add(window, sum(spent for stage, spent in window.seconds.items() if "." not in stage))
+    log.info("subscriber %s: %d events in %d windows, %.1f s", subscriber, result.events, result.cycles,
+             result.seconds)
+    return result
+
+
+def measure_latency(
+    spark: SparkSession, engine: Engine, config: Config, workload: Workload, cycles: int, per_cycle: int
+) -> Latency:
+    """Commit `per_cycle` changes through the triggers, poll once, and time it; `cycles` times."""
+    latency = Latency(per_cycle)
+    output = Path(config.output.directory)
+    for serial in range(cycles):
+        change_rows(engine, workload, per_cycle, serial)
+        committed = time.time()
+        result = run_cycle(spark, engine, config)
+        acknowledged = time.time()
+        latency.to_acknowledged.append(acknowledged - committed)
+        latency.events_seen.append(result.events)
+        for stage, spent in result.seconds.items():
+            latency.stage_seconds[stage] = latency.stage_seconds.get(stage, 0.0) + spent
+        if result.files:
+            written = max(os.stat(output / name).st_mtime for name in result.files)
+            latency.to_documents.append(written - committed)
+    return latency
+
+
+def count_new(config: Config, engine: Engine) -> int:
+    table = event_log_table(config, table_schema(config, engine))
+    status = table.c[config.event_log.columns.status]
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(table).where(status == Status.NEW.value)).scalar_one())
