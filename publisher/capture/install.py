@@ -139,7 +139,7 @@ def subscription_ddl(config: Config, engine: Engine) -> list[str]:
     from sqlalchemy import MetaData
     from sqlalchemy.schema import CreateIndex, CreateTable
 
-    from publisher.capture.subscriber_tables import checkin_table, require_check_outs, subscriber_table
+    from publisher.subscriptions.tables import checkin_table, require_check_outs, subscriber_table
 
     require_check_outs(engine.dialect.name)
     schema = table_schema(config, engine)

@@ -11,11 +11,11 @@ from sqlalchemy import column as sql_column
 
 from publisher.capture import text_settings
 from publisher.capture.dialect import TRUE, Dialect, all_of, carrying, indent, literal
-from publisher.capture.subscriber_tables import transaction_of
 from publisher.capture.tables import CaptureError, Column, Event, Style, Table
 from publisher.dialects.reflection import reflection
 from publisher.model.statements import Lexis
 from publisher.model.values import ValueType
+from publisher.subscriptions.tables import transaction_of
 
 KEY_VALUE_FUNCTION = "publisher_key_value"
 POSTGRESQL_NAME_BYTES = 63

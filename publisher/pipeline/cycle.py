@@ -63,7 +63,7 @@ from publisher.pipeline.timing import StepTimer
 from publisher.pipeline.window import CycleWindow, WindowLimits, plan_window, resume_window, window_pin
 from publisher.rules.classify import ClassifyContext
 from publisher.rules.operations import OperationContext
-from publisher.rules.subscription import tracked_tables
+from publisher.subscriptions.filter import tracked_tables
 
 log = logging.getLogger("publisher")
 SparkProvider = SparkSession | Callable[[], SparkSession]

@@ -14,8 +14,8 @@ from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, false
 
 from publisher.config import Config
 from publisher.model.events import Status
-from publisher.pipeline.checkout import CheckOutState, checked_out_predicate
 from publisher.pipeline.event_log import EventLogSource, event_log_source
+from publisher.subscriptions.checkout import CheckOutState, checked_out_predicate
 
 PROCESSED = (Status.SUCCESS.value, Status.WARNING.value)
 

@@ -17,12 +17,12 @@ from publisher.model.catalog import Catalog
 from publisher.model.events import Status
 from publisher.model.runs import StatusRun
 from publisher.outputs.cycle_files import CHECK_OUT_FILE, pin_window, pinned_window, unpin_window
-from publisher.pipeline.checkout import CheckOutState, CheckOutWindow, check_out_predicate, checked_out_predicate
 from publisher.pipeline.event_log import EventLogSource, event_log_table_of, logged_transaction_column
 from publisher.pipeline.retention import PROCESSED
 from publisher.pipeline.stages import AcknowledgedAtFinish, PendingAcknowledgement
 from publisher.pipeline.window import CycleWindow, WindowLimits, kept_check_out_window, plan_window
-from publisher.rules.subscription import SubscriptionFilter, UntrackableError, subscription_filter
+from publisher.subscriptions.checkout import CheckOutState, CheckOutWindow, check_out_predicate, checked_out_predicate
+from publisher.subscriptions.filter import SubscriptionFilter, UntrackableError, subscription_filter
 
 
 def subscriber_config(config: Config, name: str) -> Config:

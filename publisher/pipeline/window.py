@@ -27,13 +27,13 @@ from sqlalchemy import (
     true,
 )
 
-from publisher.capture.subscriber_tables import is_transaction
 from publisher.config import PublisherSettings
 from publisher.dialects import dialect_of
 from publisher.errors import OutputStateError
 from publisher.model.events import Status
-from publisher.pipeline.checkout import CheckOutWindow, Snapshot, check_out_predicate, visible_in
 from publisher.pipeline.event_log import EventLogSource, role_columns
+from publisher.subscriptions.checkout import CheckOutWindow, Snapshot, check_out_predicate, visible_in
+from publisher.subscriptions.tables import is_transaction
 
 
 @dataclass(frozen=True)

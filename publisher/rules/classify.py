@@ -18,7 +18,7 @@ from publisher.model.canonical import canonical_key
 from publisher.model.catalog import Catalog, ColumnInfo, TableInfo
 from publisher.model.events import LOGGED_VALUES, PER_FIELD, EventType
 from publisher.model.values import BadValueError, ValueType, encode_logged, shown, xml_problem
-from publisher.rules.subscription import SubscriptionFilter
+from publisher.subscriptions.filter import SubscriptionFilter
 
 
 class Disposition(enum.StrEnum):

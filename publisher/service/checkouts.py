@@ -14,9 +14,9 @@ from publisher.config import Config, Reader
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
 from publisher.model.statements import Lexis, split_statements
-from publisher.pipeline.checkout import CheckOutState, checked_in
 from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
 from publisher.pipeline.event_log import event_log_table
+from publisher.subscriptions.checkout import CheckOutState, checked_in
 
 
 @dataclass(frozen=True)

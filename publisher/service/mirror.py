@@ -181,7 +181,7 @@ def _source(config: Config, engine: Engine, reader: Reader
     tables = catalog.tables
     if reader.subscriber is not None:
         from publisher.pipeline.subscribers import tracked
-        from publisher.rules.subscription import tracked_tables
+        from publisher.subscriptions.filter import tracked_tables
 
         tables = tracked_tables(catalog, tracked(config, reader.subscriber, catalog))
     ctx = QueryBackContext(config.database.sqlalchemy_url(), schema, tables)

@@ -244,9 +244,9 @@ def _chosen_tables(
     available = catalog.tables
     subscriber = reader.subscriber
     if subscriber is not None:
-        from publisher.capture.subscriber_tables import require_check_outs
         from publisher.pipeline.subscribers import tracked
-        from publisher.rules.subscription import tracked_tables
+        from publisher.subscriptions.filter import tracked_tables
+        from publisher.subscriptions.tables import require_check_outs
 
         config.subscriber(subscriber)
         require_check_outs(engine.dialect.name)

@@ -33,7 +33,7 @@ from publisher.outputs.formats import CycleFormats, FormatsWritten, PartWritten
 from publisher.outputs.outcomes import append_rejects
 from publisher.pipeline.queryback import QueryBackContext
 from publisher.pipeline.subscribers import tracked
-from publisher.rules.subscription import tracked_kinds, tracked_tables
+from publisher.subscriptions.filter import tracked_kinds, tracked_tables
 from publisher.triggerless.buckets import bucket_jobs, publish_bucket
 from publisher.triggerless.read import class_layouts, read_tables
 from publisher.triggerless.state import (

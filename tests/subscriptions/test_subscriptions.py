@@ -567,7 +567,7 @@ def test_a_check_out_repeated_with_another_query_limit_takes_the_same_window(spa
     query_limit (a deployment, the soak) repeats it under the same event-ids, instead of cutting
     the events anew, which gave an operation an event-id the consumer had never seen for a change
     it had applied (a second <add> of an object)."""
-    from publisher.pipeline import checkout
+    from publisher.subscriptions import checkout
 
     site = Site(spark, database, tmp_path, ALL, {"a": "all"}, settings="query_limit = 100")
     site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')", "INSERT INTO {usr} VALUES (2, 'Bo', 'Ng')")

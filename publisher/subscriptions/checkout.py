@@ -45,7 +45,10 @@ from sqlalchemy import (
     text,
 )
 
-from publisher.capture.subscriber_tables import (
+from publisher.dialects import dialect_of
+from publisher.dialects.reflection import reflection
+from publisher.errors import MissingStateError, OutputStateError
+from publisher.subscriptions.tables import (
     CHECKIN_TABLE_SUFFIX,
     SUBSCRIBER_TABLE_SUFFIX,
     checkin_table,
@@ -54,9 +57,6 @@ from publisher.capture.subscriber_tables import (
     subscriber_table,
     transaction_of,
 )
-from publisher.dialects import dialect_of
-from publisher.dialects.reflection import reflection
-from publisher.errors import MissingStateError, OutputStateError
 
 _SNAPSHOT = re.compile(r"(\d+):(\d+):((?:\d+(?:,\d+)*)?)")
 NOTHING_SEEN = "1:1:"
