@@ -19,6 +19,10 @@ class Dialect:
 
     name: ClassVar[str]
     """The family: "postgresql", "mysql" (MySQL and MariaDB) or "sqlite"."""
+    capture: ClassVar[str]
+    """The dotted name of the family's capture class (a `publisher.capture.base.Capture`: its
+    triggers, their SQL templates and what it installs beside them), imported when first asked
+    for: capture sits above the dialects."""
     has_schemas: ClassVar[bool] = True
     transaction_snapshots: ClassVar[bool] = False
     """The triggers log the transaction's id and the database shows which transactions a

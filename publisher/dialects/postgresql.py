@@ -54,6 +54,7 @@ def function_settings_sql() -> str:
 
 class PostgreSQL(Dialect):
     name = "postgresql"
+    capture = "publisher.capture.postgresql.PostgreSQLCapture"
     transaction_snapshots = True
     marks_beside_writes = True
     id_arrays = True
