@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import abc
 import functools
-import importlib
 import string
 import textwrap
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -16,7 +15,7 @@ from sqlalchemy import Connection, Engine
 from publisher.capture.tables import CaptureError, Column, Event, Style, Table
 from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import table_schema
-from publisher.dialects import Dialect, dialect_of
+from publisher.dialects import Dialect, dialect_of, named_class
 from publisher.model.column_types import type_name
 from publisher.model.events import EventType
 from publisher.model.statements import Lexis
@@ -383,9 +382,8 @@ class Capture(abc.ABC):
 def capture_class(dialect: Dialect) -> type[Capture]:
     """The capture class a database family names (`Dialect.capture`): one registry, the
     families', finds a database's capture as it finds the rest of it."""
-    module, _, name = dialect.capture.rpartition(".")
-    found = getattr(importlib.import_module(module), name)
-    if not (isinstance(found, type) and issubclass(found, Capture)):
+    found = named_class(dialect.capture)
+    if not issubclass(found, Capture):
         raise TypeError(f"{dialect.capture} (the capture of {dialect.name!r}) is no publisher.capture.base.Capture")
     return found
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from publisher.dialects.base import Dialect, UnknownDialectError
+from publisher.dialects.base import Dialect, UnknownDialectError, named_class
 from publisher.dialects.mariadb import MariaDB
 from publisher.dialects.postgresql import PostgreSQL
 from publisher.dialects.sqlite import SQLite
 
-__all__ = ["Dialect", "UnknownDialectError", "dialect_of", "is_mysql"]
+__all__ = ["Dialect", "UnknownDialectError", "dialect_of", "is_mysql", "named_class"]
 
 _MARIADB = MariaDB()
 _FAMILIES: dict[str, Dialect] = {"postgresql": PostgreSQL(), "mysql": _MARIADB, "mariadb": _MARIADB, "sqlite": SQLite()}

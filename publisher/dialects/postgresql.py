@@ -60,7 +60,7 @@ class PostgreSQL(Dialect):
     id_arrays = True
     copy_out = True
     catalog_versions = True
-    advisory_locks = True
+    lock = "publisher.locking.backends.AdvisoryLock"
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""
 

@@ -31,7 +31,7 @@ from sqlalchemy.schema import CreateTable
 
 from publisher.config import Config, Reader
 from publisher.database import LOCK_WAIT_SECONDS, table_schema
-from publisher.dialects import dialect_of
+from publisher.dialects import Dialect, dialect_of, named_class
 from publisher.errors import root_cause
 
 log = logging.getLogger("publisher")
@@ -62,8 +62,22 @@ def locked_name(config: Config, reader: Reader) -> str:
     return table if reader.subscriber is None else f"{table} for subscriber {reader.subscriber}"
 
 
+def lock_backend(dialect: Dialect) -> type[Backend]:
+    """The lock a database family names (`Dialect.lock`)."""
+    found = named_class(dialect.lock)
+    if not issubclass(found, Backend):
+        raise TypeError(f"{dialect.lock} (the lock of {dialect.name!r}) is no {__name__}.Backend")
+    return found
+
+
 class Backend(ABC):
     name: str
+
+    @classmethod
+    def open(cls, config: Config, owner: str, reader: Reader, lease_seconds: float) -> Backend:
+        """The lock of `reader` on the configured database, for `owner`; `lease_seconds`: how
+        long a lease lasts, where the lock is one that is renewed."""
+        return cls(config, owner, reader)  # type: ignore[call-arg]
 
     @abstractmethod
     def try_acquire(self) -> str | None:
@@ -223,6 +237,10 @@ class NamedLock(AdvisoryLock):
 
 class LeaseRow(Backend):
     """A row per event log in `<event_log>_lock`: owner host:pid, a token per lock object, lease expiry."""
+
+    @classmethod
+    def open(cls, config: Config, owner: str, reader: Reader, lease_seconds: float) -> Backend:
+        return cls(config, owner, lease_seconds, reader)
 
     def __init__(self, config: Config, owner: str, lease_seconds: float, reader: Reader) -> None:
         url = make_url(config.database.sqlalchemy_url())

@@ -246,8 +246,7 @@ def may_be_loopback(engine: Engine, perpetrator: Any, user: str) -> ColumnElemen
     space, a Kelvin sign that folds to `k`) is kept for the rule to decide; those are rare, so
     the groups stay few."""
     folded = user.strip().casefold()
-    unusual = perpetrator.regexp_match(NOT_PRINTABLE_ASCII) if dialect_of(engine).regexp_operator \
-        else perpetrator.op("GLOB")(f"*{NOT_PRINTABLE_ASCII}*")
+    unusual = dialect_of(engine).holds_any(perpetrator, NOT_PRINTABLE_ASCII)
     if not folded.isascii():
         return unusual
     return or_(func.lower(func.trim(perpetrator)) == folded, unusual)
