@@ -51,12 +51,6 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from publisher.capture.base import capture_of
-from publisher.capture.mariadb import mariadb_trigger_name
-from publisher.capture.postgresql_names import (
-    KEY_VALUE_FUNCTION,
-    postgresql_trigger_name,
-    postgresql_update_trigger_name,
-)
 from publisher.capture.shape import (
     StaleCapture,
     capture_table,
@@ -67,7 +61,6 @@ from publisher.capture.shape import (
     stale_captures,
 )
 from publisher.capture.shape_history import shape_record_sql, shapes_table
-from publisher.capture.sqlite import SQLITE_TRIGGER_SUFFIXES, sqlite_trigger_name
 from publisher.capture.tables import STYLES, CaptureError, Style, Table, captured
 from publisher.config import Config
 from publisher.database import table_schema
@@ -78,19 +71,13 @@ from publisher.model.logical import child_of, child_tables
 log = logging.getLogger("publisher")
 
 __all__ = [
-    "KEY_VALUE_FUNCTION",
-    "SQLITE_TRIGGER_SUFFIXES",
     "STYLES",
     "CaptureError",
     "Style",
     "event_log_ddl",
     "follow_shapes",
     "install_capture",
-    "mariadb_trigger_name",
-    "postgresql_trigger_name",
-    "postgresql_update_trigger_name",
     "published_tables",
-    "sqlite_trigger_name",
     "subscription_ddl",
     "trigger_sql",
     "triggered_tables",

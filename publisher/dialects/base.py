@@ -75,6 +75,27 @@ class Dialect:
         which a regular expression and a GLOB pattern read alike."""
         return column.regexp_match(characters)
 
+    def try_lock_sql(self) -> str:
+        """A query that takes the publisher's lock for the session at once, true if it did, where
+        `lock` is a lock that lasts as long as the session: none where it is a lease row."""
+        raise NotImplementedError(f"the publisher's lock on {self.name} is a lease row")
+
+    def lock_holder_sql(self) -> str:
+        """A query for who holds the lock `try_lock_sql` did not take."""
+        raise NotImplementedError(f"the publisher's lock on {self.name} is a lease row")
+
+    def session_sql(self) -> str:
+        """A query for the user and host of the database session `:id`."""
+        raise NotImplementedError(f"the publisher's lock on {self.name} names no session")
+
+    def copy_out_sql(self, query: str) -> str:
+        """The statement that sends `query`'s rows as CSV, where `copy_out`."""
+        raise NotImplementedError(f"{self.name} has no COPY")
+
+    def copy_encoding(self, conn: Connection) -> str:
+        """The name of the encoding COPY sends text in."""
+        return self.stored_encoding(conn)[1]
+
     def stored_encoding(self, conn: Connection) -> tuple[str, str]:
         """(Python codec, the database's name) of the encoding text read as bytes is in."""
         return "utf-8", "UTF-8"

@@ -51,6 +51,17 @@ class MariaDB(Dialect):
         return [(str(column), str(column_type), str(collation)) for column, column_type, collation in found
                 if collation is not None and not collation.endswith("_bin")]
 
+    def try_lock_sql(self) -> str:
+        """The named lock `:name`, not waited for."""
+        return "SELECT GET_LOCK(:name, 0)"
+
+    def lock_holder_sql(self) -> str:
+        """The id of the connection holding the named lock `:name`."""
+        return "SELECT IS_USED_LOCK(:name)"
+
+    def session_sql(self) -> str:
+        return "SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = :id"
+
     def client_script(self, statements: Sequence[str]) -> str:
         """The mariadb/mysql clients end a statement at the first ';', inside a trigger's
         BEGIN ... END too: the script changes the delimiter around the statements."""
