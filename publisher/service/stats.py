@@ -12,6 +12,7 @@ from publisher.config import STATUS_MODE, Config, Reader
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
 from publisher.model.events import Status
+from publisher.model.operation import OperationKind
 from publisher.model.values import shown
 from publisher.pipeline.event_log import event_log_table
 from publisher.pipeline.read import as_utc
@@ -125,9 +126,10 @@ def format_triggerless_state(report: dict[str, Any]) -> str:
                      "state was kept: the next cycle publishes it again, under the same event-ids")
     last = report["last_cycle"]
     if last:
-        kinds = {kind: sum(t.get(kind, 0) for t in last["tables"].values()) for kind in ("add", "modify", "delete")}
-        lines.append(f"last cycle: {last['operations']} operations ({kinds['add']} add, {kinds['modify']} modify, "
-                     f"{kinds['delete']} delete), {last['documents']} documents, {last['rejected']} rejected"
+        kinds = ", ".join(f"{sum(t.get(kind.value, 0) for t in last['tables'].values())} {kind.value}"
+                          for kind in OperationKind)
+        lines.append(f"last cycle: {last['operations']} operations ({kinds}), {last['documents']} documents, "
+                     f"{last['rejected']} rejected"
                      + (", recorded only" if last.get("recorded_only") else ""))
     return "\n".join(lines)
 

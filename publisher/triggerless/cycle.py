@@ -146,7 +146,7 @@ class ComparisonResult:
 
     @property
     def operation_kinds(self) -> dict[str, int]:
-        return {kind: sum(getattr(t, kind) for t in self.tables.values()) for kind in ("add", "modify", "delete")}
+        return {kind.value: sum(getattr(t, kind.value) for t in self.tables.values()) for kind in OperationKind}
 
     @property
     def statuses(self) -> dict[str, int]:
