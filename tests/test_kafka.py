@@ -220,3 +220,29 @@ def test_a_transactional_cycle_is_read_whole_by_a_read_committed_consumer(
     data = read_topic(tansu.servers, f"{prefix}.data.main.usr", committed_only=True)
     assert [json.loads(r.value)["data"]["fname"] for r in data] == ["Ann", "Bo", "Anna"]
     assert set(h.statuses().values()) == {"S"}
+
+
+def test_a_subscribers_messages_go_to_topics_of_its_own(spark, sqlite_database, tmp_path, tansu, prefix):
+    from test_subscriptions import Site
+
+    from publisher.config.loading import load_config
+
+    site = Site(spark, sqlite_database, tmp_path, {"hr": 'tables = ["usr"]'}, {"a": "hr"})
+    own = prefix + "a"
+    site.path.write_text(
+        site.path.read_text(encoding="utf-8")
+        + f'[output.messages]\nenabled = true\nbroker = "{tansu.url}"\nbroker_subject = "{prefix}"\n'
+        + f'[subscribers.a.formats.messages]\nenabled = true\nbroker = "{tansu.url}"\nbroker_subject = "{own}"\n',
+        encoding="utf-8")
+    site.config = load_config(site.path)
+    site.change("INSERT INTO {usr} VALUES (1, 'Ann', 'Lee')")
+    site.poll()
+    assert site.check_out("a")["events"] > 0
+
+    status_mode = read_prefix(tansu.servers, prefix)
+    subscriber = read_prefix(tansu.servers, own)
+    for held, topic in ((status_mode, prefix), (subscriber, own)):
+        assert [t for t in held if ".data." in t] == [f"{topic}.data.main.usr"]
+        assert f"{topic}.metadata.main.usr" in held
+        (record,) = held[f"{topic}.data.main.usr"]
+        assert json.loads(record.value)["data"] == {"idu": 1, "fname": "Ann", "lname": "Lee"}
