@@ -4,7 +4,7 @@ only after the brokers have acknowledged every one of them.
 
 Topics are named as the NATS subjects are: `<prefix>.metadata.<schema>.<table>` and
 `<prefix>.data.<schema>.<table>`, created when missing. A data message's key is the object it
-stands for (`messages.message_key`), so one object's changes stay in order in one partition; a
+stands for (as `messages.message_key` says it), so one object's changes stay in order in one partition; a
 metadata message's key is its schemaId. Every record carries headers: a data message's
 `operation`, `changeSequence`, `event-id` (its streamPosition: the record_id of the change's
 first event) and `schemaId`; a metadata message's `schemaId` and `fingerprint` (hex of the
@@ -16,23 +16,29 @@ max.message.bytes or the producer's message.max.bytes refuses the cycle whole, n
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from publisher.config import MessagesConfig
 from publisher.config.brokers import kafka_servers
 from publisher.model.catalog import TableInfo
 from publisher.outputs.avro import SingleObjectEncoder, fingerprint
 from publisher.outputs.broker import BrokerError, Describe, Published, described, subject_of
-from publisher.outputs.messages import message_key
+from publisher.outputs.messages import field_names
 
 RECORD_OVERHEAD = 128
 """Bytes a record costs besides its key, value and headers, as the brokers count it against
 max.message.bytes: the record batch's header (61 bytes) and the record's own varints, rounded up."""
 TOPIC_LIMIT = "max.message.bytes"
+_LONG_NUMBER = re.compile(rb"[:,\[]-?\d{19}")
+"""A JSON number that may not fit 64 bits, which orjson would read as a float: such a line is
+read by `json` (a string that holds one only costs the slower reader)."""
 _PRODUCER_LIMIT = "the producer's message.max.bytes (output.messages.kafka_max_message_bytes)"
 
 
@@ -56,10 +62,11 @@ class Record:
     value: bytes
     headers: Headers
     message: dict[str, Any]
+    size: int = 0
+    """The bytes the brokers count against their limits."""
 
-    @property
-    def size(self) -> int:
-        return RECORD_OVERHEAD + len(self.key) + len(self.value) + sum(
+    def __post_init__(self) -> None:
+        self.size = RECORD_OVERHEAD + len(self.key) + len(self.value) + sum(
             len(name) + len(value or b"") for name, value in self.headers)
 
 
@@ -68,6 +75,7 @@ class _Encoders:
     options: MessagesConfig
     versions: Mapping[str, TableVersion]
     avro: dict[str, SingleObjectEncoder] = field(default_factory=dict)
+    keys: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
     def record(self, raw: bytes, message: dict[str, Any]) -> Record:
         topic = subject_of(message, self.options.broker_subject)
@@ -92,14 +100,27 @@ class _Encoders:
             ("event-id", head["streamPosition"].encode()),
             ("schemaId", version.schema_id.encode()),
         ]
-        return Record(topic, message_key(message, version.table).encode(), value, headers, message)
+        keys = self.keys.get(message["table"])
+        if keys is None:
+            keys = self.keys[message["table"]] = key_fields(version.table)
+        data = message["data"]
+        key = "+".join(f"{name}={data.get(field)}" for name, field in keys)
+        return Record(topic, key.encode(), value, headers, message)
+
+
+def key_fields(table: TableInfo) -> tuple[tuple[str, str], ...]:
+    """The table's key columns in key order, each with its field name: what a record's key is
+    made of, as `messages.message_key` makes it."""
+    fields = field_names(table)
+    keys = sorted((c for c in table.data_columns if c.key_position), key=lambda c: c.key_position)
+    return tuple((c.name, fields[c.name]) for c in keys)
 
 
 def _records(path: Path, encoders: _Encoders, describe: Describe) -> Iterator[Record]:
     with open(path, "rb") as handle:
         for line in handle:
             raw = line.rstrip(b"\n")
-            message = json.loads(raw)
+            message = json.loads(raw) if _LONG_NUMBER.search(raw) else orjson.loads(raw)
             try:
                 yield encoders.record(raw, message)
             except (ValueError, TypeError, OverflowError) as exc:
