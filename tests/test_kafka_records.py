@@ -15,6 +15,7 @@ from fastavro.schema import to_parsing_canonical_form
 from test_messages import FULL_ROW, USR
 
 from publisher.config import MessagesConfig
+from publisher.outputs.avro import crc64_avro
 from publisher.outputs.broker import BrokerError
 from publisher.outputs.kafka import TableVersion, _Encoders, _records
 from publisher.outputs.messages import data_message, data_schema, json_line, metadata_message
@@ -62,3 +63,9 @@ def test_an_integer_beyond_64_bits_keeps_its_exact_key_in_json_and_is_refused_by
     avro = MessagesConfig(**{**OPTIONS.__dict__, "encoding": "avro"})
     with pytest.raises(BrokerError, match="record_id 41.* cannot be encoded as avro"):
         list(_records(path, _Encoders(avro, versions(avro)), lambda m: f"record_id {m['headers']['streamPosition']}"))
+
+
+def test_crc64_avro_gives_the_fingerprint_the_avro_specification_lists():
+    """The specification's test data (share/test/data/schema-tests.txt): "null" has the 64-bit
+    fingerprint 7195948357588979594."""
+    assert crc64_avro(b'"null"') == 7195948357588979594
