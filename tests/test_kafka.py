@@ -292,3 +292,18 @@ def test_a_transactional_cycle_that_fails_after_sending_leaves_nothing_a_read_co
     if committed != ["Ann", "Bo"]:
         pytest.xfail("Tansu 0.6.0 shows the records of an aborted transaction to read_committed consumers (it "
                      "hides an open transaction's only until the abort); Apache Kafka hides them")
+
+
+def test_a_failure_with_sasl_credentials_names_the_broker_and_never_the_password(
+    spark, sqlite_database, tmp_path, prefix
+):
+    h = sqlite_harness(spark, sqlite_database, tmp_path)
+    away = f"kafka://127.0.0.1:{free_port()}"
+    with_kafka(h, away, prefix, kafka_timeout=2.0, kafka_security_protocol="sasl_plaintext",
+               kafka_sasl_mechanism="PLAIN", kafka_sasl_username="svc", kafka_sasl_password="pa55-s3cret")
+    h.log((1, "usr", "idu=1", "fname", None, "Ann"))
+
+    with pytest.raises(StageFailedError) as failed:
+        h.poll()
+    assert failed.value.reason.startswith(f"broker {away}: cannot reach the brokers within 2 s")
+    assert "pa55-s3cret" not in str(failed.value) and "pa55-s3cret" not in repr(h.config)

@@ -156,9 +156,17 @@ def publish_to_kafka(
     try:
         return _Sending(options, describe).publish(path, versions, place)
     except BrokerError as exc:
-        raise BrokerError(f"broker {options.broker}: {exc}") from None
+        raise BrokerError(_hidden(f"broker {options.broker}: {exc}", options)) from None
     except Exception as exc:  # noqa: BLE001 - any client failure is the broker's, reported in one line
-        raise BrokerError(f"broker {options.broker}: {type(exc).__name__}: {exc}".rstrip(": ")) from None
+        raise BrokerError(_hidden(f"broker {options.broker}: {type(exc).__name__}: {exc}".rstrip(": "),
+                                  options)) from None
+
+
+def _hidden(text: str, options: MessagesConfig) -> str:
+    """A failure's line with the SASL password masked, should the client echo it; one line."""
+    if options.kafka_sasl_password:
+        text = text.replace(options.kafka_sasl_password, "***")
+    return " ".join(text.splitlines())
 
 
 class _Sending:
