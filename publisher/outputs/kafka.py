@@ -55,57 +55,68 @@ class TableVersion:
 Headers = list[tuple[str, str | bytes | None]]
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     topic: str
     key: bytes
     value: bytes
     headers: Headers
     message: dict[str, Any]
-    size: int = 0
+    size: int
     """The bytes the brokers count against their limits."""
 
-    def __post_init__(self) -> None:
-        self.size = RECORD_OVERHEAD + len(self.key) + len(self.value) + sum(
-            len(name) + len(value or b"") for name, value in self.headers)
+    @classmethod
+    def of(cls, topic: str, key: bytes, value: bytes, headers: Headers, message: dict[str, Any]) -> Record:
+        size = RECORD_OVERHEAD + len(key) + len(value) + sum(len(name) + len(v or b"") for name, v in headers)
+        return cls(topic, key, value, headers, message, size)
+
+
+@dataclass(frozen=True)
+class _Table:
+    """What every data record of one table shares in a cycle."""
+
+    topic: str
+    keys: tuple[tuple[str, str], ...]
+    schema_id: bytes
+    avro: SingleObjectEncoder | None
 
 
 @dataclass
 class _Encoders:
     options: MessagesConfig
     versions: Mapping[str, TableVersion]
-    avro: dict[str, SingleObjectEncoder] = field(default_factory=dict)
-    keys: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    tables: dict[str, _Table] = field(default_factory=dict)
+
+    def _table(self, message: dict[str, Any]) -> _Table:
+        found = self.tables.get(message["table"])
+        if found is None:
+            version = self.versions.get(message["table"])
+            if version is None:
+                raise BrokerError(f"{described(message)}: table {message['table']!r} has no version in this cycle")
+            avro = SingleObjectEncoder(version.data_schema) if self.options.encoding == "avro" else None
+            found = self.tables[message["table"]] = _Table(
+                subject_of(message, self.options.broker_subject), key_fields(version.table),
+                version.schema_id.encode(), avro)
+        return found
 
     def record(self, raw: bytes, message: dict[str, Any]) -> Record:
-        topic = subject_of(message, self.options.broker_subject)
         if "lineage" in message:
             schema_id = str(message["schemaId"])
             headers: Headers = [("schemaId", schema_id.encode()),
-                       ("fingerprint", fingerprint(message["dataSchema"]).hex().encode())]
-            return Record(topic, schema_id.encode(), raw, headers, message)
-        version = self.versions.get(message["table"])
-        if version is None:
-            raise BrokerError(f"{described(message)}: table {message['table']!r} has no version in this cycle")
-        value = raw
-        if self.options.encoding == "avro":
-            encoder = self.avro.get(message["table"])
-            if encoder is None:
-                encoder = self.avro[message["table"]] = SingleObjectEncoder(version.data_schema)
-            value = encoder.encode(message)
-        head = message["headers"]
+                                ("fingerprint", fingerprint(message["dataSchema"]).hex().encode())]
+            return Record.of(subject_of(message, self.options.broker_subject), schema_id.encode(), raw, headers,
+                             message)
+        table = self._table(message)
+        head, data = message["headers"], message["data"]
         headers = [
             ("operation", head["operation"].encode()),
             ("changeSequence", head["changeSequence"].encode()),
             ("event-id", head["streamPosition"].encode()),
-            ("schemaId", version.schema_id.encode()),
+            ("schemaId", table.schema_id),
         ]
-        keys = self.keys.get(message["table"])
-        if keys is None:
-            keys = self.keys[message["table"]] = key_fields(version.table)
-        data = message["data"]
-        key = "+".join(f"{name}={data.get(field)}" for name, field in keys)
-        return Record(topic, key.encode(), value, headers, message)
+        key = "+".join(f"{name}={data.get(field)}" for name, field in table.keys)
+        value = raw if table.avro is None else table.avro.encode(message)
+        return Record.of(table.topic, key.encode(), value, headers, message)
 
 
 def key_fields(table: TableInfo) -> tuple[tuple[str, str], ...]:
