@@ -232,7 +232,11 @@ class _Sending:
             described = admin.describe_configs([ConfigResource("topic", topic) for topic in topics],
                                                request_timeout=timeout)
             for resource, future in described.items():
-                entry = future.result(timeout=timeout).get(TOPIC_LIMIT)
+                try:
+                    entry = future.result(timeout=timeout).get(TOPIC_LIMIT)
+                except KafkaException as exc:
+                    raise BrokerError(f"cannot read topic {resource.name}'s {TOPIC_LIMIT} (the size check needs "
+                                      f"DescribeConfigs on the topics): {exc.args[0].str()}") from None
                 if entry is not None and entry.value and entry.value.isdigit():
                     limits[resource.name] = int(entry.value)
         return limits
@@ -282,24 +286,22 @@ class _Sending:
             producer.init_transactions(timeout)
             producer.begin_transaction()
         delivered = _Delivered()
-        deadline = time.monotonic() + timeout
         for record in records:
-            while True:
+            while not delivered.stalled(timeout):
                 try:
                     producer.produce(record.topic, record.value, record.key, headers=record.headers,
                                      on_delivery=delivered)
                     break
-                except BufferError:
+                except BufferError:  # the client's queue is full: wait for the brokers to take some
                     producer.poll(0.1)
-                    if time.monotonic() > deadline:
-                        break
-        left = producer.flush(max(0.0, deadline - time.monotonic()) + 1.0)
-        if left or delivered.failed or delivered.count < len(records):
+        while producer.flush(1.0) and not delivered.stalled(timeout):
+            pass
+        if delivered.failed or delivered.count < len(records):
             if options.transactional:
                 producer.abort_transaction(timeout)
             cause = delivered.failed or self._cause("no answer")
-            raise BrokerError(f"the brokers acknowledged {delivered.count} of {len(records)} messages within "
-                              f"{timeout:g} s: {cause}")
+            raise BrokerError(f"the brokers acknowledged {delivered.count} of {len(records)} messages "
+                              f"(output.messages.kafka_timeout = {timeout:g} s): {cause}")
         if options.transactional:
             producer.commit_transaction(timeout)
         return delivered.count
@@ -311,9 +313,16 @@ class _Delivered:
     def __init__(self) -> None:
         self.count = 0
         self.failed = ""
+        self._reported = time.monotonic()
 
     def __call__(self, error: Any, _message: Any) -> None:
+        self._reported = time.monotonic()
         if error is None:
             self.count += 1
         elif not self.failed:
             self.failed = error.str()
+
+    def stalled(self, timeout: float) -> bool:
+        """Whether no report has come for `timeout` seconds: a large cycle may take longer than
+        that in all, as long as the brokers keep acknowledging."""
+        return time.monotonic() - self._reported > timeout
