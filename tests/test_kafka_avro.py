@@ -128,11 +128,12 @@ def test_avro_data_messages_decode_by_fingerprint_to_the_tables_rows_across_a_mi
 
 
 @pytest.mark.process
+@pytest.mark.parametrize("path", ["driver", "spark"])
 def test_a_kill_between_sending_and_acknowledging_sends_the_same_records_again(
-    spark, sqlite_database, tmp_path, tansu
+    spark, sqlite_database, tmp_path, tansu, path
 ):
     db = sqlite_database
-    config, prefix = site(db, tmp_path / "site", tansu)
+    config, prefix = site(db, tmp_path / "site", tansu, path)
     crash_at("before_acknowledge", config, tmp_path / "markers")
     assert set(statuses(db).values()) == {"N"}, "nothing acknowledged"
     sent = decoded(read_prefix(tansu.servers, prefix))
