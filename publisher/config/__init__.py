@@ -246,12 +246,38 @@ class MessagesConfig:
     trail_header: bool = False
     """Give every data message the trail-style record header (trailHeader)."""
     broker: str = ""
-    """Also send every message to this NATS server's JetStream (nats://host:4222), before the
-    cycle acknowledges; empty: files only."""
+    """Also send every message, before the cycle acknowledges, to this NATS server's JetStream
+    (nats://host:4222) or these Kafka brokers (kafka://host:9092[,host:9092]); empty: files only."""
     broker_subject: str = "publisher"
-    """Subject prefix: <prefix>.metadata.<schema>.<table> and <prefix>.data.<schema>.<table>."""
+    """Subject (Kafka: topic) prefix: <prefix>.metadata.<schema>.<table> and <prefix>.data.<schema>.<table>."""
     broker_stream: str = "PUBLISHER"
     """The JetStream stream that stores them; created for <prefix>.> when missing."""
+    encoding: Literal["json", "avro"] = "json"
+    """What a Kafka broker gets as a data message's value: the JSON line, or Avro single-object
+    encoding of the table version's dataSchema (the metadata message stays JSON)."""
+    kafka_client_id: str = "publisher"
+    """Kafka: the client.id the brokers see in their logs and quotas."""
+    kafka_security_protocol: Literal["plaintext", "ssl", "sasl_plaintext", "sasl_ssl"] = "plaintext"
+    """Kafka: security.protocol."""
+    kafka_sasl_mechanism: str = ""
+    """Kafka: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, for the sasl_ protocols."""
+    kafka_sasl_username: str = field(default="", repr=False)
+    """Kafka: the SASL user, best set by PUBLISHER_OUTPUT_MESSAGES_KAFKA_SASL_USERNAME; never printed."""
+    kafka_sasl_password: str = field(default="", repr=False)
+    """Kafka: the SASL password, best set by PUBLISHER_OUTPUT_MESSAGES_KAFKA_SASL_PASSWORD; never printed."""
+    kafka_partitions: int = 1
+    """Kafka: partitions of a topic the publisher creates (an existing topic keeps its own)."""
+    kafka_replication: int = 1
+    """Kafka: replication factor of a topic the publisher creates."""
+    kafka_timeout: float = 30.0
+    """Kafka: seconds a cycle waits for the brokers to take its messages (and to answer at all)
+    before it fails, nothing acknowledged."""
+    kafka_max_message_bytes: int = 1_000_000
+    """Kafka: the producer's message.max.bytes; a message over it, or over its topic's
+    max.message.bytes, fails the cycle before anything is sent."""
+    transactional: bool = False
+    """Kafka: send a cycle's messages in one transaction, visible to read_committed consumers
+    all at once or not at all."""
 
 
 @dataclass(frozen=True)

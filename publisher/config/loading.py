@@ -27,6 +27,7 @@ from publisher.config import (
     child_column,
     mask_url,
 )
+from publisher.config.brokers import check_broker
 
 ENV_PREFIX = "PUBLISHER_"
 MAX_ROW_BYTES_CEILING = 1 << 30
@@ -333,15 +334,7 @@ def _check_formats(where: str, output: OutputConfig) -> None:
     messages = output.messages
     if not messages.task.strip():
         raise ConfigError(f"{where}.messages.task: expected a task name, got an empty string")
-    if messages.broker:
-        if not re.match(r"(nats|tls)://[^/\s]+$", messages.broker):
-            raise ConfigError(
-                f"{where}.messages.broker: expected nats://host:port (or tls://host:port), got "
-                f"{mask_url(messages.broker)!r}"
-            )
-        if not messages.enabled:
-            raise ConfigError(
-                f"{where}.messages.broker: sends the messages, so it needs {where}.messages.enabled = true")
+    check_broker(where, messages)
     if not re.fullmatch(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*", messages.broker_subject):
         raise ConfigError(
             f"{where}.messages.broker_subject: expected subject tokens of letters, digits, _ and - joined by dots, "

@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import IO, Any
 
 from publisher.config import OutputConfig
+from publisher.config.brokers import is_kafka
 from publisher.failpoints import reached
 from publisher.outputs.changes.format import CycleOutput, FormatsWritten, remove_staged_in
 from publisher.outputs.durable import fsync_directory
+from publisher.outputs.kafka import TableVersion, publish_to_kafka
 from publisher.outputs.messages.broker import described, publish_file
 from publisher.outputs.messages.build import (
     TableVersions,
     data_message,
+    data_schema,
     json_line,
     message_key,
     metadata_message,
@@ -86,7 +89,10 @@ class MessagesCycle:
             written_parts = [part for part, counts in parts if counts.get(_COUNT)]
             joined = self._join(written_parts)
             try:
-                if self.output.messages.broker:
+                if is_kafka(self.output.messages.broker):
+                    written.brokered = publish_to_kafka(joined, self.output.messages, self._versions(),
+                                                        lambda: self._place(joined), self._described).messages
+                elif self.output.messages.broker:
                     written.brokered = publish_file(joined, self.output.messages, lambda: self._place(joined),
                                                     self._described).messages
                 else:
@@ -123,6 +129,12 @@ class MessagesCycle:
         reached("changes")
         fsync_directory(self.directory)
         return path
+
+    def _versions(self) -> dict[str, TableVersion]:
+        """Each table's current version, as its data messages go to Kafka."""
+        tables, options = self.cycle.tables, self.output.messages
+        return {name: TableVersion(table, self.schema_ids[name], data_schema(table, self.cycle.schema_label, options))
+                for name, table in tables.items()}
 
     def _described(self, message: dict[str, Any]) -> str:
         """A message for an error, with the object a data message stands for."""
