@@ -16,7 +16,6 @@ from publisher.config.brokers import is_kafka
 from publisher.failpoints import reached
 from publisher.outputs.changes.format import CycleOutput, FormatsWritten, remove_staged_in
 from publisher.outputs.durable import fsync_directory
-from publisher.outputs.kafka import TableVersion, publish_to_kafka
 from publisher.outputs.messages.broker import described, publish_file
 from publisher.outputs.messages.build import (
     TableVersions,
@@ -27,6 +26,7 @@ from publisher.outputs.messages.build import (
     metadata_message,
     schema_id,
 )
+from publisher.outputs.messages.kafka import TableVersion, publish_to_kafka
 from publisher.rules.changes import StampedChange
 
 MESSAGES_DIRECTORY = "messages"

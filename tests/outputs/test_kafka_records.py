@@ -15,10 +15,10 @@ from fastavro.schema import to_parsing_canonical_form
 from test_messages import FULL_ROW, USR
 
 from publisher.config import MessagesConfig
-from publisher.outputs.avro import crc64_avro
-from publisher.outputs.broker import BrokerError
-from publisher.outputs.kafka import TableVersion, _Encoders, _records
-from publisher.outputs.messages import data_message, data_schema, json_line, metadata_message
+from publisher.outputs.messages.avro import crc64_avro
+from publisher.outputs.messages.broker import BrokerError
+from publisher.outputs.messages.build import data_message, data_schema, json_line, metadata_message
+from publisher.outputs.messages.kafka import TableVersion, _Encoders, _records
 from publisher.rules.changes import INSERT, Change, StampedChange, TransactionPlace
 
 OPTIONS = MessagesConfig(enabled=True, broker="kafka://127.0.0.1:9092", trail_header=True)

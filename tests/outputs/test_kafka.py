@@ -19,7 +19,7 @@ from tansu import Tansu, free_port, read_prefix, read_topic, topics
 
 from publisher.cli import main
 from publisher.errors import StageFailedError
-from publisher.outputs.broker import subject_token
+from publisher.outputs.messages.broker import subject_token
 
 pytestmark = pytest.mark.database
 
@@ -273,7 +273,7 @@ def test_a_subscribers_messages_go_to_topics_of_its_own(spark, sqlite_database, 
 def test_a_transactional_cycle_that_fails_after_sending_leaves_nothing_a_read_committed_consumer_sees(
     spark, sqlite_database, tmp_path, tansu, prefix, monkeypatch
 ):
-    from publisher.outputs import kafka
+    from publisher.outputs.messages import kafka
 
     h = sqlite_harness(spark, sqlite_database, tmp_path)
     with_kafka(h, tansu.url, prefix, transactional=True)

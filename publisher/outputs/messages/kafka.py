@@ -28,9 +28,9 @@ import orjson
 from publisher.config import MessagesConfig
 from publisher.config.brokers import kafka_servers
 from publisher.model.catalog import TableInfo
-from publisher.outputs.avro import SingleObjectEncoder, fingerprint
-from publisher.outputs.broker import BrokerError, Describe, Published, described, subject_of
-from publisher.outputs.messages import field_names
+from publisher.outputs.messages.avro import SingleObjectEncoder, fingerprint
+from publisher.outputs.messages.broker import BrokerError, Describe, Published, described, subject_of
+from publisher.outputs.messages.build import field_names
 
 RECORD_OVERHEAD = 128
 """Bytes a record costs besides its key, value and headers, as the brokers count it against

@@ -6,7 +6,7 @@ import pytest
 
 from publisher.config import ConfigError
 from publisher.config.loading import load_config
-from publisher.outputs.kafka import client_settings
+from publisher.outputs.messages.kafka import client_settings
 
 KAFKA = ["output.messages.enabled=true", "output.messages.broker='kafka://127.0.0.1:9092'"]
 
