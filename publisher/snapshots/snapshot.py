@@ -40,7 +40,7 @@ from publisher.database import table_schema
 from publisher.errors import TransientError, root_cause
 from publisher.model.catalog import Catalog, TableInfo, reflect_catalog
 from publisher.model.events import EventType
-from publisher.pipeline.queryback import RowReading
+from publisher.pipeline.row_reading import RowReading
 from publisher.rules.classify import snapshot_perpetrator
 from publisher.rules.where import condition_problem
 from publisher.snapshots.chunks import ROWS, ChunkEvents, EventLogger, KeyOrder, bound_after, log_chunk

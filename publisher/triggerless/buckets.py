@@ -27,7 +27,7 @@ from publisher.model.keys import KeyPart, format_key
 from publisher.model.operation import OperationKind
 from publisher.model.values import ValueType, xml_problem
 from publisher.outputs.formats import StartedFormats, write_part
-from publisher.pipeline.queryback import published_column
+from publisher.pipeline.row_reading import published_column
 from publisher.rules.changes import StampedChange
 from publisher.triggerless.changes import compared_changes
 from publisher.triggerless.children import (
