@@ -15,17 +15,19 @@ comparison is all there is, as on MariaDB and SQLite.
 """
 from __future__ import annotations
 
+import abc
 import hashlib
+import logging
+from collections.abc import Collection, Sequence
 
 from sqlalchemy import text
 
-from publisher.capture.dialect import literal
-from publisher.capture.postgresql import (
+from publisher.capture.base import Capture, literal
+from publisher.capture.postgresql_names import (
     KEY_VALUE_FUNCTION,
     POSTGRESQL_NAME_BYTES,
     POSTGRESQL_NEW_ROWS,
     POSTGRESQL_OLD_ROWS,
-    PostgreSQL,
     postgresql_identifier,
     postgresql_trigger_name,
     postgresql_truncate_trigger_name,
@@ -36,17 +38,19 @@ from publisher.capture.shape_history import SHAPES_TABLE_SUFFIX, next_record_id_
 from publisher.capture.tables import Style, Table
 from publisher.dialects.postgresql import function_settings_sql
 
+log = logging.getLogger("publisher")
+
 FOLLOW_FUNCTIONS = ("shape", "key", "events", "capture", "table", "migration")
 
 
-def may_follow(dialect: PostgreSQL) -> bool:
+def may_follow(dialect: Capture) -> bool:
     """Whether the connected user may create event triggers (PostgreSQL: superusers only)."""
     with dialect.engine.connect() as conn:
         return bool(conn.execute(text("SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user"))
                     .scalar())
 
 
-def follow_ddl(dialect: PostgreSQL) -> list[str]:
+def follow_ddl(dialect: Capture) -> list[str]:
     """The functions of column-blind capture and the event trigger that applies them."""
     name = _names(dialect)
     schema = dialect.schema or _current_schema(dialect)
@@ -76,7 +80,7 @@ def follow_ddl(dialect: PostgreSQL) -> list[str]:
     ]
 
 
-def follow_record(dialect: PostgreSQL, table: Table, style: Style) -> tuple[str, str, str]:
+def follow_record(dialect: Capture, table: Table, style: Style) -> tuple[str, str, str]:
     """What the event trigger needs of a table, for `shape.record_sql`, each as SQL: its shape
     now, its triggers' names and the arguments of its column-blind capture (lists of literals).
     A child table's links are given by attnum, which a rename keeps."""
@@ -95,7 +99,7 @@ def follow_record(dialect: PostgreSQL, table: Table, style: Style) -> tuple[str,
             f"concat_ws(', ', {listed})")
 
 
-def event_trigger_name(schema: str, dialect: PostgreSQL) -> str:
+def event_trigger_name(schema: str, dialect: Capture) -> str:
     """Event triggers are the database's, not a schema's: one per event log, named after both."""
     owner = f"{schema}.{dialect.config.event_log.table}"
     digest = hashlib.sha256(owner.encode("utf-8")).hexdigest()[:8]
@@ -104,15 +108,40 @@ def event_trigger_name(schema: str, dialect: PostgreSQL) -> str:
     return prefix + dialect.config.event_log.table.encode("utf-8")[:room].decode("utf-8", errors="ignore")
 
 
-def _names(dialect: PostgreSQL) -> dict[str, str]:
+def _names(dialect: Capture) -> dict[str, str]:
     log = dialect.config.event_log.table
     return {role: dialect.qualify(postgresql_identifier(f"{log}_follow_{role}")) for role in FOLLOW_FUNCTIONS}
 
 
-def _capture_table(dialect: PostgreSQL) -> str:
+def _capture_table(dialect: Capture) -> str:
     return dialect.qualify(f"{dialect.config.event_log.table}{CAPTURE_TABLE_SUFFIX}")
 
 
-def _current_schema(dialect: PostgreSQL) -> str:
+def _current_schema(dialect: Capture) -> str:
     with dialect.engine.connect() as conn:
         return str(conn.execute(text("SELECT current_schema()")).scalar_one())
+
+
+class FollowingCapture(Capture, abc.ABC):
+    """A capture that an event trigger keeps working through a migration (`PostgreSQLCapture`),
+    where the user may create one."""
+
+    def may_follow(self) -> bool:
+        return may_follow(self)
+
+    def follow_ddl(self) -> list[str]:
+        if self.may_follow():
+            return follow_ddl(self)
+        log.warning(
+            "the database user may not create event triggers (PostgreSQL: superusers only): a migration "
+            "that drops or renames a published column fails the application's writes until the publisher's "
+            "next cycle reinstalls the table's capture; see the documentation, \"Migrations\""
+        )
+        return []
+
+    def follow_records(self, tables: Sequence[Table], style: Style,
+                       on_native: Collection[str]) -> dict[str, tuple[str, str, str]] | None:
+        """The native capture names no column: a migration leaves it working, with nothing to follow."""
+        if not self.may_follow():
+            return None
+        return {t.name: follow_record(self, t, style) for t in tables if t.name not in on_native}

@@ -50,16 +50,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from publisher.capture.dialect import Dialect
-from publisher.capture.follow import follow_ddl, follow_record, may_follow
-from publisher.capture.mariadb import MariaDB, mariadb_trigger_name
-from publisher.capture.native import check_native, native_ddl, native_tables, native_trigger_sql
-from publisher.capture.postgresql import (
-    KEY_VALUE_FUNCTION,
-    PostgreSQL,
-    postgresql_trigger_name,
-    postgresql_update_trigger_name,
-)
+from publisher.capture.base import capture_of
 from publisher.capture.shape import (
     StaleCapture,
     capture_table,
@@ -70,11 +61,9 @@ from publisher.capture.shape import (
     stale_captures,
 )
 from publisher.capture.shape_history import shape_record_sql, shapes_table
-from publisher.capture.sqlite import SQLITE_TRIGGER_SUFFIXES, SQLite, sqlite_trigger_name
 from publisher.capture.tables import STYLES, CaptureError, Style, Table, captured
 from publisher.config import Config
 from publisher.database import table_schema
-from publisher.dialects import dialect_of
 from publisher.dialects.reflection import reflection
 from publisher.model.catalog import PublishedTables
 from publisher.model.logical import child_of, child_tables
@@ -82,19 +71,13 @@ from publisher.model.logical import child_of, child_tables
 log = logging.getLogger("publisher")
 
 __all__ = [
-    "KEY_VALUE_FUNCTION",
-    "SQLITE_TRIGGER_SUFFIXES",
     "STYLES",
     "CaptureError",
     "Style",
     "event_log_ddl",
     "follow_shapes",
     "install_capture",
-    "mariadb_trigger_name",
-    "postgresql_trigger_name",
-    "postgresql_update_trigger_name",
     "published_tables",
-    "sqlite_trigger_name",
     "subscription_ddl",
     "trigger_sql",
     "triggered_tables",
@@ -113,9 +96,9 @@ def triggered_tables(config: Config, engine: Engine) -> tuple[str, ...]:
 
 
 def _capture_carriers(config: Config, engine: Engine, any_trigger: bool = False) -> tuple[str, ...]:
-    """The tables carrying capture triggers (`Dialect.carriers`)."""
+    """The tables carrying capture triggers (`Capture.carriers`)."""
     with engine.connect() as conn:
-        return _dialect(config, engine).carriers(conn, any_trigger)
+        return capture_of(config, engine).carriers(conn, any_trigger)
 
 
 def published_tables(config: Config, engine: Engine) -> PublishedTables:
@@ -130,7 +113,7 @@ def published_tables(config: Config, engine: Engine) -> PublishedTables:
 
 def event_log_ddl(config: Config, engine: Engine) -> list[str]:
     """Statements that create the event log (and its helpers) unless it exists already."""
-    return _dialect(config, engine).event_log_ddl()
+    return capture_of(config, engine).event_log_ddl()
 
 
 def subscription_ddl(config: Config, engine: Engine) -> list[str]:
@@ -148,7 +131,7 @@ def subscription_ddl(config: Config, engine: Engine) -> list[str]:
     tables = [subscriber_table(log, schema, metadata), checkin_table(log, schema, metadata)]
     statements = [str(CreateTable(t, if_not_exists=True).compile(engine)) for t in tables]
     statements += [str(CreateIndex(i, if_not_exists=True).compile(engine)) for t in tables for i in t.indexes]
-    return statements + _dialect(config, engine).subscription_indexes()
+    return statements + capture_of(config, engine).subscription_indexes()
 
 
 def trigger_sql(config: Config, engine: Engine, table: str, style: Style, native: bool = False) -> list[str]:
@@ -157,47 +140,33 @@ def trigger_sql(config: Config, engine: Engine, table: str, style: Style, native
     a child of its class; and the record of what they were installed for (`shape`). `native`:
     PostgreSQL's C capture (`native`) on every table but a class's child tables."""
     _check_style(style, table)
-    dialect = _dialect(config, engine)
+    dialect = capture_of(config, engine)
     statements = []
     tables = captured(config, engine, dialect.schema, table)
     on_native = set()
     for reflected in tables:
         dialect.check(reflected)
-        if native and isinstance(dialect, PostgreSQL) and reflected.multi_valued is None:
-            statements += native_trigger_sql(dialect, reflected, style)
+        if native and dialect.has_native_capture and reflected.multi_valued is None:
+            statements += dialect.native_trigger_sql(reflected, style)
             on_native.add(reflected.name)
         else:
             statements += dialect.trigger_sql(reflected, style)
-    follow = None
-    if isinstance(dialect, PostgreSQL) and may_follow(dialect):
-        # The native capture names no column: a migration leaves it working, with nothing to follow.
-        follow = {t.name: follow_record(dialect, t, style) for t in tables if t.name not in on_native}
-    records = record_sql(config, engine, table, tables, style, follow)
+    records = record_sql(config, engine, table, tables, style, dialect.follow_records(tables, style, on_native))
     shape = shape_record_sql(config, engine, table, dialect.qualify)
-    if isinstance(dialect, MariaDB):  # its trigger statements commit one by one (`shape_history`)
+    if not dialect.transactional_ddl:  # its trigger statements commit one by one (`shape_history`)
         return shape + statements + records
     return statements + records + shape
 
 
 def capture_ddl(config: Config, engine: Engine) -> list[str]:
-    """The record of what each table's capture was installed for; on PostgreSQL, where the user
-    may create event triggers, the capture that follows migrations (`follow`)."""
+    """The record of what each table's capture was installed for; where the database and the
+    user allow it, the capture that follows migrations (`Capture.follow_ddl`)."""
     from sqlalchemy.schema import CreateTable
 
     schema = table_schema(config, engine)
     targets = (capture_table(config.event_log.table, schema), shapes_table(config.event_log.table, schema))
     statements = [str(CreateTable(target, if_not_exists=True).compile(engine)) for target in targets]
-    dialect = _dialect(config, engine)
-    if isinstance(dialect, PostgreSQL):
-        if may_follow(dialect):
-            statements += follow_ddl(dialect)
-        else:
-            log.warning(
-                "the database user may not create event triggers (PostgreSQL: superusers only): a migration "
-                "that drops or renames a published column fails the application's writes until the publisher's "
-                "next cycle reinstalls the table's capture; see the documentation, \"Migrations\""
-            )
-    return statements
+    return statements + capture_of(config, engine).follow_ddl()
 
 
 def reinstall_capture(config: Config, engine: Engine, table: str, style: Style) -> None:
@@ -214,11 +183,7 @@ def reinstall_sql(config: Config, engine: Engine, table: str, style: Style) -> l
     style = _carried_style(moved, recorded, table) or recorded.get(table.lower(), style)
     statements = _taking_over(config, engine, moved, table, natives)
     statements += trigger_sql(config, engine, table, style, table.lower() in natives)
-    dialect = _dialect(config, engine)
-    if isinstance(dialect, PostgreSQL):
-        with engine.connect() as conn:
-            statements += dialect.kept_switches(conn, captured(config, engine, dialect.schema, table))
-    return statements
+    return statements + capture_of(config, engine).kept_switches(table)
 
 
 def _on_native_alone(config: Config, engine: Engine, found: StaleCapture, native: set[str]) -> list[Table] | None:
@@ -235,12 +200,8 @@ def _on_native_alone(config: Config, engine: Engine, found: StaleCapture, native
 
 
 def installed_native(config: Config, engine: Engine) -> set[str]:
-    """The tables (in lower case) whose capture is PostgreSQL's native one."""
-    dialect = _dialect(config, engine)
-    if not isinstance(dialect, PostgreSQL):
-        return set()
-    with engine.connect() as conn:
-        return native_tables(conn, dialect.schema)
+    """The tables (in lower case) whose capture is the native one (`native`)."""
+    return capture_of(config, engine).native_tables()
 
 
 @dataclass(frozen=True)
@@ -265,10 +226,10 @@ def check_capture(config: Config, engine: Engine) -> CaptureCheck:
     stale = [found for found in stale if _on_native_alone(config, engine, found, native) is None]
     problems = [found.describe() for found in stale]
     reinstall = [found.published_as for found in stale]
-    dialect = _dialect(config, engine)
-    if native and isinstance(dialect, PostgreSQL) and may_follow(dialect):  # a superuser can tell
+    dialect = capture_of(config, engine)
+    if native and dialect.may_follow():  # a superuser can tell
         try:
-            check_native(dialect)
+            dialect.check_native()
         except CaptureError as exc:
             problems.append(f"table(s) {', '.join(map(repr, sorted(native)))}: every write fails, the server "
                             f"cannot run their native capture: {exc}")
@@ -294,13 +255,13 @@ def check_capture(config: Config, engine: Engine) -> CaptureCheck:
 
 
 def moved_captures(config: Config, engine: Engine) -> dict[str, str]:
-    """The tables whose capture triggers another table carries now (`Dialect.moved`): the table
+    """The tables whose capture triggers another table carries now (`Capture.moved`): the table
     carrying them, by the name they were installed on."""
     recorded = recorded_tables(config, engine)
     if not recorded:
         return {}
     with engine.connect() as conn:
-        return _dialect(config, engine).moved(conn, sorted(recorded))
+        return capture_of(config, engine).moved(conn, sorted(recorded))
 
 
 def _taking_over(config: Config, engine: Engine, moved: dict[str, str], table: str, natives: set[str]) -> list[str]:
@@ -320,7 +281,7 @@ def _carried_style(moved: dict[str, str], recorded: dict[str, Style], table: str
 def _moved_to(config: Config, engine: Engine, moved: dict[str, str], table: str) -> list[str]:
     """Statements that drop from `table` the capture it carries for the names it had before,
     and forget what it was installed for under a name no table has now."""
-    dialect = _dialect(config, engine)
+    dialect = capture_of(config, engine)
     statements = []
     schema = table_schema(config, engine)
     existing = {name.lower() for name in reflection(engine, schema).get_table_names(schema=schema)}
@@ -348,12 +309,7 @@ def _adopted(config: Config, engine: Engine, moved: dict[str, str], table: str, 
     style = _carried_style(moved, recorded_styles(config, engine), carrier) or "field"
     statements = _moved_to(config, engine, moved, carrier) + trigger_sql(
         config, engine, carrier, style, carrier.lower() in natives)
-    dialect = _dialect(config, engine)
-    if isinstance(dialect, PostgreSQL):  # switched off, it stays off
-        with engine.connect() as conn:
-            renamed = [t for t in captured(config, engine, dialect.schema, carrier) if t.name == carrier]
-            statements += dialect.kept_switches(conn, renamed, table)
-    return statements
+    return statements + capture_of(config, engine).kept_switches(carrier, table)  # switched off, it stays off
 
 
 def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None = None,
@@ -369,7 +325,7 @@ def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None =
         on_native = _on_native_alone(config, engine, found, native)
         if on_native is not None:
             run(record_sql(config, engine, found.published_as, on_native, found.style)
-                + shape_record_sql(config, engine, found.published_as, _dialect(config, engine).qualify))
+                + shape_record_sql(config, engine, found.published_as, capture_of(config, engine).qualify))
             log.info("%s: the native capture follows it; its new shape recorded", found.describe())
             continue
         try:
@@ -404,11 +360,7 @@ def install_capture(
     natives = installed_native(config, engine)
     was_native = natives if native is None else set()
     if native:
-        dialect = _dialect(config, engine)
-        if not isinstance(dialect, PostgreSQL):
-            raise CaptureError(f"the native capture is PostgreSQL's; {engine.dialect.name} has the SQL capture only")
-        check_native(dialect)
-        statements += native_ddl(dialect)
+        statements += capture_of(config, engine).native_install_sql()
     if config.subscriptions or config.subscribers:
         statements += subscription_ddl(config, engine)
     named = {t.lower() for t in tables}
@@ -426,7 +378,7 @@ def install_capture(
 
 
 def _execute(config: Config, engine: Engine, statements: Sequence[str]) -> None:
-    _dialect(config, engine).execute(statements)
+    capture_of(config, engine).execute(statements)
 
 
 def _check_style(style: str, table: str | None = None) -> None:
@@ -437,18 +389,6 @@ def _check_style(style: str, table: str | None = None) -> None:
 
 
 def logged_transaction_sql(config: Config, engine: Engine) -> str | None:
-    """The SQL expression the triggers log in transaction_id (see `Dialect.transaction_sql`)."""
-    return _dialect(config, engine).transaction_sql()
+    """The SQL expression the triggers log in transaction_id (see `Capture.transaction_sql`)."""
+    return capture_of(config, engine).transaction_sql()
 
-
-_CAPTURES: dict[str, type[Dialect]] = {"postgresql": PostgreSQL, "mysql": MariaDB, "sqlite": SQLite}
-"""Each database family's capture (by `publisher.dialects.Dialect.name`)."""
-
-
-def capture_of(config: Config, engine: Engine) -> Dialect:
-    """The capture of the engine's database."""
-    return _dialect(config, engine)
-
-
-def _dialect(config: Config, engine: Engine) -> Dialect:
-    return _CAPTURES[dialect_of(engine).name](config, engine)

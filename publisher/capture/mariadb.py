@@ -66,7 +66,7 @@ def mariadb_trigger_names(table: str) -> set[str]:
     return {mariadb_trigger_name(table, s) for s in ROW_TRIGGER_SUFFIXES.values()}
 
 
-class MariaDB(RowTriggers):
+class MariaDBCapture(RowTriggers):
     """Every event is one INSERT in an IF of its condition, in a trigger that logs in UTC."""
 
     name = "mariadb"

@@ -12,14 +12,15 @@ PL/pgSQL capture: their rows are logged as their parent's values.
 """
 from __future__ import annotations
 
+import abc
+
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError
 
-from publisher.capture.dialect import literal
-from publisher.capture.postgresql import (
+from publisher.capture.base import Capture, literal
+from publisher.capture.postgresql_names import (
     POSTGRESQL_NEW_ROWS,
     POSTGRESQL_OLD_ROWS,
-    PostgreSQL,
     postgresql_function_names,
     postgresql_trigger_names,
 )
@@ -33,13 +34,13 @@ _LOGGED_COLUMNS = ("status", "event_type", "perpetrator", "table_name", "table_k
 """The event log's columns the function fills, in the order of its trigger arguments."""
 
 
-def native_ddl(dialect: PostgreSQL) -> list[str]:
+def native_ddl(dialect: Capture) -> list[str]:
     """The C function, once per schema."""
     return [f"CREATE OR REPLACE FUNCTION {dialect.qualify(NATIVE_FUNCTION)}() RETURNS trigger LANGUAGE c "
             f"AS {literal(NATIVE_LIBRARY)}, {literal(NATIVE_FUNCTION)}"]
 
 
-def check_native(dialect: PostgreSQL) -> None:
+def check_native(dialect: Capture) -> None:
     """Refuse, saying why and what to do, where the server cannot run the native capture: the
     library is not installed there, or the user may not create C functions."""
     with dialect.engine.connect() as conn:
@@ -56,7 +57,7 @@ def check_native(dialect: PostgreSQL) -> None:
             conn.rollback()
 
 
-def native_trigger_sql(dialect: PostgreSQL, table: Table, style: Style) -> list[str]:
+def native_trigger_sql(dialect: Capture, table: Table, style: Style) -> list[str]:
     """The table's three triggers on the C function, replacing the PL/pgSQL capture's."""
     name, function = dialect.qualify(table.name), dialect.qualify(NATIVE_FUNCTION)
     row_trigger, update, truncate = postgresql_trigger_names(table.name)
@@ -79,7 +80,7 @@ def native_trigger_sql(dialect: PostgreSQL, table: Table, style: Style) -> list[
     ]
 
 
-def _event_log(dialect: PostgreSQL) -> str:
+def _event_log(dialect: Capture) -> str:
     """The event log, schema and all: the function runs in the application's sessions, whose
     search_path is theirs."""
     schema = dialect.schema
@@ -102,3 +103,24 @@ def native_tables(conn: Connection, schema: str | None) -> set[str]:
         "WHERE NOT t.tgisinternal AND l.lanname = 'c' AND p.proname = :function "
         "AND n.nspname = COALESCE(:schema, current_schema())"), {"function": NATIVE_FUNCTION, "schema": schema})
     return {table.lower() for table, _ in rows}
+
+
+class NativeCapture(Capture, abc.ABC):
+    """A capture that may be native (`PostgreSQLCapture`): the answers `Capture` leaves at
+    "no native capture", given."""
+
+    has_native_capture = True
+
+    def native_install_sql(self) -> list[str]:
+        check_native(self)
+        return native_ddl(self)
+
+    def check_native(self) -> None:
+        check_native(self)
+
+    def native_trigger_sql(self, table: Table, style: Style) -> list[str]:
+        return native_trigger_sql(self, table, style)
+
+    def native_tables(self) -> set[str]:
+        with self.engine.connect() as conn:
+            return native_tables(conn, self.schema)

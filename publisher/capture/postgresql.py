@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 from collections.abc import Iterator, Sequence
 
@@ -10,68 +9,28 @@ from sqlalchemy import Connection, text
 from sqlalchemy import column as sql_column
 
 from publisher.capture import text_settings
-from publisher.capture.dialect import TRUE, Dialect, all_of, carrying, indent, literal
-from publisher.capture.tables import CaptureError, Column, Event, Style, Table
+from publisher.capture.base import TRUE, all_of, carrying, indent, literal
+from publisher.capture.follow import FollowingCapture
+from publisher.capture.native import NativeCapture
+from publisher.capture.postgresql_names import (
+    KEY_VALUE_FUNCTION,
+    POSTGRESQL_NEW_ROWS,
+    POSTGRESQL_OLD_ROWS,
+    postgresql_function_names,
+    postgresql_identifier,
+    postgresql_trigger_name,
+    postgresql_trigger_names,
+    postgresql_truncate_trigger_name,
+    postgresql_update_trigger_name,
+)
+from publisher.capture.tables import CaptureError, Column, Event, Style, Table, captured
 from publisher.dialects.reflection import reflection
 from publisher.model.statements import Lexis
 from publisher.model.values import ValueType
 from publisher.subscriptions.tables import transaction_of
 
-KEY_VALUE_FUNCTION = "publisher_key_value"
-POSTGRESQL_NAME_BYTES = 63
-"""PostgreSQL cuts longer identifiers (NAMEDATALEN - 1), at a character boundary."""
-POSTGRESQL_OLD_ROWS = "_publisher_old"
-POSTGRESQL_NEW_ROWS = "_publisher_new"
-"""The transition tables of the UPDATE statement trigger."""
 
-
-def postgresql_trigger_name(table: str) -> str:
-    """The row trigger of inserts and deletes: the one `triggered_tables` looks for, and the
-    table's switch: while it is dropped or disabled, the UPDATE trigger logs nothing either."""
-    return f"{table}_publisher"
-
-
-def postgresql_update_trigger_name(table: str) -> str:
-    """The statement trigger of updates."""
-    return _postgresql_name(table, "_publisher_upd")
-
-
-def postgresql_truncate_trigger_name(table: str) -> str:
-    """The statement trigger of TRUNCATE."""
-    return _postgresql_name(table, "_publisher_trunc")
-
-
-def postgresql_trigger_names(table: str) -> tuple[str, str, str]:
-    """The capture's three triggers of the table, as PostgreSQL names them: of rows (the switch),
-    of UPDATE statements, of TRUNCATE."""
-    return (postgresql_identifier(postgresql_trigger_name(table)), postgresql_update_trigger_name(table),
-            postgresql_truncate_trigger_name(table))
-
-
-def postgresql_function_names(table: str) -> tuple[str, str]:
-    """The PL/pgSQL capture's functions of the table: of its rows, and of its UPDATE statements."""
-    return f"{table}_publisher_log", _postgresql_name(table, "_publisher_log_upd")
-
-
-def postgresql_identifier(name: str) -> str:
-    return name.encode("utf-8")[:POSTGRESQL_NAME_BYTES].decode("utf-8", errors="ignore")
-
-
-def _postgresql_name(table: str, suffix: str) -> str:
-    """The name of a trigger or function of the table's: the table's name and the suffix.
-
-    Where PostgreSQL would cut that, the table's name is cut instead and marked with a digest
-    of the whole: a cut suffix would give the UPDATE trigger or function the name of the row
-    trigger or function, and a cut table name two long tables sharing a prefix one function."""
-    name = table + suffix
-    if len(name.encode("utf-8")) <= POSTGRESQL_NAME_BYTES:
-        return name
-    marked = f"_{hashlib.sha256(table.encode('utf-8')).hexdigest()[:8]}{suffix}"
-    room = POSTGRESQL_NAME_BYTES - len(marked.encode("utf-8"))
-    return table.encode("utf-8")[:room].decode("utf-8", errors="ignore") + marked
-
-
-class PostgreSQL(Dialect):
+class PostgreSQLCapture(NativeCapture, FollowingCapture):
     """Per table: a row trigger and its plpgsql function for inserts and deletes (field events
     in one INSERT per row), and a statement trigger and its function for updates."""
 
@@ -112,29 +71,35 @@ class PostgreSQL(Dialect):
         functions = [f"DROP FUNCTION IF EXISTS {self.qualify(f)}()" for f in postgresql_function_names(installed_on)]
         return triggers + functions
 
-    def kept_switches(self, conn: Connection, tables: Sequence[Table], carried: str | None = None) -> list[str]:
-        """Statements that leave each table's capture switched as it is now, after its triggers
-        are made anew: its row trigger disabled again, or dropped again where the table keeps its
-        other triggers (a table that lost them all was rebuilt, and gets its capture back).
-        `carried`: the name the triggers it has now are named for (a renamed table's old name)."""
-        rows = conn.execute(
-            text(
-                "SELECT c.relname, t.tgname, t.tgenabled FROM pg_catalog.pg_trigger t "
-                "JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
-                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE NOT t.tgisinternal AND n.nspname = COALESCE(:schema, current_schema())"
-            ),
-            {"schema": self.schema},
-        ).all()
+    def kept_switches(self, table: str, carried: str | None = None) -> list[str]:
+        """Statements that leave the capture of `table` and its class's child tables switched as
+        it is now, after their triggers are made anew: a row trigger disabled again, or dropped
+        again where the table keeps its other triggers (a table that lost them all was rebuilt,
+        and gets its capture back). `carried`: the name the triggers `table` has now are named
+        for (a renamed table's old name); then `table` alone, whose child tables carry triggers
+        named for themselves."""
+        tables = captured(self.config, self.engine, self.schema, table)
+        if carried is not None:
+            tables = [t for t in tables if t.name == table]
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT c.relname, t.tgname, t.tgenabled FROM pg_catalog.pg_trigger t "
+                    "JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
+                    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE NOT t.tgisinternal AND n.nspname = COALESCE(:schema, current_schema())"
+                ),
+                {"schema": self.schema},
+            ).all()
         statements = []
-        for table in tables:
-            enabled = {trigger: state for name, trigger, state in rows if name == table.name}
-            row, *others = postgresql_trigger_names(carried or table.name)
-            switch = self.quote(postgresql_trigger_names(table.name)[0])
+        for found in tables:
+            enabled = {trigger: state for name, trigger, state in rows if name == found.name}
+            row, *others = postgresql_trigger_names(carried or found.name)
+            switch = self.quote(postgresql_trigger_names(found.name)[0])
             if enabled.get(row) == "D":
-                statements.append(f"ALTER TABLE {self.qualify(table.name)} DISABLE TRIGGER {switch}")
+                statements.append(f"ALTER TABLE {self.qualify(found.name)} DISABLE TRIGGER {switch}")
             elif row not in enabled and enabled.keys() & set(others):
-                statements.append(f"DROP TRIGGER {switch} ON {self.qualify(table.name)}")
+                statements.append(f"DROP TRIGGER {switch} ON {self.qualify(found.name)}")
         return statements
 
     def subscription_indexes(self) -> list[str]:

@@ -8,14 +8,14 @@ from __future__ import annotations
 import abc
 import dataclasses
 
-from publisher.capture.dialect import Dialect, all_of, any_of, indent
+from publisher.capture.base import Capture, all_of, any_of, indent
 from publisher.capture.tables import Column, Event, Style, Table
 
 ROW_TRIGGER_SUFFIXES = {"INSERT": "ins", "UPDATE": "upd", "DELETE": "del"}
 """The suffix of each operation's trigger: `<table>_publisher_<suffix>`."""
 
 
-class RowTriggers(Dialect):
+class RowTriggers(Capture):
     """A dialect whose triggers are AFTER INSERT, UPDATE and DELETE row triggers, each logging
     its events one guarded INSERT at a time, from the templates drop_trigger, create_trigger and
     log_event."""

@@ -18,7 +18,7 @@ from sqlalchemy import BigInteger, DateTime, Engine, MetaData, String, Text, sel
 from sqlalchemy import Column as SqlColumn
 from sqlalchemy import Table as SqlTable
 
-from publisher.capture.dialect import literal
+from publisher.capture.base import literal
 from publisher.config import Config
 from publisher.database import table_schema
 from publisher.dialects import dialect_of

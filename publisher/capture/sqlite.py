@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection, text
 
-from publisher.capture.dialect import carrying, literal
+from publisher.capture.base import carrying, literal
 from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
 from publisher.capture.tables import CaptureError, Column, Table
 from publisher.model.keys import NULL_KEY_VALUE
@@ -20,7 +20,7 @@ def sqlite_trigger_name(table: str, suffix: str) -> str:
     return f"{table}_publisher_{suffix}"
 
 
-class SQLite(RowTriggers):
+class SQLiteCapture(RowTriggers):
     """Every event is one INSERT guarded by its condition. Trigger bodies name no schema: the
     schema is None, so `qualify` quotes the bare name."""
 

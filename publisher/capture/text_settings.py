@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from sqlalchemy import types as sqltypes
 
-from publisher.capture.dialect import literal
+from publisher.capture.base import literal
 from publisher.capture.tables import Column, Table
 from publisher.dialects.postgresql import TEXT_SETTINGS
 

@@ -169,7 +169,7 @@ def _poll_triggerless(config: Config, engine: Any, reader: Reader) -> int:
 
     output = Path(reader.output(config))
     with state_lock(output, config.publisher.when_locked == "wait"):
-        result = run_comparison_cycle(engine, config, lambda: get_spark(config.spark), reader)
+        result = run_comparison_cycle(lambda: get_spark(config.spark), engine, config, reader)
     print(json.dumps(result.summary()))
     return 0
 

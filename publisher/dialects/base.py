@@ -2,11 +2,12 @@
 SQL expressions and statements that are spelled differently per database."""
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement, LargeBinary, case, cast, extract, func, null
-from sqlalchemy.engine import URL, Connection
+from sqlalchemy.engine import URL, Connection, Engine
 
 
 class UnknownDialectError(ValueError):
@@ -19,6 +20,13 @@ class Dialect:
 
     name: ClassVar[str]
     """The family: "postgresql", "mysql" (MySQL and MariaDB) or "sqlite"."""
+    capture: ClassVar[str]
+    """The dotted name of the family's capture class (a `publisher.capture.base.Capture`: its
+    triggers, their SQL templates and what it installs beside them), imported when first asked
+    for: capture sits above the dialects."""
+    lock: ClassVar[str] = "publisher.locking.backends.LeaseRow"
+    """The dotted name of the lock the publisher holds on the database (a
+    `publisher.locking.backends.Backend`): by default a lease row, which a thread renews."""
     has_schemas: ClassVar[bool] = True
     transaction_snapshots: ClassVar[bool] = False
     """The triggers log the transaction's id and the database shows which transactions a
@@ -44,8 +52,6 @@ class Dialect:
     dynamic_typing: ClassVar[bool] = False
     """A column stores the value as given whatever its declared type, so its text is the one it
     was written with."""
-    case_insensitive_text: ClassVar[bool] = False
-    """Text compares by the column's collation, which may ignore case unless made binary."""
     row_value_index: ClassVar[bool] = True
     """An index serves a row-value comparison `(a, b) > (x, y)`; else it is spelled out."""
     statement_event_time: ClassVar[bool] = False
@@ -53,14 +59,42 @@ class Dialect:
     rows together by it when they carry no transaction."""
     catalog_versions: ClassVar[bool] = False
     """The database says in one statement whether its catalog changed (`catalog_version`)."""
-    advisory_locks: ClassVar[bool] = False
-    named_locks: ClassVar[bool] = False
-    """Which lock the publisher holds: an advisory lock, a named lock, else a lease row."""
-    regexp_operator: ClassVar[bool] = True
-    """`REGEXP`-like matching is there; else GLOB patterns."""
     gives_way_codes: ClassVar[frozenset[str]] = frozenset()
     gives_way_message: ClassVar[str | None] = None
     """The error codes (or message) of a statement that met another transaction's lock and gave way."""
+
+    def inexact_text_columns(self, engine: Engine, schema: str | None, table: str,
+                             columns: Sequence[str]) -> list[tuple[str, str, str]]:
+        """(column, its type, its collation) of each of the table's `columns` that compares
+        text by a collation that may call two texts equal ('N' and 'n'): none where text
+        compares byte for byte."""
+        return []
+
+    def holds_any(self, column: ColumnElement[Any], characters: str) -> ColumnElement[bool]:
+        """Whether a text holds a character of `characters`, a bracket expression (`[^ -~]`),
+        which a regular expression and a GLOB pattern read alike."""
+        return column.regexp_match(characters)
+
+    def try_lock_sql(self) -> str:
+        """A query that takes the publisher's lock for the session at once, true if it did, where
+        `lock` is a lock that lasts as long as the session: none where it is a lease row."""
+        raise NotImplementedError(f"the publisher's lock on {self.name} is a lease row")
+
+    def lock_holder_sql(self) -> str:
+        """A query for who holds the lock `try_lock_sql` did not take."""
+        raise NotImplementedError(f"the publisher's lock on {self.name} is a lease row")
+
+    def session_sql(self) -> str:
+        """A query for the user and host of the database session `:id`."""
+        raise NotImplementedError(f"the publisher's lock on {self.name} names no session")
+
+    def copy_out_sql(self, query: str) -> str:
+        """The statement that sends `query`'s rows as CSV, where `copy_out`."""
+        raise NotImplementedError(f"{self.name} has no COPY")
+
+    def copy_encoding(self, conn: Connection) -> str:
+        """The name of the encoding COPY sends text in."""
+        return self.stored_encoding(conn)[1]
 
     def stored_encoding(self, conn: Connection) -> tuple[str, str]:
         """(Python codec, the database's name) of the encoding text read as bytes is in."""
@@ -157,3 +191,12 @@ class Dialect:
         """Statements that begin a transaction no other writer commits in, where the database
         has one writer at a time."""
         return ["BEGIN IMMEDIATE"] if self.one_writer else []
+
+
+def named_class(dotted: str) -> type:
+    """The class a dialect names by its dotted name (`Dialect.capture`, `Dialect.lock`)."""
+    module, _, name = dotted.rpartition(".")
+    found = getattr(importlib.import_module(module), name)
+    if not isinstance(found, type):
+        raise TypeError(f"{dotted} is no class")
+    return found

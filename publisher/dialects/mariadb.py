@@ -4,8 +4,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, func
-from sqlalchemy.engine import URL
+from sqlalchemy import ColumnElement, func, text
+from sqlalchemy.engine import URL, Engine
 
 from publisher.dialects.base import Dialect
 
@@ -19,10 +19,10 @@ the changing session's back, and query-back's sessions run with it."""
 
 class MariaDB(Dialect):
     name = "mysql"
-    case_insensitive_text = True
+    capture = "publisher.capture.mariadb.MariaDBCapture"
     row_value_index = False
     """MariaDB uses an index for `a > x OR (a = x AND b > y)`, not for `(a, b) > (x, y)`."""
-    named_locks = True
+    lock = "publisher.locking.backends.NamedLock"
     gives_way_codes = frozenset({"1205", "1213"})
     """Lock wait timeout, and deadlock (InnoDB picks the transaction with less to undo)."""
 
@@ -35,6 +35,32 @@ class MariaDB(Dialect):
         if "charset" not in url.query:
             url = url.update_query_dict({"charset": "utf8mb4"})
         return url
+
+    def inexact_text_columns(self, engine: Engine, schema: str | None, table: str,
+                             columns: Sequence[str]) -> list[tuple[str, str, str]]:
+        """A column's collation is the server's default unless made binary (`_bin`), and the
+        defaults ignore case."""
+        names = {f"c{i}": column for i, column in enumerate(columns)}
+        with engine.connect() as conn:
+            found = conn.execute(
+                text("SELECT COLUMN_NAME, COLUMN_TYPE, COLLATION_NAME FROM information_schema.COLUMNS "
+                     "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+                     f"AND COLUMN_NAME IN ({', '.join(':' + name for name in names)})"),
+                {"schema": schema, "table": table, **names},
+            ).all()
+        return [(str(column), str(column_type), str(collation)) for column, column_type, collation in found
+                if collation is not None and not collation.endswith("_bin")]
+
+    def try_lock_sql(self) -> str:
+        """The named lock `:name`, not waited for."""
+        return "SELECT GET_LOCK(:name, 0)"
+
+    def lock_holder_sql(self) -> str:
+        """The id of the connection holding the named lock `:name`."""
+        return "SELECT IS_USED_LOCK(:name)"
+
+    def session_sql(self) -> str:
+        return "SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = :id"
 
     def client_script(self, statements: Sequence[str]) -> str:
         """The mariadb/mysql clients end a statement at the first ';', inside a trigger's

@@ -54,14 +54,40 @@ def function_settings_sql() -> str:
 
 class PostgreSQL(Dialect):
     name = "postgresql"
+    capture = "publisher.capture.postgresql.PostgreSQLCapture"
     transaction_snapshots = True
     marks_beside_writes = True
     id_arrays = True
     copy_out = True
     catalog_versions = True
-    advisory_locks = True
+    lock = "publisher.locking.backends.AdvisoryLock"
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""
+
+    def try_lock_sql(self) -> str:
+        """An advisory lock on the 64-bit `:key`."""
+        return "SELECT pg_try_advisory_lock(:key)"
+
+    def lock_holder_sql(self) -> str:
+        """The holder's application name, backend pid and client address, by the halves of the
+        key (`:high`, `:low`) as pg_locks shows an advisory lock's."""
+        return ("SELECT a.application_name, a.pid, a.client_addr FROM pg_locks l "
+                "JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND l.classid::bigint = :high AND l.objid::bigint = :low")
+
+    def copy_out_sql(self, query: str) -> str:
+        return f"COPY ({query}) TO STDOUT (FORMAT csv)"
+
+    def copy_encoding(self, conn: Connection) -> str:
+        """The server reports its encoding when the session starts (psycopg 3 keeps it), so asking
+        costs no round trip (query-back asks for every chunk of keys)."""
+        driver = conn.connection.driver_connection
+        encoding = driver.info.parameter_status("server_encoding")  # type: ignore[union-attr]
+        if encoding is None:
+            encoding = conn.exec_driver_sql("SHOW server_encoding").scalar()
+        return str(encoding)
 
     def catalog_version(self, conn: Connection, schema: str | None) -> str | None:
         version = conn.execute(_CATALOG_VERSION, {"schema": schema}).scalar_one()

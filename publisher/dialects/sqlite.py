@@ -22,6 +22,7 @@ _ENCODINGS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"
 
 class SQLite(Dialect):
     name = "sqlite"
+    capture = "publisher.capture.sqlite.SQLiteCapture"
     has_schemas = False
     catalog_versions = True
     one_writer = True
@@ -31,8 +32,11 @@ class SQLite(Dialect):
     statement_event_time = True
     """'now' is fixed within a statement, and one writer at a time logs a statement's rows
     one after the other."""
-    regexp_operator = False
     gives_way_message = "database is locked"
+
+    def holds_any(self, column: ColumnElement[Any], characters: str) -> ColumnElement[bool]:
+        """By GLOB: SQLite has no REGEXP unless the application defines one."""
+        return column.op("GLOB")(f"*{characters}*")
 
     def stored_encoding(self, conn: Connection) -> tuple[str, str]:
         """The text encoding the database file stores."""

@@ -31,7 +31,7 @@ from sqlalchemy.schema import CreateTable
 
 from publisher.config import Config, Reader
 from publisher.database import LOCK_WAIT_SECONDS, table_schema
-from publisher.dialects import dialect_of
+from publisher.dialects import Dialect, dialect_of, named_class
 from publisher.errors import root_cause
 
 log = logging.getLogger("publisher")
@@ -62,8 +62,22 @@ def locked_name(config: Config, reader: Reader) -> str:
     return table if reader.subscriber is None else f"{table} for subscriber {reader.subscriber}"
 
 
+def lock_backend(dialect: Dialect) -> type[Backend]:
+    """The lock a database family names (`Dialect.lock`)."""
+    found = named_class(dialect.lock)
+    if not issubclass(found, Backend):
+        raise TypeError(f"{dialect.lock} (the lock of {dialect.name!r}) is no {__name__}.Backend")
+    return found
+
+
 class Backend(ABC):
     name: str
+
+    @classmethod
+    def open(cls, config: Config, owner: str, reader: Reader, lease_seconds: float) -> Backend:
+        """The lock of `reader` on the configured database, for `owner`; `lease_seconds`: how
+        long a lease lasts, where the lock is one that is renewed."""
+        return cls(config, owner, reader)  # type: ignore[call-arg]
 
     @abstractmethod
     def try_acquire(self) -> str | None:
@@ -95,6 +109,7 @@ class AdvisoryLock(Backend):
             poolclass=NullPool,
             connect_args={"application_name": f"{APPLICATION_NAME} {owner}"[:63]},
         )
+        self.dialect = dialect_of(self.engine)
         self.connection: Connection | None = None
         self.name = config.event_log.table
         self.key = 0
@@ -103,7 +118,7 @@ class AdvisoryLock(Backend):
         if self.connection is None:
             self.connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
             schema = self.config.database.schema or str(
-                self.connection.execute(text("SELECT current_schema()")).scalar_one()
+                self.connection.execute(text(self.dialect.current_schema_sql())).scalar_one()
             )
             self.name = f"{schema}.{self.locked}"
             self.key = advisory_key(schema, self.locked)
@@ -111,20 +126,14 @@ class AdvisoryLock(Backend):
 
     def try_acquire(self) -> str | None:
         conn = self._connect()
-        if conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": self.key}).scalar_one():
+        if conn.execute(text(self.dialect.try_lock_sql()), {"key": self.key}).scalar_one():
             return None
         return self._holder(conn)
 
     def _holder(self, conn: Connection) -> str:
         unsigned = self.key & 0xFFFF_FFFF_FFFF_FFFF
         row = conn.execute(
-            text(
-                "SELECT a.application_name, a.pid, a.client_addr FROM pg_locks l "
-                "JOIN pg_stat_activity a ON a.pid = l.pid "
-                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "AND l.classid::bigint = :high AND l.objid::bigint = :low"
-            ),
+            text(self.dialect.lock_holder_sql()),
             {"high": unsigned >> 32, "low": unsigned & 0xFFFF_FFFF},
         ).first()
         if row is None:
@@ -173,6 +182,7 @@ class NamedLock(AdvisoryLock):
         self.config = config
         self.locked = locked_name(config, reader)
         self.engine = create_engine(config.database.sqlalchemy_url(), poolclass=NullPool)
+        self.dialect = dialect_of(self.engine)
         self.connection = None
         self.name = config.event_log.table
         self.lock_name = ""
@@ -189,7 +199,8 @@ class NamedLock(AdvisoryLock):
     def _connect(self) -> Connection:
         if self.connection is None:
             self.connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-            schema = self.config.database.schema or str(self.connection.execute(text("SELECT DATABASE()")).scalar())
+            schema = self.config.database.schema or str(
+                self.connection.execute(text(self.dialect.current_schema_sql())).scalar())
             self.name = f"{schema}.{self.locked}"
             self.lock_name = f"{APPLICATION_NAME}:{advisory_key(schema, self.locked) & 0xFFFF_FFFF_FFFF_FFFF:016x}"
         return self.connection
@@ -197,7 +208,7 @@ class NamedLock(AdvisoryLock):
     def try_acquire(self) -> str | None:
         conn = self._connect()
         conn.execute(CreateTable(self.owners, if_not_exists=True))
-        if conn.execute(text("SELECT GET_LOCK(:name, 0)"), {"name": self.lock_name}).scalar() == 1:
+        if conn.execute(text(self.dialect.try_lock_sql()), {"name": self.lock_name}).scalar() == 1:
             t = self.owners
             conn.execute(t.delete().where(t.c.name == self.lock_name))
             conn.execute(t.insert().values(name=self.lock_name, connection_id=func.connection_id(), owner=self.owner))
@@ -205,7 +216,7 @@ class NamedLock(AdvisoryLock):
         return self._holder(conn)
 
     def _holder(self, conn: Connection) -> str:
-        holder = conn.execute(text("SELECT IS_USED_LOCK(:name)"), {"name": self.lock_name}).scalar()
+        holder = conn.execute(text(self.dialect.lock_holder_sql()), {"name": self.lock_name}).scalar()
         if holder is None:
             return "another session (it has just let go)"
         t = self.owners
@@ -214,15 +225,17 @@ class NamedLock(AdvisoryLock):
         ).scalar()
         if owner is not None:
             return describe_owner(str(owner))
-        row = conn.execute(
-            text("SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = :id"), {"id": holder}
-        ).first()
+        row = conn.execute(text(self.dialect.session_sql()), {"id": holder}).first()
         user, host = row if row is not None else ("unknown", "unknown")
         return f"the database connection {holder} (user {user} from {host})"
 
 
 class LeaseRow(Backend):
     """A row per event log in `<event_log>_lock`: owner host:pid, a token per lock object, lease expiry."""
+
+    @classmethod
+    def open(cls, config: Config, owner: str, reader: Reader, lease_seconds: float) -> Backend:
+        return cls(config, owner, lease_seconds, reader)
 
     def __init__(self, config: Config, owner: str, lease_seconds: float, reader: Reader) -> None:
         url = make_url(config.database.sqlalchemy_url())

@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from publisher.config import STATUS_MODE, Config, Reader
 from publisher.dialects import dialect_of
 from publisher.errors import root_cause
-from publisher.locking.backends import AdvisoryLock, Backend, LeaseRow, NamedLock, this_process
+from publisher.locking.backends import Backend, lock_backend, this_process
 
 log = logging.getLogger("publisher")
 
@@ -73,12 +73,7 @@ class PublisherLock:
         self._lost = threading.Event()
         self._backend: Backend
         dialect = dialect_of(make_url(config.database.sqlalchemy_url()).get_backend_name())
-        if dialect.advisory_locks:
-            self._backend = AdvisoryLock(config, self.owner, reader)
-        elif dialect.named_locks:
-            self._backend = NamedLock(config, self.owner, reader)
-        else:
-            self._backend = LeaseRow(config, self.owner, lease_seconds, reader)
+        self._backend = lock_backend(dialect).open(config, self.owner, reader, lease_seconds)
         self._renewer: threading.Thread | None = None
         self._stop_renewing = threading.Event()
 

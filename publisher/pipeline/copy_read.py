@@ -38,22 +38,20 @@ _TYPES = {
 
 
 def can_copy(conn: Connection) -> bool:
-    """COPY needs psycopg 3's copy API, and text pyarrow can take as it comes: UTF-8. The server
-    reports its encoding when the session starts, so asking costs no round trip (query-back
-    asks for every chunk of keys)."""
+    """COPY needs psycopg 3's copy API, and text pyarrow can take as it comes: UTF-8
+    (`Dialect.copy_encoding`)."""
     driver = conn.connection.driver_connection
-    if not dialect_of(conn).copy_out or not hasattr(driver, "cursor") or not hasattr(driver, "pgconn"):
+    dialect = dialect_of(conn)
+    if not dialect.copy_out or not hasattr(driver, "cursor") or not hasattr(driver, "pgconn"):
         return False
-    encoding = driver.info.parameter_status("server_encoding")  # type: ignore[union-attr]
-    if encoding is None:
-        encoding = conn.exec_driver_sql("SHOW server_encoding").scalar()
-    return str(encoding).upper() in ("UTF8", "UTF-8")
+    return dialect.copy_encoding(conn).upper() in ("UTF8", "UTF-8")
 
 
 def copy_batches(conn: Connection, window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
     """The window's events within record_ids lo..hi, in record_id order, as EVENT_SCHEMA batches."""
-    compiled = _query(window, lo, hi).compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    sql = f"COPY ({compiled}) TO STDOUT (FORMAT csv)"
+    compiled = _query(window, lo, hi, conn.dialect.name).compile(dialect=conn.dialect,
+                                                                 compile_kwargs={"render_postcompile": True})
+    sql = dialect_of(conn).copy_out_sql(str(compiled))
     schema = arrow_schema_of(EVENT_SCHEMA)
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     parse = pacsv.ParseOptions(newlines_in_values=True)
@@ -129,7 +127,7 @@ def _event_log(window: CycleWindow) -> Table:
     return event_log_table_of(window.table, window.columns + extra, window.schema)
 
 
-def _query(window: CycleWindow, lo: int, hi: int) -> Any:
+def _query(window: CycleWindow, lo: int, hi: int, dialect: str) -> Any:
     """`read_rows`'s query with every value as text, and the event_time as microseconds since
     the epoch (a time without zone read as UTC), NULL where it is no time; in future mode, the
     text of an event_time that is no time. Each expression costs every row of the window, so
@@ -138,20 +136,20 @@ def _query(window: CycleWindow, lo: int, hi: int) -> Any:
     table = _event_log(w)
     c = role_columns(table, w.columns)
     transaction = null() if w.transaction_column is None else table.c[w.transaction_column]
-    readable = dialect_of("postgresql").readable_time(c["event_time"])
-    size = row_bytes(w, table, "postgresql")
+    readable = dialect_of(dialect).readable_time(c["event_time"])
+    size = row_bytes(w, table, dialect)
     return (
         select(
             c["record_id"],
             cast(c["status"], String),
             cast(c["event_type"], String),
             cast(extract("epoch", readable) * 1_000_000, BigInteger),
-            *(cast(within_limit(w, table, role, c[role], size, "postgresql"), String) for role in _TEXT_ROLES),
+            *(cast(within_limit(w, table, role, c[role], size, dialect), String) for role in _TEXT_ROLES),
             cast(transaction, String),
             case((readable.is_(None), cast(c["event_time"], String)), else_=null()) if w.future else null(),
             size,
         )
-        .where(window_predicate(w, table, lo, hi, "postgresql"))
+        .where(window_predicate(w, table, lo, hi, dialect))
         .order_by(c["record_id"])
     )
 
@@ -202,7 +200,7 @@ def copy_texts(conn: Connection, query: Any, columns: int) -> list[pa.Array] | N
     bounded statement: a snapshot's chunk); None where the rows are more than one parse takes
     (2 GiB), which the caller reads by a cursor instead."""
     compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    sql = f"COPY ({compiled}) TO STDOUT (FORMAT csv)"
+    sql = dialect_of(conn).copy_out_sql(str(compiled))
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     driver_error = conn.dialect.loaded_dbapi.Error
     try:

@@ -11,7 +11,6 @@ from sqlalchemy import (
     Engine,
     MetaData,
     Table,
-    text,
 )
 
 from publisher.config import EVENT_LOG_COLUMNS, Config, ConfigError, EventLogColumns
@@ -74,20 +73,11 @@ def require_exact_comparison(engine: Engine, config: Config, schema: str | None)
     makes them so; an event log a site made itself may have the server's default collation,
     case-insensitive, under which `status = 'N'` also reads a site's own 'n' rows and writes
     them S, and requeue's `--table usr` also takes 'USR'."""
-    if not dialect_of(engine).case_insensitive_text:
-        return
     names = config.event_log.columns
-    with engine.connect() as conn:
-        found = conn.execute(
-            text("SELECT COLUMN_NAME, COLUMN_TYPE, COLLATION_NAME FROM information_schema.COLUMNS "
-                 "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
-                 "AND COLUMN_NAME IN (:status, :table_name)"),
-            {"schema": schema, "table": config.event_log.table, "status": names.status,
-             "table_name": names.table_name},
-        ).all()
-    for column, column_type, collation in found:
-        if collation is not None and not collation.endswith("_bin"):
-            raise ConfigError(
+    found = dialect_of(engine).inexact_text_columns(engine, schema, config.event_log.table,
+                                                    (names.status, names.table_name))
+    for column, column_type, collation in found[:1]:
+        raise ConfigError(
                 f"event log {config.event_log.table}: column {column} has the collation {collation}, which calls "
                 "'N' and 'n' (or 'usr' and 'USR') equal; the publisher compares them byte for byte: "
                 f"ALTER TABLE {config.event_log.table} MODIFY {column} {column_type} COLLATE utf8mb4_bin "

@@ -1,1 +1,2 @@
-"""What runs around the cycle: the polling loop, the lock, stats, the demo and the mirror."""
+"""What runs around the cycle: the polling loop, stats and metrics, the demo, migrations, repair
+and the consumer mirror (`publisher verify`)."""

@@ -296,7 +296,7 @@ def _compare_forever(config: Config, engine: Engine, reader: Reader, spark: Call
             metrics.lock_held(True)
         try:
             run_forever(spark, engine, config, stop,
-                        lambda _spark, e, c: run_comparison_cycle(e, c, spark, reader), output, metrics)
+                        lambda _spark, e, c: run_comparison_cycle(spark, e, c, reader), output, metrics)
         finally:
             if metrics is not None:
                 metrics.lock_held(False)

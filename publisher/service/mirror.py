@@ -17,6 +17,7 @@ from lxml import etree
 from sqlalchemy import Engine, func, select
 
 from publisher.config import STATUS_MODE, Config, Reader, RetiredColumns
+from publisher.model.operation import OperationKind
 from publisher.outputs.cycle_files import document_paths
 
 if TYPE_CHECKING:
@@ -106,20 +107,23 @@ def replay(paths: Iterable[Path]) -> Mirror:
     return mirror
 
 
+_OPERATION_TAGS = frozenset(kind.value for kind in OperationKind)
+
+
 def _operations(document: etree._Element) -> Iterator[etree._Element]:
     """The <add>, <modify> and <delete> of a document; a heartbeat's <status> carries none."""
     operations = document.find("input")
     for op in operations if operations is not None else ():
-        if op.tag in ("add", "modify", "delete"):
+        if op.tag in _OPERATION_TAGS:
             yield op
 
 
 def _apply(mirror: Mirror, op: etree._Element) -> None:
     objects = mirror.objects
     association = (op.findtext("association") or "").strip()
-    if op.tag == "delete":
+    if op.tag == OperationKind.DELETE:
         objects.pop(association, None)
-    elif op.tag == "add":
+    elif op.tag == OperationKind.ADD:
         if association in objects:
             mirror.anomalies.append(Difference(
                 association, None, REFUSED_ADD,

@@ -47,7 +47,8 @@ class Repair:
         return {"repair": self.events, "events": self.total}
 
 
-_NAMES = {
+_NAMES = {  # the summary's names of what a repair logs (not the operation each publishes, which
+    # `rules.operations.operation_kind` says: an insert's is a modify unless insert_row_operation = "add")
     EventType.INSERT_ROW_QUERY_BACK: "add",
     EventType.UPDATE_ROW_QUERY_BACK: "replace",
     EventType.DELETE_ROW: "delete",

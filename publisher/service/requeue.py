@@ -31,7 +31,7 @@ from publisher.dialects import dialect_of
 from publisher.model.events import Status
 from publisher.outputs.cycle_files import WINDOW_FILE, pinned_window
 from publisher.pipeline.event_log import event_log_table, require_exact_comparison
-from publisher.service.stats import decoded, summed
+from publisher.service.event_groups import decoded, summed
 
 log = logging.getLogger("publisher")
 

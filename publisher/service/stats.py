@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import Engine, func, select
 
@@ -13,9 +12,11 @@ from publisher.config import STATUS_MODE, Config, Reader
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
 from publisher.model.events import Status
+from publisher.model.operation import OperationKind
 from publisher.model.values import shown
 from publisher.pipeline.event_log import event_log_table
 from publisher.pipeline.read import as_utc
+from publisher.service.event_groups import decoded, loopback_groups, summed, utc_of
 from publisher.snapshots.state import RecordedSnapshot, recorded_snapshots, rows_of_total
 
 
@@ -60,7 +61,6 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
 def loopback_by_table(config: Config, engine: Engine) -> dict[str, int]:
     """The rows the status mode passed over as loopback (S, logged by its own user), by table:
     the `publisher_loopback_rows` gauge's count."""
-    from publisher.service.metrics import loopback_groups
 
     return summed((group.table, group.count) for group in loopback_groups(config, engine))
 
@@ -126,9 +126,10 @@ def format_triggerless_state(report: dict[str, Any]) -> str:
                      "state was kept: the next cycle publishes it again, under the same event-ids")
     last = report["last_cycle"]
     if last:
-        kinds = {kind: sum(t.get(kind, 0) for t in last["tables"].values()) for kind in ("add", "modify", "delete")}
-        lines.append(f"last cycle: {last['operations']} operations ({kinds['add']} add, {kinds['modify']} modify, "
-                     f"{kinds['delete']} delete), {last['documents']} documents, {last['rejected']} rejected"
+        kinds = ", ".join(f"{sum(t.get(kind.value, 0) for t in last['tables'].values())} {kind.value}"
+                          for kind in OperationKind)
+        lines.append(f"last cycle: {last['operations']} operations ({kinds}), {last['documents']} documents, "
+                     f"{last['rejected']} rejected"
                      + (", recorded only" if last.get("recorded_only") else ""))
     return "\n".join(lines)
 
@@ -161,23 +162,8 @@ def _subscriber(config: Config, engine: Engine, name: str) -> dict[str, Any]:
     }
 
 
-def utc_of(value: Any) -> dt.datetime | None:
-    """An event time as read (bytes on SQLite), in UTC; None when there is none."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        value = decoded(value)
-    return as_utc(value)
-
-
 def _age(time: dt.datetime | None) -> float | None:
     return None if time is None else round((dt.datetime.now(dt.UTC) - time).total_seconds(), 1)
-
-
-def decoded(value: Any) -> str:
-    """A text column as read, as text: SQLite's is read as bytes (see `backlog`), and bytes that
-    are not UTF-8 are shown escaped. `stats` and the metrics both report with it."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", errors="backslashreplace")
-    return str(value)
 
 
 def format_backlog(report: dict[str, Any]) -> str:
@@ -275,14 +261,3 @@ def said_unpublished(found: dict[str, Unpublished]) -> str:
             "marks them E"
     listed = "".join(f"\n  {shown(name)}: {why}" for name, why in found.items())
     return f"new rows of the event log name {len(found)} tables that are not published; a cycle marks them E:{listed}"
-
-
-K = TypeVar("K", str, tuple[str, ...])
-
-
-def summed(pairs: Iterable[tuple[K, int]]) -> dict[K, int]:
-    """The counts added up per key, in key order (the requeue's counts, the metrics' groups)."""
-    out: dict[K, int] = {}
-    for key, n in sorted(pairs):
-        out[key] = out.get(key, 0) + n
-    return out

@@ -146,7 +146,7 @@ class ComparisonResult:
 
     @property
     def operation_kinds(self) -> dict[str, int]:
-        return {kind: sum(getattr(t, kind) for t in self.tables.values()) for kind in ("add", "modify", "delete")}
+        return {kind.value: sum(getattr(t, kind.value) for t in self.tables.values()) for kind in OperationKind}
 
     @property
     def statuses(self) -> dict[str, int]:
@@ -179,11 +179,12 @@ class ComparisonResult:
         }
 
 
-def run_comparison_cycle(engine: Engine, config: Config, spark: Callable[[], Any] | None = None,
+def run_comparison_cycle(spark: Callable[[], Any] | None, engine: Engine, config: Config,
                          reader: Reader = STATUS_MODE) -> ComparisonResult:
     """One triggerless cycle of `reader` (the status mode's, or a subscriber's, each with a state
-    of its own in its output directory), start to end; the caller holds the state's lock.
-    `spark`: a session for large tables, started when one is first needed."""
+    of its own in its output directory), start to end; the caller holds the state's lock. Its
+    arguments come in `run_cycle`'s order; `spark` gives a session for large tables, asked for
+    when one is first needed (None: every table is compared in the driver)."""
     started = time.monotonic()
     settings = ComparisonSettings.of(config, engine, reader)
     state = ComparisonState(settings.output)

@@ -114,8 +114,9 @@ def test_a_climbing_import_is_found(tmp_path):
     (package / "pipeline" / "cycle.py").write_text("from publisher.model.keys import f\nimport publisher.config\n")
     (package / "config.py").write_text("from publisher import errors\n")
     (package / "errors.py").write_text("")
+    pipeline, model = _layer_of("pipeline"), _layer_of("model")
     assert climbing_imports(package) == [
-        f"publisher/model/keys.py:4 imports publisher.pipeline (layer {_layer_of('pipeline')} from layer {_layer_of('model')})"]
+        f"publisher/model/keys.py:4 imports publisher.pipeline (layer {pipeline} from layer {model})"]
 
 
 @pytest.mark.parametrize("part", ["rules", "outputs"])

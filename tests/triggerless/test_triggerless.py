@@ -98,7 +98,7 @@ def cycle(config: Config, db, spark=None) -> tuple[dict, list]:
     """One cycle; its summary and the operations of the documents it wrote."""
     output = Path(config.output.directory)
     before = {p.name for p in documents(output)} if output.exists() else set()
-    result = run_comparison_cycle(db.engine, config, spark)
+    result = run_comparison_cycle(spark, db.engine, config)
     return result.summary(), operations(documents(output, before))
 
 
@@ -175,12 +175,12 @@ def test_a_state_kept_for_other_tables_or_another_key_is_refused(database, tmp_p
     other = Config(database=other.database, output=other.output,
                    publisher=PublisherSettings(publication_mode=PublicationMode.TRIGGERLESS, tables=("acct",)))
     with pytest.raises(ForeignStateError, match=r"kept for the tables \['acct', 'slot'\].*move .* away"):
-        run_comparison_cycle(db.engine, other)
+        run_comparison_cycle(None, db.engine, other)
     db.execute(f"DROP TABLE {db.qualified('slot')}",
                f"CREATE TABLE {db.qualified('slot')} (code VARCHAR(20) NOT NULL, day DATE NOT NULL, note VARCHAR(40), "
                "PRIMARY KEY (code))")
     with pytest.raises(ForeignStateError, match=r"keys table slot by \['code', 'day'\], and its key is now \['code'\]"):
-        run_comparison_cycle(db.engine, config)
+        run_comparison_cycle(None, db.engine, config)
     assert len(documents(Path(config.output.directory))) == 1, "nothing published by a refused cycle"
 
 
@@ -230,7 +230,7 @@ def test_a_state_kept_for_another_schema_or_by_an_earlier_version_is_refused(pos
                        output=config.output)
         with pytest.raises(ForeignStateError, match=rf"kept for the tables of postgresql:{db.schema}, and this "
                                                     rf"configuration reads those of postgresql:{elsewhere}"):
-            run_comparison_cycle(db.engine, other)
+            run_comparison_cycle(None, db.engine, other)
     finally:
         db.execute(f'DROP SCHEMA "{elsewhere}" CASCADE')
     state = comparison_state.ComparisonState(Path(config.output.directory))
@@ -241,7 +241,7 @@ def test_a_state_kept_for_another_schema_or_by_an_earlier_version_is_refused(pos
     del kept["keys"]
     manifest.write_text(json.dumps(kept))
     with pytest.raises(ForeignStateError, match=r"kept by an earlier version, which spelled keys as the database"):
-        run_comparison_cycle(db.engine, config)
+        run_comparison_cycle(None, db.engine, config)
 
 
 def test_a_column_added_or_dropped_is_published_as_its_values_changing(database, tmp_path, on_spark):
@@ -340,7 +340,7 @@ def test_a_mariadb_bit_column_is_refused_as_install_refuses_it(mariadb_database,
     config = config_of(db, tmp_path, tables=("flags",))
     with pytest.raises(ForeignStateError, match=r"column 'b' is of BIT type, whose values have no text to publish; "
                                                 r"publish it through a view or a generated column"):
-        run_comparison_cycle(db.engine, config)
+        run_comparison_cycle(None, db.engine, config)
     assert not list(Path(config.output.directory).glob("*.xml"))
 
 
@@ -464,12 +464,12 @@ def run_triggerless_scenario(scenario, root: Path) -> tuple[list, str]:
 
             def poll(step) -> None:
                 settings = dataclasses.replace(config.publisher, batch_size=step.batch_size)
-                run_comparison_cycle(db.engine, dataclasses.replace(config, publisher=settings))
+                run_comparison_cycle(None, db.engine, dataclasses.replace(config, publisher=settings))
 
             execution = Execution(runner, scenario.tables, poll, scenario.children)
             for step in scenario.steps:
                 execution.step(step)
-            run_comparison_cycle(db.engine, config)
+            run_comparison_cycle(None, db.engine, config)
             case = case_text(scenario.dialect, "triggerless", "driver", ddl, execution.script)
             return [str(d) for d in verify(config, db.engine)], case
     finally:

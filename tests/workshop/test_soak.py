@@ -41,7 +41,8 @@ def test_a_short_soak_finds_no_difference_and_compares_every_row(dialect):
 
 def test_a_soak_that_compared_nothing_or_left_work_fails_without_differences():
     """0 differences is a pass only when verify compared every row and the soak did its faults."""
-    from publisher.workshop.soak.run import Outcome, _check
+    from publisher.workshop.soak.outcome import Outcome
+    from publisher.workshop.soak.run import _check
     from publisher.workshop.soak.servers import Server
 
     def problems(counts: dict, readers: dict) -> list[str]:

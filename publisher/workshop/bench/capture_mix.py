@@ -19,9 +19,7 @@ from typing import Any, Literal
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
-from publisher.capture.install import CaptureError, install_capture
-from publisher.capture.native import check_native
-from publisher.capture.postgresql import PostgreSQL
+from publisher.capture.install import CaptureError, capture_of, install_capture
 from publisher.capture.tables import Style
 from publisher.config import Config, DatabaseConfig
 from publisher.database import connect
@@ -154,7 +152,7 @@ class PostgreSQLTarget(Target):
     def configurations(self) -> tuple[Configuration, ...]:
         """The native capture's too, where the server can run it."""
         try:
-            check_native(PostgreSQL(self.config, self.engine))
+            capture_of(self.config, self.engine).check_native()
         except CaptureError:
             return CONFIGURATIONS
         return CONFIGURATIONS + NATIVE

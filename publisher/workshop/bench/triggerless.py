@@ -155,8 +155,8 @@ def _run(options: TriggerlessOptions, config: Config, engine: Engine, spark: Spa
     spark_seconds = time.perf_counter() - started
     floor = measure_copy_floor(engine, options.schema)
     with ProcessSampler(roots=[os.getpid(), *daemons]) as sampler:
-        first = run_comparison_cycle(engine, config, lambda: session)
-        first_comparison = run_comparison_cycle(engine, config, lambda: session)
+        first = run_comparison_cycle(lambda: session, engine, config)
+        first_comparison = run_comparison_cycle(lambda: session, engine, config)
         every = max(1, round(100 / options.changed_percent))
         with engine.begin() as conn:
             changed = conn.exec_driver_sql(
@@ -164,7 +164,7 @@ def _run(options: TriggerlessOptions, config: Config, engine: Engine, spark: Spa
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql(f"VACUUM ANALYZE {options.schema}.usr")
         floor = min(floor, measure_copy_floor(engine, options.schema), key=lambda f: f.seconds)
-        changed_cycle = run_comparison_cycle(engine, config, lambda: session)
-        idle = run_comparison_cycle(engine, config, lambda: session)
+        changed_cycle = run_comparison_cycle(lambda: session, engine, config)
+        idle = run_comparison_cycle(lambda: session, engine, config)
     return TriggerlessReport(options, load_seconds, floor, first, first_comparison, changed_cycle, idle, changed,
                              sampler.memory(), spark_seconds)

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from publisher.workshop.soak.run import DIALECTS, Outcome, SoakOptions, soak
+from publisher.workshop.soak.outcome import Outcome
+from publisher.workshop.soak.run import DIALECTS, SoakOptions, soak
 
 DESCRIPTION = """\
 Runs the publisher the way production does, under faults, and checks that the consumer saw

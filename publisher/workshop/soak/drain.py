@@ -15,8 +15,8 @@ from publisher.config import Reader
 from publisher.config.loading import load_config
 
 if TYPE_CHECKING:
+    from publisher.workshop.soak.outcome import Outcome
     from publisher.workshop.soak.process import Publisher
-    from publisher.workshop.soak.run import Outcome
     from publisher.workshop.soak.schema import Site
 
 SAMPLES = 5

@@ -10,7 +10,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from sqlalchemy import create_engine
 from publisher.config import DatabaseConfig
 from publisher.workshop.soak.drain import SPARK_PATH, drain, verify_readers
 from publisher.workshop.soak.migrations import Migrations
+from publisher.workshop.soak.outcome import Outcome
 from publisher.workshop.soak.process import Publisher
 from publisher.workshop.soak.schema import Site, create_tables, install, styles_for, write_config
 from publisher.workshop.soak.servers import Server, open_server
@@ -57,31 +58,6 @@ class SoakOptions:
     """PostgreSQL's native capture in place of the PL/pgSQL one."""
     migrations: bool = True
     """Migrations of `acct` among the faults (`soak.migrations`)."""
-
-
-@dataclass
-class Outcome:
-    """What one database's soak did and found."""
-
-    database: str
-    styles: dict[str, str]
-    counts: dict[str, Any] = field(default_factory=dict)
-    readers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    samples: list[str] = field(default_factory=list)
-    """A few of the differences, as verify prints them."""
-
-    @property
-    def differences(self) -> int:
-        return sum(int(r.get("differences", 0)) for r in self.readers.values())
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def summary(self) -> dict[str, Any]:
-        return {"database": self.database, "ok": self.ok, "styles": self.styles, **self.counts,
-                "differences": self.differences, "readers": self.readers, "problems": self.problems}
 
 
 def soak(options: SoakOptions, say: Callable[[str], None] = lambda _: None) -> list[Outcome]:

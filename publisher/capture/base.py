@@ -6,15 +6,16 @@ import abc
 import functools
 import string
 import textwrap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
 from sqlalchemy import Connection, Engine
 
-from publisher.capture.tables import Column, Event, Style, Table
+from publisher.capture.tables import CaptureError, Column, Event, Style, Table
 from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import table_schema
+from publisher.dialects import Dialect, dialect_of, named_class
 from publisher.model.column_types import type_name
 from publisher.model.events import EventType
 from publisher.model.statements import Lexis
@@ -72,7 +73,7 @@ def indent(text: str, spaces: int) -> str:
     return textwrap.indent(text, " " * spaces)
 
 
-class Dialect(abc.ABC):
+class Capture(abc.ABC):
     """What both dialects share: identifiers, the event log DDL and the events each change logs."""
 
     name: str
@@ -158,7 +159,9 @@ class Dialect(abc.ABC):
     """Where its SQL text's statements end."""
     transactional_ddl = True
     """A migration runs in one transaction, its DDL and the captures made anew with it, undone
-    whole if a statement fails; the tables it alters stay locked until it commits."""
+    whole if a statement fails; the tables it alters stay locked until it commits. Where each
+    DDL statement commits on its own, so do an install's trigger statements: a table's shape is
+    recorded before them (`shape_history`)."""
 
     def begin_migration_sql(self, tables: Sequence[str]) -> list[str]:
         """What makes the application's writes of `tables` wait from here to the migration's end."""
@@ -182,6 +185,52 @@ class Dialect(abc.ABC):
 
     def subscription_indexes(self) -> list[str]:
         """Indexes on the event log that check-outs select their events by."""
+        return []
+
+    # --- what the capture of some databases does beside its triggers --------------------------
+
+    has_native_capture = False
+    """A table's triggers may call a function compiled for the server (`native`) instead."""
+
+    def native_install_sql(self) -> list[str]:
+        """What the native capture needs once per schema, after checking the server can run it;
+        CaptureError where it cannot, or the database has none."""
+        raise self._no_native()
+
+    def check_native(self) -> None:
+        """Raise CaptureError, saying why, where the server cannot run the native capture."""
+        raise self._no_native()
+
+    def native_trigger_sql(self, table: Table, style: Style) -> list[str]:
+        """The table's triggers on the native capture (where `has_native_capture`)."""
+        raise self._no_native()
+
+    def _no_native(self) -> CaptureError:
+        return CaptureError(f"the native capture is PostgreSQL's; {self.engine.dialect.name} has the SQL capture only")
+
+    def native_tables(self) -> set[str]:
+        """The tables (in lower case) whose capture is the native one."""
+        return set()
+
+    def may_follow(self) -> bool:
+        """Whether an event trigger may follow a migration in its own transaction, moving the
+        tables it changes onto a capture that names no column (`follow`). Elsewhere a migration
+        that drops or renames a column is followed by the next cycle's reinstall alone."""
+        return False
+
+    def follow_ddl(self) -> list[str]:
+        """The event trigger and its functions, where the database and the user allow them."""
+        return []
+
+    def follow_records(self, tables: Sequence[Table], style: Style,
+                       on_native: Collection[str]) -> dict[str, tuple[str, str, str]] | None:
+        """What the event trigger needs of each table but those `on_native` (`shape.record_sql`);
+        None where no event trigger follows migrations."""
+        return None
+
+    def kept_switches(self, table: str, carried: str | None = None) -> list[str]:
+        """Statements that leave the capture of `table` switched off again where it was before
+        its triggers were made anew; none where capture has no switch."""
         return []
 
     @abc.abstractmethod
@@ -328,3 +377,17 @@ class Dialect(abc.ABC):
             "old_sql": event.old or self.null(),
             "new_sql": event.new or self.null(),
         }
+
+
+def capture_class(dialect: Dialect) -> type[Capture]:
+    """The capture class a database family names (`Dialect.capture`): one registry, the
+    families', finds a database's capture as it finds the rest of it."""
+    found = named_class(dialect.capture)
+    if not issubclass(found, Capture):
+        raise TypeError(f"{dialect.capture} (the capture of {dialect.name!r}) is no publisher.capture.base.Capture")
+    return found
+
+
+def capture_of(config: Config, engine: Engine) -> Capture:
+    """The capture of the engine's database."""
+    return capture_class(dialect_of(engine))(config, engine)

@@ -1,0 +1,144 @@
+"""A database is whole or it fails here: the test walks the one registry of database families
+(`publisher.dialects.families`) and names what a family lacks of what the guide
+(`docs/guides/new-database.md`) lists: its dialect class, the capture class and lock its dialect
+names, the SQL templates its capture renders under `sql/<name>/`, its test fixtures in
+`tests/conftest.py` and its row in the guide's table of databases."""
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from publisher.capture.base import Capture, capture_class
+from publisher.dialects import Dialect, UnknownDialectError, dialect_of, families, named_class
+from publisher.locking.backends import Backend, lock_backend
+
+ROOT = Path(__file__).resolve().parents[2]
+GUIDE = ROOT / "docs" / "guides" / "new-database.md"
+CONFTEST = ROOT / "tests" / "conftest.py"
+
+
+def rendered_templates(capture: type[Capture]) -> set[str]:
+    """The templates the capture's own modules render by name (`render("event_log", …)`): those of
+    its classes and of the capture modules they import (PostgreSQL's session settings, say)."""
+    modules = {inspect.getmodule(cls) for cls in capture.__mro__ if cls.__module__.startswith("publisher.capture.")}
+    found = set()
+    for module in list(modules):
+        for node in ast.walk(ast.parse(inspect.getsource(module))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("publisher.capture"):
+                imported = [node.module] if node.module != "publisher.capture" else [
+                    f"publisher.capture.{alias.name}" for alias in node.names]
+                modules |= {importlib.import_module(name) for name in imported if name}
+    for module in modules:
+        for node in ast.walk(ast.parse(inspect.getsource(module))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "render"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                found.add(node.args[0].value)
+    return found
+
+
+def conftest_names() -> tuple[set[str], str]:
+    """The functions tests/conftest.py defines, and the databases its DIALECTS holds by default
+    (`PUBLISHER_TEST_DIALECTS` unset), comma-separated."""
+    tree = ast.parse(CONFTEST.read_text(encoding="utf-8"))
+    functions = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    defaults = [node.args[1].value for node in ast.walk(tree) if isinstance(node, ast.Call) and len(node.args) == 2
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value == "PUBLISHER_TEST_DIALECTS"
+                and isinstance(node.args[1], ast.Constant)]
+    return functions, str(defaults[0]) if defaults else ""
+
+
+def missing(dialect: Dialect, root: Path = ROOT, guide: Path = GUIDE) -> list[str]:
+    """What the family lacks, each said so that the one adding it knows where to look."""
+    family = f"database family {dialect.name!r} ({type(dialect).__name__})"
+    gaps = []
+    if not type(dialect).__module__.startswith("publisher.dialects."):
+        gaps.append(f"{family}: its dialect class is not in publisher/dialects/")
+    try:
+        capture = capture_class(dialect)
+    except (AttributeError, ImportError, TypeError) as exc:
+        return [*gaps, f"{family}: no capture class (Dialect.capture names a publisher.capture.base.Capture): {exc}"]
+    try:
+        lock_backend(dialect)
+    except (ImportError, AttributeError, TypeError) as exc:
+        gaps.append(f"{family}: no lock (Dialect.lock names a publisher.locking.backends.Backend): {exc}")
+    name = capture.name
+    try:
+        registered = dialect_of(name) is dialect
+    except UnknownDialectError:
+        registered = False
+    if not registered:
+        gaps.append(f"{family}: its capture's name {name!r} is no name of the family in publisher.dialects._FAMILIES")
+    templates = root / "sql" / name
+    for template in sorted(rendered_templates(capture)):
+        if not (templates / f"{template}.sql").is_file():
+            gaps.append(f"{family}: its capture {capture.__name__} renders sql/{name}/{template}.sql, which is missing")
+    functions, defaults = conftest_names()
+    for fixture in (f"_{name}", f"{name}_database"):
+        if fixture not in functions:
+            gaps.append(f"{family}: tests/conftest.py has no {fixture}() (the test database of {name!r})")
+    if name not in defaults.split(","):
+        gaps.append(f"{family}: {name!r} is not among the databases tests/conftest.py's DIALECTS runs by default")
+    if not guide.is_file() or f"| `{name}` |" not in guide.read_text(encoding="utf-8"):
+        gaps.append(f"{family}: no row `| `{name}` |` in the table of databases of {guide.relative_to(root)}")
+    return gaps
+
+
+@pytest.mark.parametrize("dialect", families(), ids=lambda d: d.name)
+def test_every_database_family_is_whole(dialect):
+    assert missing(dialect) == []
+
+
+def test_every_template_folder_is_a_family_s():
+    """A folder of templates no capture renders from is a database removed by half, or misnamed."""
+    names = {capture_class(dialect).name for dialect in families()}
+    assert {path.name for path in (ROOT / "sql").iterdir() if path.is_dir()} == names
+
+
+def test_each_family_names_its_own_capture_and_lock():
+    captures = [capture_class(dialect) for dialect in families()]
+    assert len(set(captures)) == len(captures)
+    assert all(issubclass(named_class(dialect.lock), Backend) for dialect in families())
+
+
+def test_a_half_added_database_is_named_with_what_it_lacks(tmp_path):
+    """A family registered with nothing else: every gap named, the first the capture it names."""
+
+    class Oracle(Dialect):
+        name = "oracle"
+
+    gaps = missing(Oracle(), tmp_path, tmp_path / "guide.md")
+    assert len(gaps) == 2
+    assert "publisher/dialects/" in gaps[0]
+    assert "no capture class" in gaps[1]
+
+
+def test_a_database_without_templates_fixtures_or_guide_row_is_named_with_each(tmp_path):
+    """A family with a capture that renders templates, but none of them, no fixture and no row."""
+
+    class Elsewhere(Capture):
+        name = "elsewhere"
+
+        def event_log_ddl(self) -> list[str]:
+            return [self.render("event_log")]
+
+    class ElsewhereDialect(Dialect):
+        name = "elsewhere"
+        capture: ClassVar[str] = f"{__name__}.ELSEWHERE"
+
+    globals()["ELSEWHERE"] = Elsewhere
+    try:
+        gaps = missing(ElsewhereDialect(), tmp_path, tmp_path / "guide.md")
+    finally:
+        del globals()["ELSEWHERE"]
+    said = "\n".join(gaps)
+    assert "'elsewhere' is no name of the family" in said
+    assert "sql/elsewhere/event_log.sql, which is missing" in said
+    assert "tests/conftest.py has no _elsewhere()" in said
+    assert "tests/conftest.py has no elsewhere_database()" in said
+    assert "DIALECTS" in said
+    assert "guide.md" in said
