@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from publisher.cli import commands
+from publisher.cli import commands, inspection
 from publisher.cli.errors import UnavailableError, UsageError
 from publisher.cli.parser import build_parser
 from publisher.config import Config, ConfigError, Reader
@@ -78,11 +78,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _guard(lambda: commands.run_command(config, args.subscriber, args.config), config)
     if args.command == "stats":
         if args.prometheus:
-            return _guard(lambda: commands.prometheus_command(config), config)
-        return _guard(lambda: commands.stats_command(config, args.json), config)
+            return _guard(lambda: inspection.prometheus_command(config), config)
+        return _guard(lambda: inspection.stats_command(config, args.json), config)
     if args.command == "verify":
         reader = Reader(args.subscriber)
-        return _guard(lambda: commands.verify_command(config, args.documents, reader, args.repair), config)
+        return _guard(lambda: inspection.verify_command(config, args.documents, reader, args.repair), config)
     raise UsageError(f"unknown command {args.command}")  # pragma: no cover
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from publisher.cli.errors import UnavailableError, UsageError
+from publisher.cli.inspection import plural
 from publisher.config import STATUS_MODE, Config, ConfigError, Reader
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def _check_capture(config: Config, engine: Any, config_path: str) -> int:
     if found.reinstall:
         command = shlex.join(["publisher", "install", "-c", config_path,
                               *(part for table in found.reinstall for part in ("--table", table))])
-        print(f"{_count(len(found.reinstall), 'table')} to install again: {command}", file=sys.stderr)
+        print(f"{plural(len(found.reinstall), 'table')} to install again: {command}", file=sys.stderr)
     if found.problems:
         return 1
     print("every installed table's capture matches its columns and key", file=sys.stderr)
@@ -212,10 +213,10 @@ def requeue_command(config: Config, args: argparse.Namespace) -> int:
     print(json.dumps(done.summary()))
     counted = ", ".join(f"{status} {n}" for status, n in done.by_status.items()) or "none"
     if args.dry_run:
-        print(f"dry run: would put {_count(done.total, 'row')} back to N ({counted}); nothing changed",
+        print(f"dry run: would put {plural(done.total, 'row')} back to N ({counted}); nothing changed",
               file=sys.stderr)
     else:
-        print(f"put {_count(done.total, 'row')} back to N ({counted}); recorded in {done.record}"
+        print(f"put {plural(done.total, 'row')} back to N ({counted}); recorded in {done.record}"
               + (f" with the reason: {args.reason}" if args.reason else ""), file=sys.stderr)
         if config.subscribers:
             print("publisher: subscribers read rows whatever their status: this changes what the status mode "
@@ -352,93 +353,6 @@ def _run_triggerless(config: Config, readers: list[Reader]) -> int:
     if failed:
         raise UnavailableError("; ".join(failed))
     return 0
-
-
-def prometheus_command(config: Config) -> int:
-    from publisher.database import connect
-    from publisher.service.metrics import exposition
-
-    print(exposition(config, connect(config)), end="")
-    return 0
-
-
-def stats_command(config: Config, as_json: bool) -> int:
-    from publisher.database import connect
-    from publisher.service.stats import backlog, format_backlog, format_triggerless_states, triggerless_states
-
-    if config.triggerless:
-        state = triggerless_states(config)
-        print(json.dumps(state, default=str) if as_json else format_triggerless_states(state))
-        return 0
-    report = backlog(config, connect(config))
-    print(json.dumps(report, default=str) if as_json else format_backlog(report))
-    return 0
-
-
-def verify_command(config: Config, documents: str | None, reader: Reader, repair: bool = False) -> int:
-    from publisher.database import connect
-    from publisher.service.mirror import check
-
-    engine = connect(config)
-    default = reader.output(config)
-    directory = Path(documents or default)
-    if repair and documents is not None and directory.resolve() != Path(default).resolve():
-        raise UsageError("verify --repair: repairs the consumer of the configured output; --documents names another")
-    if repair:
-        directory.mkdir(parents=True, exist_ok=True)  # no document yet: a consumer that holds nothing
-    if not directory.is_dir():
-        raise UnavailableError(f"no documents to replay: the directory {directory} does not exist")
-    if not repair:
-        result = check(config, engine, directory, reader)
-        _report_verification(result, reader)
-        _note_interrupted_cycle(config, reader)
-        return 1 if result.differences else 0
-    from publisher.service.repair import repair_consumer
-
-    outcome = repair_consumer(config, engine, directory, reader, lambda found: _report_verification(found, reader))
-    if outcome.logged is None:
-        return 0
-    print(json.dumps(outcome.logged.summary()))
-    if not outcome.published:
-        print(f"logged {_count(outcome.logged.total, 'event')}; the publisher holding the lock publishes them",
-              file=sys.stderr)
-        return 0
-    _report_verification(outcome.final, reader)
-    return 1 if outcome.final.differences else 0
-
-
-def _report_verification(result: Any, reader: Reader) -> None:
-    for difference in result.differences:
-        print(difference)
-    counted = f"{_count(result.objects, 'object')} in {_count(result.tables, 'table')}"
-    if result.differences:
-        print(f"{_count(len(result.differences), 'difference')} over {counted}")
-    else:
-        print(f"mirror equals source: {counted}, {_count(result.documents, 'document')} replayed")
-    for (table, attribute), count in sorted(getattr(result, "retired", {}).items()):
-        print(f"retired: {table}.{attribute}: {_count(count, 'object')} keep values of a column the table no longer "
-              "has (dropped or renamed); not a difference")
-    if result.pending:
-        are = "is" if result.pending == 1 else "are"
-        waiting = "still new" if reader.is_status_mode else "not checked out yet"
-        print(f"note: {_count(result.pending, 'event')} {are} {waiting}; poll until drained before verifying")
-
-
-def _note_interrupted_cycle(config: Config, reader: Reader) -> None:
-    """Triggerless: a cycle killed before it kept its read may have published part of it, or
-    none; the next cycle publishes it again, so the consumer is only to be judged after that."""
-    if not config.triggerless:
-        return
-    from publisher.triggerless.state import ComparisonState
-
-    interrupted = ComparisonState(Path(reader.output(config)).resolve()).read_done()
-    if interrupted is not None:
-        print(f"note: a cycle read generation {interrupted.number} and was interrupted before keeping it; "
-              "the next poll publishes that read again: poll, then verify")
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _check_not_lost(lock: PublisherLock) -> None:

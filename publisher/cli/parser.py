@@ -5,6 +5,9 @@ import argparse
 import textwrap
 from typing import Any
 
+from publisher.cli.argument_types import positive
+from publisher.cli.bench_arguments import add_bench
+
 EPILOG = """\
 configuration:
   A TOML file (see examples/publisher.toml). Any key can be overridden by an environment
@@ -44,15 +47,28 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add_command in (
+        _add_demo, _add_install, _add_snapshot, _add_poll, _add_migrate, _add_checkin,
+        _add_run, _add_requeue, _add_purge, _add_stats, _add_verify, _add_parse_key, add_bench,
+    ):
+        add_command(commands)
+    from publisher.workshop.soak.command import add_parser as add_soak
 
-    def with_config(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sub.add_argument("-c", "--config", required=True, metavar="CONFIG", help="TOML configuration file")
-        sub.add_argument(
-            "--set", action="append", default=[], metavar="KEY=VALUE",
-            help="override one setting, e.g. --set publisher.query_limit=500 (repeatable)",
-        )
-        return sub
+    add_soak(commands)
+    return parser
 
+
+def _with_config(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The two options of every command that reads the configuration."""
+    sub.add_argument("-c", "--config", required=True, metavar="CONFIG", help="TOML configuration file")
+    sub.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override one setting, e.g. --set publisher.query_limit=500 (repeatable)",
+    )
+    return sub
+
+
+def _add_demo(commands: Any) -> None:
     demo = commands.add_parser(
         "demo", help="create a sample SQLite database, change it, poll once and print the documents",
         description="Creates DIR/demo.db with a usr table, the event log and triggers, makes inserts, "
@@ -65,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also write and print the change tables and messages (output.change_tables, "
                       "output.messages)")
 
-    install = with_config(commands.add_parser(
+
+def _add_install(commands: Any) -> None:
+    install = _with_config(commands.add_parser(
         "install", help="create the event log table and the capture triggers",
         description="Creates the event log table (if missing) and (re)creates the triggers of each named "
         "table, reflecting its columns and primary key. A table configured as a logical class "
@@ -92,7 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
         "migrations, and `install --table T` for each table it names",
     )
 
-    snapshot = with_config(commands.add_parser(
+
+def _add_snapshot(commands: Any) -> None:
+    snapshot = _with_config(commands.add_parser(
         "snapshot", help="publish every current row of the tables as a row query-back (initial load, resync)",
         description="Logs every current row of the tables (default: every published table) in the event log as a "
         "row query-back (type 5), in key order, a chunk per transaction; the next cycles (poll, run) publish each "
@@ -109,18 +129,20 @@ def build_parser() -> argparse.ArgumentParser:
                           help="for this [subscribers.NAME] only: the tables and columns its subscription tracks, "
                           "published by its check-outs; the status mode and other subscribers pass it over")
     snapshot.add_argument("--dry-run", action="store_true", help="count the rows per table; log nothing")
-    snapshot.add_argument("--chunk-rows", type=_positive, default=None, metavar="N",
+    snapshot.add_argument("--chunk-rows", type=positive, default=None, metavar="N",
                           help="rows read per transaction (default 1000; 10000 with --direct)")
     snapshot.add_argument("--direct", action="store_true",
                           help="write the rows' operations into the status mode's documents itself, holding its "
                           "lock (no cycle runs meanwhile), instead of logging them: many times faster for a large "
                           "table. Rows with events waiting in the log, views and logical classes are still logged. "
                           "Not with --subscriber, nor with change tables or messages on")
-    snapshot.add_argument("--parallel-rows", type=_positive, default=None, metavar="N",
+    snapshot.add_argument("--parallel-rows", type=positive, default=None, metavar="N",
                           help="--direct: a table with at least N rows left is cut into key ranges taken at once, "
                           "by the driver's threads on a local master, else by Spark's tasks (default 200000)")
 
-    poll = with_config(commands.add_parser(
+
+def _add_poll(commands: Any) -> None:
+    poll = _with_config(commands.add_parser(
         "poll", help="run one polling cycle (or one subscriber's check-out) and print a JSON summary",
         description="Runs one polling cycle and prints one JSON line: events, operations, documents, statuses. "
         "With --subscriber, one check-out instead: every event of the subscriber's subscription committed since its "
@@ -128,7 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     ))
     poll.add_argument("--subscriber", metavar="NAME",
                       help="check out for this [subscribers.NAME] instead of running the status mode's cycle")
-    migrate = with_config(commands.add_parser(
+
+
+def _add_migrate(commands: Any) -> None:
+    migrate = _with_config(commands.add_parser(
         "migrate", help="run a migration of published tables without failing the application's writes",
         description=textwrap.fill(
         "Runs the application's SQL (DDL and data changes) and makes the capture of every published "
@@ -153,7 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="print every statement the migration would run, the capture's included: on PostgreSQL "
                          "and SQLite it runs and is rolled back, so the capture's SQL is the new shape's; on MariaDB "
                          "and MySQL nothing runs")
-    checkin = with_config(commands.add_parser(
+
+
+def _add_checkin(commands: Any) -> None:
+    checkin = _with_config(commands.add_parser(
         "checkin", help="run a subscriber's own changes, which are then never delivered back to it",
         description="Runs SQL in one transaction and records it as checked in by the subscriber (seed 002's "
         "check-in): the events it logs are delivered to every other subscriber, never to this one. Nothing is "
@@ -163,7 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
     sql = checkin.add_mutually_exclusive_group(required=True)
     sql.add_argument("-e", "--execute", action="append", metavar="SQL", help="a statement (repeatable, run in order)")
     sql.add_argument("-f", "--file", metavar="FILE", help="a file of statements separated by ;")
-    run = with_config(commands.add_parser(
+
+
+def _add_run(commands: Any) -> None:
+    run = _with_config(commands.add_parser(
         "run", help="poll continuously until SIGINT/SIGTERM",
         description="Polls at the polling interval (or the times of day) with one warm SparkSession, "
         "logs one line per active cycle, and on SIGINT/SIGTERM finishes the current cycle and exits 0. "
@@ -174,15 +205,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-format", choices=("text", "json"), default="text",
                      help="text: one readable line per entry (default); json: one JSON object per line (time, "
                      "level, message and, for a cycle, its summary's fields) for log collectors")
-    _add_requeue(commands, with_config)
-    with_config(commands.add_parser(
+
+
+def _add_purge(commands: Any) -> None:
+    _with_config(commands.add_parser(
         "purge", help="delete the event log rows no reader needs any more",
         description="Deletes, in one transaction, the event log rows every configured subscriber has checked out "
         "and, unless publisher.status_mode = false, the status mode has processed (S or W; E rows stay). A "
         "subscriber that has never checked out holds every row back; one removed from the configuration holds "
         "nothing back.",
     ))
-    stats = with_config(commands.add_parser(
+
+
+def _add_stats(commands: Any) -> None:
+    stats = _with_config(commands.add_parser(
         "stats", help="show the backlog of the event log",
         description="Rows per status and per table, and the age of the oldest new row; per subscriber, the events "
         "waiting for its next check-out, the oldest one's age, its last check-out, and the rows it alone holds back "
@@ -195,7 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
     stats_format.add_argument("--prometheus", action="store_true",
                               help="print the event log's gauges (a triggerless publisher's: its state's) in the "
                               "Prometheus text format (docs: Reference, \"Metrics\")")
-    verify = with_config(commands.add_parser(
+
+
+def _add_verify(commands: Any) -> None:
+    verify = _with_config(commands.add_parser(
         "verify", help="replay the published documents and compare them with the tables",
         description="Replays the XDS documents of the output directory in order into a model of the "
         "downstream consumer and compares it with the current rows of the published tables; prints "
@@ -211,151 +250,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "object's whole current state, or a <delete>) through the event log, then verify again. "
                         "If another publisher holds the lock, it publishes them")
 
+
+def _add_parse_key(commands: Any) -> None:
     parse_key_cmd = commands.add_parser(
         "parse-key", help="parse a table_key and print it as JSON",
         description="Parses TEXT with the table_key grammar; prints its parts and canonical text, "
         "or the error with its position.",
     )
     parse_key_cmd.add_argument("text", metavar="TEXT")
-    _add_bench(commands)
-    from publisher.workshop.soak.command import add_parser as add_soak
-
-    add_soak(commands)
-    return parser
-
-
-BENCH_DESCRIPTION = """\
-Measures how fast the publisher drains a large backlog, against two yardsticks:
-
-  1. workload   creates its own tables (PostgreSQL: schema `bench`, dropped and recreated;
-                SQLite: a file) with the capture triggers, and makes EVENTS events through real
-                inserts, updates and deletes, with query-back, loopback (5%) and malformed (0.1%) rows
-  2. floor      the database itself: reading every new row (COPY ... TO STDOUT on PostgreSQL)
-                and marking them all in one UPDATE, rolled back
-  3. reference  one event at a time, as the vendor product works (one SELECT, one document and
-                one commit per event), timed on the first SAMPLE events and extrapolated
-  4. drain      the real publisher: cycles of QUERY_LIMIT events on one warm SparkSession until
-                no new row is left; events/s, seconds per stage, peak memory, documents written
-  5. latency    N cycles that each find 10 events just committed through the triggers: time from
-                the commit to the documents on disk, median and p95
-
-Documents go to a temporary directory that is removed afterwards. The default sizes take a long
-while on a small machine: start with --rows 5000 --events 20000.
-
-With --capture it measures something else: what the capture triggers cost the application.
-On one table of four columns (int key, text, int, timestamp; 10000 rows) in a schema (MariaDB:
-database) `capture_bench` it creates and drops, 4 clients run transactions of two UPDATEs of
-existing keys, one INSERT and one DELETE for SECONDS seconds, with no triggers, with field-style
-and with row-style capture (as `publisher install` puts them), alternating over ROUNDS rounds;
-each run starts from a fresh table and an emptied event log. PostgreSQL runs the mix through
-pgbench (on PATH); MariaDB through Python threads, one connection each. A failed transaction
-stops the benchmark rather than lower the figures.
-
-With --snapshot it measures what a snapshot of a large table costs, on PostgreSQL. In a schema
-`snapshot_bench` it creates and drops, the workload's `usr` table is filled with ROWS rows
-(default 1000000) and no trigger, so no event exists, then captured. It times the floor, COPY
-(SELECT * FROM usr) TO STDOUT read in Python; then `publisher snapshot --direct` of the table
-(its rows written as documents, in key ranges taken at once: on a local master by the driver's
-threads, with --small-cycle-events 0 or on a cluster by Spark's tasks), or with
---snapshot-logged its logging (a row query-back per row) and the drain of those events by cycles
-of QUERY_LIMIT events on one warm SparkSession; with the peak memory of the driver, the JVM and
-the workers.
-"""
-
-BENCH_EPILOG = """\
-reading the report:
-  publisher time / floor time        how many times the database's own minimum the drain took
-  publisher speed / reference speed  how many times faster than publishing one event at a time
-  stage ...                          where the drain spent its time (the stages of a cycle)
-
-examples:
-  publisher bench --database sqlite --rows 5000 --events 20000 --latency-cycles 10
-  publisher bench --url postgresql://postgres@127.0.0.1:5432/test --query-limit 100000
-  publisher bench --json > bench.json
-  publisher bench --cluster --events 200000      the same drain on a standalone cluster
-
-reading the --capture report:
-  median tps    transactions per second, the median of the rounds (each round's beside it)
-  slowdown      median tps without triggers / median tps with the style's triggers
-  events/tx     events logged per committed transaction (0 without triggers)
-
-  publisher bench --capture                              PostgreSQL, 3 rounds of 20 s
-  publisher bench --capture --database mariadb --rounds 5 --seconds 30 --json
-
-reading the --snapshot report:
-  logging       the snapshot command: a chunk of rows' events per transaction
-  drain         the cycles that publish those events, each row read back as it is then
-  total / floor (logging + drain) / the COPY of the table
-  every row published   one operation per row and no new row left in the event log
-
-  publisher bench --snapshot                             1000000 rows, query_limit 200000
-  publisher bench --snapshot --rows 5000000 --json
-  publisher bench --triggerless --rows 1000000   a triggerless cycle against COPY of the table
-"""
-
-
-def _add_bench(commands: Any) -> None:
-    bench = commands.add_parser(
-        "bench", help="generate a backlog, drain it and compare with the floor and a one-at-a-time publisher",
-        description=BENCH_DESCRIPTION, epilog=BENCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    bench.add_argument("--database", choices=("postgresql", "sqlite", "mariadb"),
-                       help="where the backlog lives (default: the --url's database, else postgresql); "
-                       "mariadb only with --capture, sqlite only without")
-    bench.add_argument("--url", metavar="URL",
-                       help="SQLAlchemy URL (default: postgresql://postgres@127.0.0.1:5432/test, "
-                       "mysql://root@127.0.0.1:3306/test for mariadb, or a temporary SQLite file)")
-    bench.add_argument("--capture", action="store_true",
-                       help="measure what the capture triggers cost the application's transactions instead "
-                       "(see above); uses only --database, --url, --seconds, --rounds and --json")
-    bench.add_argument("--snapshot", action="store_true",
-                       help="measure what a snapshot of a table of --rows rows costs instead (see above), on "
-                       "PostgreSQL; uses only --url, --rows, --query-limit, --master, --small-cycle-events and --json")
-    bench.add_argument("--triggerless", action="store_true",
-                       help="measure a triggerless cycle over a table of --rows rows instead: one with 1%% of "
-                       "the rows changed and an idle one, against PostgreSQL's COPY of the table; uses only "
-                       "--url, --rows, --master, --cluster (whose tasks then compare the buckets) and --json")
-    bench.add_argument("--snapshot-logged", action="store_true",
-                       help="--snapshot: measure the logged path (every row a row query-back the cycles publish) "
-                       "instead of `snapshot --direct`")
-    bench.add_argument("--seconds", type=_positive, default=20, metavar="S",
-                       help="--capture: seconds each configuration runs per round (default: 20)")
-    bench.add_argument("--rounds", type=_positive, default=3, metavar="N",
-                       help="--capture: rounds of the three configurations; the report takes medians (default: 3)")
-    bench.add_argument("--rows", type=_positive, metavar="R",
-                       help="rows of the usr table before the events start (default: 100000; "
-                       "--snapshot: 1000000)")
-    bench.add_argument("--events", type=_positive, default=1_000_000, metavar="E",
-                       help="events in the backlog (default: 1000000)")
-    bench.add_argument("--query-limit", type=_positive, default=200_000, metavar="Q",
-                       help="events per drain cycle (default: 200000)")
-    bench.add_argument("--latency-cycles", type=_positive, default=50, metavar="N",
-                       help="small polls of 10 events for the latency figures (default: 50)")
-    bench.add_argument("--reference-sample", type=_positive, default=5_000, metavar="SAMPLE",
-                       help="events the one-at-a-time reference publishes (default: 5000)")
-    bench.add_argument("--master", default="local[*]", metavar="M", help="Spark master (default: local[*])")
-    bench.add_argument("--cluster", action="store_true",
-                       help="start a Spark standalone master and worker on 127.0.0.1 from the installed Spark's "
-                       "scripts and run the drain on them (ignores --master)")
-    bench.add_argument("--formats", action="store_true",
-                       help="also write change tables and messages (output.change_tables, output.messages, with "
-                       "trail headers); the stage table shows their cost as `changes`")
-    bench.add_argument("--backlog", choices=("mix", "rejected", "gone"), default="mix",
-                       help="mix: the events as the triggers logged them (default); rejected: each row then "
-                       "rewritten to name a table that is not published, so every row is E; gone: each row "
-                       "a row query-back of a key no row has, so every row is W")
-    bench.add_argument("--cold", action=argparse.BooleanOptionalAction, default=True,
-                       help="first time a `publisher poll` process started cold on the whole backlog (one "
-                       "cycle), from its start to its exit, as a scheduled poll runs; --no-cold skips it")
-    bench.add_argument("--small-cycle-events", type=_not_negative, default=None, metavar="N",
-                       help="spark.small_cycle_events of the cold poll and the drain: cycles of at most N events "
-                       "run in the driver alone, 0 = every cycle as Spark jobs (default: the publisher's, "
-                       "1,000,000 on a local master); with --snapshot, 0 takes the key ranges as Spark tasks "
-                       "instead of the driver's threads")
-    bench.add_argument("--subscribers", type=_not_negative, default=0, metavar="N",
-                       help="also configure N subscribers of every published table, and time each one's check-out "
-                       "of the whole backlog before the status mode drains it (default: 0)")
-    bench.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
 REQUEUE_DESCRIPTION = """\
@@ -369,8 +271,8 @@ rows up in its next cycle.
 """
 
 
-def _add_requeue(commands: Any, with_config: Any) -> None:
-    requeue = with_config(commands.add_parser(
+def _add_requeue(commands: Any) -> None:
+    requeue = _with_config(commands.add_parser(
         "requeue", help="put E (or W) rows back to N once their cause is fixed",
         description=REQUEUE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
     ))
@@ -391,17 +293,3 @@ def _requeue_statuses(text: str) -> tuple[Any, ...]:
         return parse_statuses(text)
     except RequeueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _not_negative(text: str) -> int:
-    return _positive(text, least=0)
-
-
-def _positive(text: str, least: int = 1) -> int:
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if number < least:
-        raise argparse.ArgumentTypeError(f"expected a number of at least {least}, got {number}")
-    return number

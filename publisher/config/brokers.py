@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from publisher.config import ConfigError, MessagesConfig, mask_url
+from publisher.config import ConfigError, MessagesConfig
+from publisher.config.database import mask_url
 
 NATS_URL = re.compile(r"(nats|tls)://[^/\s]+$")
 KAFKA_URL = re.compile(r"kafka://([^/\s,:]+:\d{1,5})(,[^/\s,:]+:\d{1,5})*$")

@@ -147,6 +147,18 @@ def mark_runs(
             )
         written[outcome] = written.get(outcome, 0) + changed
 
+    for outcome, pieces, count in _exceptional_statements(runs, ids_per_statement):
+        apply(conn, outcome, pieces, count)
+    for chunk, expected in _success_statements(runs, ranges_per_statement):
+        apply(conn, Status.SUCCESS, chunk, expected)
+    return written
+
+
+def _exceptional_statements(
+    runs: Iterable[StatusRun], ids_per_statement: int
+) -> Iterator[tuple[Status, list[IdRun], int]]:
+    """The W and E runs as statements of one status each, (status, runs, ids), none of more than
+    `ids_per_statement` ids (a longer run cut): each yielded as it fills, then the rest."""
     exceptional: dict[Status, list[IdRun]] = {Status.WARNING: [], Status.ERROR: []}
     counts = dict.fromkeys(exceptional, 0)
     for outcome, run in _in_order(runs):
@@ -161,12 +173,16 @@ def mark_runs(
             exceptional[outcome].append(piece)
             counts[outcome] += piece.count
             if counts[outcome] == ids_per_statement:
-                apply(conn, outcome, exceptional[outcome], counts[outcome])
+                yield outcome, exceptional[outcome], counts[outcome]
                 exceptional[outcome], counts[outcome] = [], 0
     for outcome, pieces in exceptional.items():
         if pieces:
-            apply(conn, outcome, pieces, counts[outcome])
+            yield outcome, pieces, counts[outcome]
 
+
+def _success_statements(runs: Iterable[StatusRun], ranges_per_statement: int) -> Iterator[tuple[list[IdRun], int]]:
+    """The S statements, (ranges, rows expected): ranges of read ids whatever their status, of
+    which the rows not S are no longer N by then, at most `ranges_per_statement` a statement."""
     chunk: list[IdRun] = []
     expected = 0
     for read, noted in _read_runs(runs):
@@ -175,11 +191,10 @@ def mark_runs(
         chunk.append(read)
         expected += read.count - noted
         if len(chunk) == ranges_per_statement:
-            apply(conn, Status.SUCCESS, chunk, expected)
+            yield chunk, expected
             chunk, expected = [], 0
     if chunk:
-        apply(conn, Status.SUCCESS, chunk, expected)
-    return written
+        yield chunk, expected
 
 
 def end_marking(conn: Connection, settings: Acknowledging, run_post_polling: bool) -> None:

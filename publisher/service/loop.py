@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from publisher.config import STATUS_MODE, Config, Reader
-from publisher.config.loading import parse_time_of_day
+from publisher.config.checks import parse_time_of_day
 from publisher.errors import TransientError, root_cause
 from publisher.model.xds import build_heartbeat
 from publisher.outputs.cycle_files import document_name, next_cycle_number

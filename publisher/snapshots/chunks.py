@@ -42,7 +42,7 @@ from publisher.model.catalog import TableInfo
 from publisher.model.events import EventType, Status
 from publisher.model.keys import KeyPart, format_key, parse_key
 from publisher.pipeline.event_log import event_log_table_of, logged_transaction_column
-from publisher.pipeline.queryback import RowReading
+from publisher.pipeline.row_reading import RowReading
 from publisher.snapshots.state import TablePart
 
 

@@ -43,7 +43,7 @@ from publisher.model.events import Status
 from publisher.outputs.cycle_files import next_cycle_number
 from publisher.outputs.documents import write_documents
 from publisher.pipeline.event_log import EventLogSource, event_log_source
-from publisher.pipeline.queryback import ReadColumns
+from publisher.pipeline.row_reading import ReadColumns
 from publisher.rules.columnar.rows import row_operations
 from publisher.rules.operations import OperationContext
 from publisher.snapshots.chunks import ChunkDone, ChunkExtent, EventLogger, KeyOrder, giving_way

@@ -24,7 +24,7 @@ from publisher.model.catalog import MultiValued, TableInfo, child_table
 from publisher.model.operation import OperationKind
 from publisher.model.values import ValueType
 from publisher.model.xds import column_value_changes, column_values
-from publisher.pipeline.queryback import published_column
+from publisher.pipeline.row_reading import published_column
 from publisher.rules.columnar.logical import published_references
 from publisher.rules.operations import References
 from publisher.triggerless.state import (

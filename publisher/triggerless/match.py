@@ -1,6 +1,6 @@
 """Which rows of a bucket's old state and new read are the same object: their keys matched, each
 with its row's position on either side, and the keys that name no one object (shared by rows, or
-NULL in a column), which match nothing (`comparison_buckets.compare_bucket`).
+NULL in a column), which match nothing (`differences.compare_bucket`).
 
 Most tables' keys are unique and never NULL, and the state keeps each row's key hash, which equal
 keys share. Where no two rows of a side share a hash and no key column holds a NULL, no key is

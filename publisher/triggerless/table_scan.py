@@ -3,7 +3,7 @@ triggerless cycle's comparison (`triggerless.cycle`).
 
 On PostgreSQL (UTF-8, psycopg 3) the server sends the rows through COPY as CSV and pyarrow
 parses them, so no Python runs per row unless a value needs encoding one by one
-(`queryback.published_column`); elsewhere a cursor streams them. Either way the read is one
+(`row_reading.published_column`); elsewhere a cursor streams them. Either way the read is one
 statement, so it sees the table as of one moment.
 """
 from __future__ import annotations
@@ -19,14 +19,8 @@ from sqlalchemy import Connection
 from publisher.model.canonical import canonical_value_column
 from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo
 from publisher.pipeline.copy_read import can_copy, copy_rows, row_blocks, text_columns_options
-from publisher.pipeline.queryback import (
-    LinkedReading,
-    QueryBackContext,
-    RowReading,
-    as_texts,
-    published_column,
-    reading_session,
-)
+from publisher.pipeline.queryback import QueryBackContext, reading_session
+from publisher.pipeline.row_reading import LinkedReading, RowReading, as_texts, published_column
 
 FIRST_ROWS = 100
 SCAN_BYTES = 16 << 20
@@ -38,7 +32,7 @@ rows asked for): no more memory for a table of large values than for one of smal
 class ScannedRows:
     """Rows of a table: their key texts (key order) and the texts of their values as read (the
     table's value columns), a column each. A value is published from its text only where it
-    changed (`queryback.published_column`): most rows of a cycle change nothing."""
+    changed (`row_reading.published_column`): most rows of a cycle change nothing."""
 
     keys: list[pa.Array]
     values: list[pa.Array]

@@ -12,7 +12,7 @@ from harness import Harness, drain
 from publisher.dialects import dialect_of
 from publisher.dialects.postgresql import VERSIONED_RELATIONS
 from publisher.dialects.reflection import reflection
-from publisher.pipeline import cycle
+from publisher.pipeline import planning
 
 MIGRATIONS: dict[str, dict[str, list[str]]] = {
     "add a column": {"any": ["ALTER TABLE {t} ADD COLUMN extra INTEGER"]},
@@ -144,7 +144,7 @@ def test_a_column_the_application_adds_while_a_cycle_plans_is_in_the_cycles_cata
     h.db.execute(f"INSERT INTO {item} VALUES (1, 'a')")
     drain(h)
     h.db.execute(f"UPDATE {item} SET name = 'b' WHERE id = 1")
-    planned = cycle.plan_window
+    planned = planning.plan_window
     migrated: list[bool] = []
 
     def migrating_first(*args, **kwargs):
@@ -153,7 +153,7 @@ def test_a_column_the_application_adds_while_a_cycle_plans_is_in_the_cycles_cata
             migrated.append(True)
         return planned(*args, **kwargs)
 
-    monkeypatch.setattr(cycle, "plan_window", migrating_first)
+    monkeypatch.setattr(planning, "plan_window", migrating_first)
     result = h.poll()
     assert migrated and result.events == 2
     assert h.rejects() == []

@@ -14,7 +14,7 @@ from publisher.model.events import Status
 from publisher.model.runs import IdRun, StatusRun, changed_runs, coded_runs, id_runs, joined_runs, status_runs
 from publisher.outputs.outcomes import STATUS_CODES
 from publisher.pipeline import acknowledge as ack
-from publisher.pipeline import cycle
+from publisher.pipeline import planning
 from publisher.pipeline.acknowledge import AcknowledgeError, acknowledge_runs
 
 
@@ -328,7 +328,7 @@ def test_on_postgresql_a_cycle_marks_while_it_writes_and_a_failed_write_leaves_t
     from publisher.errors import StageFailedError
     from publisher.pipeline.driver import InDriver
 
-    monkeypatch.setattr(cycle, "MARKED_BESIDE_EVENTS", 1)
+    monkeypatch.setattr(planning, "MARKED_BESIDE_EVENTS", 1)
     h = published_usr(spark, postgresql_database, tmp_path, 3)
     ids = sorted(h.statuses())
     seen: list[tuple[bool, set[str]]] = []
@@ -401,7 +401,7 @@ def test_on_postgresql_a_cycle_marks_while_it_resolves_and_settles_what_resolvin
     """The statuses as classified are written while the objects are resolved (the rows locked,
     still new for everyone else); an object resolving finds gone (W) and a row classification
     rejects (E) end with their own statuses. A failure while resolving leaves every row new."""
-    monkeypatch.setattr(cycle, "MARKED_BESIDE_EVENTS", 1)
+    monkeypatch.setattr(planning, "MARKED_BESIDE_EVENTS", 1)
     from publisher.errors import StageFailedError
     from publisher.pipeline.driver import InDriver
 
@@ -439,7 +439,7 @@ def test_on_postgresql_a_small_cycle_marks_its_statuses_after_its_output(
     small poll opens no second connection or thread."""
     from publisher.pipeline.driver import InDriver
 
-    monkeypatch.setattr(cycle, "MARKED_BESIDE_EVENTS", 4)
+    monkeypatch.setattr(planning, "MARKED_BESIDE_EVENTS", 4)
     h = published_usr(spark, postgresql_database, tmp_path, 3)
     ids = sorted(h.statuses())
     seen: list[bool] = []

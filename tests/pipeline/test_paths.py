@@ -58,7 +58,7 @@ def cycle_sizes(config: Config) -> list[int]:
     transaction they hold, and of every transaction that takes in. SQLite records no
     transaction: there a statement's rows share their event_time, and the rows after the cut
     that continue the window's last statement for an object it holds from that statement are
-    taken too (`window._WindowEnd`; statements that fall in one millisecond share a time)."""
+    taken too (`window_end.WindowEnd`; statements that fall in one millisecond share a time)."""
     engine = connect(config)
     try:
         with engine.connect() as conn:

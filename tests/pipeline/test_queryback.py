@@ -14,7 +14,8 @@ from publisher.config import DatabaseConfig
 from publisher.model.canonical import canonical_key_of
 from publisher.model.catalog import PublishedTables, reflect_catalog
 from publisher.model.keys import KeyKind
-from publisher.pipeline.queryback import CurrentRows, QueryBackContext, RowReading
+from publisher.pipeline.queryback import CurrentRows, QueryBackContext
+from publisher.pipeline.row_reading import RowReading
 
 KEY_TEXTS = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
 

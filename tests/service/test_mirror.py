@@ -15,7 +15,7 @@ from publisher.capture.postgresql_names import postgresql_trigger_name
 from publisher.capture.sqlite import SQLITE_TRIGGER_SUFFIXES, sqlite_trigger_name
 from publisher.errors import StageFailedError
 from publisher.outputs.cycle_files import WINDOW_FILE, document_paths
-from publisher.pipeline import cycle
+from publisher.pipeline import planning
 from publisher.service.mirror import (
     Difference,
     Mirror,
@@ -295,7 +295,7 @@ def test_a_cycle_retried_after_a_lost_acknowledgement_loses_no_newer_change(
     h.published()
     sql(h, "UPDATE {usr} SET fname = 'Bob' WHERE idu = 1")
     with monkeypatch.context() as lost:
-        lost.setattr(cycle, "acknowledge_runs", lose_acknowledgement)
+        lost.setattr(planning, "acknowledge_runs", lose_acknowledgement)
         with pytest.raises(StageFailedError, match="acknowledge"):
             h.poll()
     assert [kind for kind, *_ in h.published().describe()] == ["modify"]

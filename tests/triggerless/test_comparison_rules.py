@@ -70,7 +70,7 @@ def test_compared_operations_equal_the_oracle(drawn):
 def test_a_keys_hash_is_its_own_whatever_rows_it_is_hashed_with(rows, start):
     """A row lands in the same bucket in every cycle: its hash depends on its key texts alone,
     not on the rows read with it, nor on where its batch begins in memory."""
-    from publisher.triggerless.state import key_hashes
+    from publisher.triggerless.hashing import key_hashes
 
     columns = [pa.array([row[0] for row in rows]), pa.array([row[1] for row in rows])]
     together = key_hashes(columns)
@@ -156,8 +156,9 @@ def test_keys_that_hash_alike_are_told_apart(old, new):
 
 
 def assert_compared_as_one_by_one(old_names, old, new_names, new, also):
-    from publisher.triggerless.buckets import compare_bucket
-    from publisher.triggerless.state import TableLayout, key_hashes, schema_of
+    from publisher.triggerless.differences import compare_bucket
+    from publisher.triggerless.hashing import key_hashes
+    from publisher.triggerless.state import TableLayout, schema_of
 
     key = (("x", "text"), ("y", "text"))
 

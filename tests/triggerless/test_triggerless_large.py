@@ -16,6 +16,7 @@ from publisher.model.catalog import PublishedTables, reflect_catalog
 from publisher.pipeline.queryback import QueryBackContext
 from publisher.service.mirror import verify
 from publisher.triggerless import buckets as comparison_buckets
+from publisher.triggerless import differences as comparison_differences
 from publisher.triggerless import state as comparison_state
 from publisher.triggerless import table_scan
 from publisher.triggerless.state import BucketWriter, TableLayout, read_bucket
@@ -57,7 +58,7 @@ def _cycle_in_parts(config: Config, db) -> tuple[dict, list]:
     compared as `large_string`, each difference published in a part of its own."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(comparison_state, "FLUSH_BYTES", 1)
-        patch.setattr(comparison_buckets, "LARGE_BYTES", 0)
+        patch.setattr(comparison_differences, "LARGE_BYTES", 0)
         patch.setattr(comparison_buckets, "PART_BYTES", 1)
         return cycle(config, db)
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from publisher.config import MessagesConfig, mask_url
+from publisher.config import MessagesConfig
+from publisher.config.database import mask_url
 from publisher.errors import OutputStateError
 
 MESSAGE_ID_HEADER = "Nats-Msg-Id"

@@ -57,12 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _bench_capture(args: argparse.Namespace) -> int:
     from publisher.dialects import is_mysql
-    from publisher.workshop.bench.capture import (
-        CaptureBenchError,
-        CaptureOptions,
-        format_capture_report,
-        run_capture_bench,
-    )
+    from publisher.workshop.bench.capture import CaptureOptions, format_capture_report, run_capture_bench
+    from publisher.workshop.bench.capture_mix import CaptureBenchError
 
     database = args.database
     if database is None:

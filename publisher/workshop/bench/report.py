@@ -63,39 +63,8 @@ def format_report(report: BenchReport) -> str:
             f"{format_seconds(report.reference_extrapolated_seconds)} for {format_count(w.events)} events")
     if report.cold is not None:
         _cold_section(report.cold, section, row)
-    section(f"publisher (drain, {d.cycles} cycles: {d.distributed_cycles} as Spark jobs, "
-            f"{d.cycles - d.distributed_cycles} in the driver alone)")
-    if report.spark_seconds is not None:
-        row("SparkSession start", format_seconds(report.spark_seconds))
-    if o.warm_up:
-        row("warm-up (tiny backlog)", format_seconds(report.warm_up_seconds))
-    row("events", f"{format_count(d.events)}  ("
-        + "  ".join(f"{s} {format_count(n)}" for s, n in sorted(d.statuses.items())) + ")")
-    row("wall time", format_seconds(d.seconds))
-    row("events/s end to end", format_count(d.events_per_second))
-    row("operations / documents", f"{format_count(d.operations)} / {format_count(d.documents)}")
-    row("bytes written", format_size(d.bytes_written))
-    if d.change_rows or d.messages:
-        row("change-table rows / messages", f"{format_count(d.change_rows)} / {format_count(d.messages)}")
-    staged = 0.0
-    for stage, spent in d.stage_seconds.items():
-        if "." in stage:
-            row(f"  {stage.split('.', 1)[1]}", format_seconds(spent) + " (summed over the tasks)")
-            continue
-        staged += spent
-        share = f" ({spent / d.seconds:.0%})" if d.seconds else ""
-        row(f"stage {stage}", format_seconds(spent) + share)
-    row("outside the stages", format_seconds(max(0.0, d.seconds - staged)))
-    for number, sub in enumerate(report.subscribers, start=1):
-        section(f"subscriber bench-{number} (one check-out of the backlog in {sub.cycles} windows, before the drain)")
-        row("events", f"{format_count(sub.events)}  (" + "  ".join(
-            f"{s} {format_count(n)}" for s, n in sorted(sub.statuses.items())) + ", none written)")
-        row("wall time", format_seconds(sub.seconds))
-        row("events/s end to end", format_count(sub.events_per_second))
-        row("time / status mode's time", f"{sub.seconds / d.seconds:,.2f}x" if d.seconds else "-")
-        row("time / floor time", f"{sub.seconds / f.seconds:,.1f}x" if f.seconds else "-")
-        row("stages", "  ".join(f"{stage} {format_seconds(spent)}" for stage, spent in sub.stage_seconds.items()
-                                if "." not in stage))
+    _drain_section(report, section, row)
+    _subscriber_sections(report, section, row)
     section("memory (peak RSS)")
     row("driver (Python)", format_size(report.memory.driver))
     row("JVM", format_size(report.memory.jvm))
@@ -135,3 +104,46 @@ def _cold_section(cold: ColdPoll, section: Callable[[str], None], row: Callable[
     for stage, spent in cold.stage_seconds.items():
         if "." not in stage:
             row(f"stage {stage}", format_seconds(spent))
+
+
+def _drain_section(report: BenchReport, section: Callable[[str], None], row: Callable[[str, str], None]) -> None:
+    """The warm drain: its figures, and where its time went, stage by stage."""
+    o, d = report.options, report.drain
+    section(f"publisher (drain, {d.cycles} cycles: {d.distributed_cycles} as Spark jobs, "
+            f"{d.cycles - d.distributed_cycles} in the driver alone)")
+    if report.spark_seconds is not None:
+        row("SparkSession start", format_seconds(report.spark_seconds))
+    if o.warm_up:
+        row("warm-up (tiny backlog)", format_seconds(report.warm_up_seconds))
+    row("events", f"{format_count(d.events)}  ("
+        + "  ".join(f"{s} {format_count(n)}" for s, n in sorted(d.statuses.items())) + ")")
+    row("wall time", format_seconds(d.seconds))
+    row("events/s end to end", format_count(d.events_per_second))
+    row("operations / documents", f"{format_count(d.operations)} / {format_count(d.documents)}")
+    row("bytes written", format_size(d.bytes_written))
+    if d.change_rows or d.messages:
+        row("change-table rows / messages", f"{format_count(d.change_rows)} / {format_count(d.messages)}")
+    staged = 0.0
+    for stage, spent in d.stage_seconds.items():
+        if "." in stage:
+            row(f"  {stage.split('.', 1)[1]}", format_seconds(spent) + " (summed over the tasks)")
+            continue
+        staged += spent
+        share = f" ({spent / d.seconds:.0%})" if d.seconds else ""
+        row(f"stage {stage}", format_seconds(spent) + share)
+    row("outside the stages", format_seconds(max(0.0, d.seconds - staged)))
+
+
+def _subscriber_sections(report: BenchReport, section: Callable[[str], None], row: Callable[[str, str], None]) -> None:
+    """Each subscriber's check-out of the backlog, against the status mode's drain and the floor."""
+    f, d = report.floor, report.drain
+    for number, sub in enumerate(report.subscribers, start=1):
+        section(f"subscriber bench-{number} (one check-out of the backlog in {sub.cycles} windows, before the drain)")
+        row("events", f"{format_count(sub.events)}  (" + "  ".join(
+            f"{s} {format_count(n)}" for s, n in sorted(sub.statuses.items())) + ", none written)")
+        row("wall time", format_seconds(sub.seconds))
+        row("events/s end to end", format_count(sub.events_per_second))
+        row("time / status mode's time", f"{sub.seconds / d.seconds:,.2f}x" if d.seconds else "-")
+        row("time / floor time", f"{sub.seconds / f.seconds:,.1f}x" if f.seconds else "-")
+        row("stages", "  ".join(f"{stage} {format_seconds(spent)}" for stage, spent in sub.stage_seconds.items()
+                                if "." not in stage))

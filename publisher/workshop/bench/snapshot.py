@@ -21,17 +21,10 @@ from publisher.capture.install import install_capture
 from publisher.config import Config, SparkConfig
 from publisher.database import connect
 from publisher.snapshots.snapshot import CHUNK_ROWS, DIRECT_CHUNK_ROWS, SnapshotResult, snapshot, snapshot_directly
+from publisher.workshop.bench.drain import DrainResult, count_new, drain
 from publisher.workshop.bench.floor import copy_out
 from publisher.workshop.bench.report import format_count, format_seconds, format_size
-from publisher.workshop.bench.run import (
-    BenchOptions,
-    DrainResult,
-    count_new,
-    drain,
-    start_spark,
-    warm_up,
-    work_directory,
-)
+from publisher.workshop.bench.run import BenchOptions, start_spark, warm_up, work_directory
 from publisher.workshop.bench.sampling import Memory, ProcessSampler
 from publisher.workshop.bench.workload import DEFAULT_POSTGRES_URL, bench_config, load_usr
 
