@@ -115,7 +115,8 @@ def test_a_climbing_import_is_found(tmp_path):
     (package / "config.py").write_text("from publisher import errors\n")
     (package / "errors.py").write_text("")
     assert climbing_imports(package) == [
-        f"publisher/model/keys.py:4 imports publisher.pipeline (layer {_layer_of('pipeline')} from layer {_layer_of('model')})"]
+        "publisher/model/keys.py:4 imports publisher.pipeline"
+        f" (layer {_layer_of('pipeline')} from layer {_layer_of('model')})"]
 
 
 @pytest.mark.parametrize("part", ["rules", "outputs"])
