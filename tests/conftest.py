@@ -127,6 +127,17 @@ def on_each_database_in_turn(cases: list[tuple[str, ...]], first: str = DIALECTS
     return [(DIALECTS[(start + i) % len(DIALECTS)], *case) for i, case in enumerate(cases)]
 
 
+def spark_on_one_database(first: str = DIALECTS[0]) -> pytest.MarkDecorator:
+    """The `harness` matrix for a test whose database differences lie in what the driver path
+    reads and queries back, and whose Spark path differences lie in the rules' placement, order
+    and writing, none of them the database's: the driver path on every database, the Spark path
+    on `first` alone. A file's tests spread `first` over the databases, so the Spark path still
+    meets each of them."""
+    spark_on = first if first in DIALECTS else DIALECTS[0]
+    return pytest.mark.parametrize(("database", "cycle_path"),
+                                   [(d, "driver") for d in DIALECTS] + [(spark_on, "spark")], indirect=True)
+
+
 SUBSCRIBER_DIALECTS = tuple(d for d in DIALECTS if d != "mariadb")
 """The databases that serve subscribers: MariaDB refuses them (docs: guides/mariadb.md; test_mariadb)."""
 

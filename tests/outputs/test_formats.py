@@ -11,6 +11,7 @@ import fastavro
 import fastavro.validation
 import pyarrow.parquet as pq
 import pytest
+from conftest import spark_on_one_database
 from harness import Harness, read_change_tables, read_messages
 from sqlalchemy import text
 
@@ -70,6 +71,7 @@ def create_acct(h: Harness) -> None:
     h.reconfigure(tables=("usr", "acct"))
 
 
+@spark_on_one_database("sqlite")
 def test_an_update_marks_the_changed_columns_and_shares_its_number_with_its_before_image(harness):
     h = harness
     switch_on(h)
@@ -101,6 +103,7 @@ def test_an_update_marks_the_changed_columns_and_shares_its_number_with_its_befo
     assert message["data"] == {"a": "a1", "b": "b1", "id": 7, "d": "d1"}
 
 
+@spark_on_one_database("postgresql")
 def test_masks_drop_trailing_zero_bytes_and_a_delete_marks_only_its_key(harness):
     h = harness
     switch_on(h)
@@ -131,6 +134,7 @@ def test_masks_drop_trailing_zero_bytes_and_a_delete_marks_only_its_key(harness)
     assert insert_msg["data"]["photo"] is None and insert_msg["data"]["born"] == "2020-01-02T00:00:00Z"
 
 
+@spark_on_one_database("mariadb")
 def test_query_back_changes_carry_the_current_row_without_a_before_image(harness):
     h = harness
     switch_on(h, trail_header=True)
@@ -153,6 +157,7 @@ def test_query_back_changes_carry_the_current_row_without_a_before_image(harness
     assert message["trailHeader"]["BeforeAfter"] == "A"
 
 
+@spark_on_one_database("sqlite")
 def test_trans_ind_over_transactions_of_one_and_of_three_records(harness):
     h = harness
     switch_on(h, trail_header=True)
@@ -181,6 +186,7 @@ def test_trans_ind_over_transactions_of_one_and_of_three_records(harness):
     assert [r[PREFIX + "transaction_id"] for r in rows[:4]] == [f"{1001:032X}"] * 3 + [f"{1002:032X}"]
 
 
+@spark_on_one_database("postgresql")
 def test_change_seq_increases_across_tables_cycles_and_a_restart(harness):
     h = harness
     switch_on(h)
@@ -209,6 +215,7 @@ def test_change_seq_increases_across_tables_cycles_and_a_restart(harness):
     assert [m["headers"]["changeSequence"] for m in data_messages(h)] == sorted(set(sequence))
 
 
+@spark_on_one_database("mariadb")
 def test_metadata_is_emitted_again_with_the_next_version_after_a_column_is_added(harness):
     h = harness
     switch_on(h)
@@ -246,6 +253,7 @@ def test_metadata_is_emitted_again_with_the_next_version_after_a_column_is_added
     assert sorted(r["nick"] or "" for r in read.select("nick").collect()) == ["", "", "Bo"]
 
 
+@spark_on_one_database("sqlite")
 def test_xds_change_tables_and_messages_agree_on_the_same_operations(harness):
     h = harness
     switch_on(h, partition_minutes=60)

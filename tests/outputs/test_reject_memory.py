@@ -9,6 +9,7 @@ import json
 import tracemalloc
 
 import pyarrow as pa
+from conftest import spark_on_one_database
 from harness import Harness
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -50,6 +51,7 @@ def on_path(h: Harness, cycle_path: str, events: int) -> Harness:
     return h
 
 
+@spark_on_one_database("sqlite")
 def test_a_cycle_of_rejected_rows_writes_every_reject_and_marks_every_row_e(harness, cycle_path):
     h = on_path(harness, cycle_path, 30_000)
     ids = log_rejected(h, 30_000)
@@ -72,6 +74,7 @@ def test_a_cycle_of_rejected_rows_writes_every_reject_and_marks_every_row_e(harn
     assert h.poll().idle
 
 
+@spark_on_one_database("postgresql")
 def test_mixed_outcomes_keep_their_order_across_partitions(harness, cycle_path):
     """S, W and E rows interleaved: the status runs and rejects the executors stage per
     partition join up into exactly what the driver path writes."""

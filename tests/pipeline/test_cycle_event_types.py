@@ -9,6 +9,7 @@ import base64
 import calendar
 import datetime as dt
 
+from conftest import spark_on_one_database
 from harness import Harness
 from lxml import etree
 from xml_compare import assert_same_xml
@@ -37,6 +38,7 @@ def assert_operations(harness: Harness, expected: list[tuple[int, str]]) -> None
         assert_same_xml(op, xml(snippet))
 
 
+@spark_on_one_database("postgresql")
 def test_each_event_type_alone_publishes_the_vendor_operation(harness):
     """Types 1-8, each on an object of its own, in one cycle: seed tables 5-16 to 5-20 plus 6, 7, 8."""
     # Tables 5-16..5-20 all use idu=1; here each type gets its own idu so they do not merge.
@@ -119,6 +121,7 @@ def test_each_event_type_alone_publishes_the_vendor_operation(harness):
     assert harness.statuses() == {i: "S" for i in ids}
 
 
+@spark_on_one_database("mariadb")
 def test_null_values_publish_no_value(harness):
     harness.insert_usr(4, fname="Ann")  # lname NULL now
     harness.insert_usr(5)  # every non-key column NULL

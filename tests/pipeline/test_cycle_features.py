@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import POSTGRES_URL
+from conftest import POSTGRES_URL, spark_on_one_database
 from harness import Harness
 from lxml import etree
 from sqlalchemy import text
@@ -65,6 +65,7 @@ def count(h: Harness, table: str) -> int:
 # --- loopback (§5.2) -------------------------------------------------------------------------
 
 
+@spark_on_one_database("sqlite")
 def test_loopback_rows_get_s_unpublished_unless_allowed(spark, cycle_path, database, tmp_path):
     h = make(spark, cycle_path, database, tmp_path, user="Pub_User")
     own = h.log((1, "usr", "idu=1", "fname", None, "Ann"), perpetrator="  pub_user ")
@@ -105,6 +106,7 @@ def test_loopback_user_defaults_to_the_connection_user(spark, cycle_path, postgr
 # --- future events (§5.1) --------------------------------------------------------------------
 
 
+@spark_on_one_database("postgresql")
 def test_future_events_order_by_time_and_wait_for_their_time(spark, cycle_path, database, tmp_path):
     h = make(spark, cycle_path, database, tmp_path, future_events=True)
     # the future row lies between the others in record_id order, inside the cycle's id range
@@ -137,6 +139,7 @@ def test_future_events_order_by_time_and_wait_for_their_time(spark, cycle_path, 
 # --- query limit, batch size, foreign statuses (§1, §4, §5.1, §6) ----------------------------
 
 
+@spark_on_one_database("mariadb")
 def test_query_limit_and_batch_size_across_cycles(spark, cycle_path, database, tmp_path):
     h = make(spark, cycle_path, database, tmp_path, query_limit=3, batch_size=2)
     (staged,) = h.log((1, "usr", "idu=9", "fname", None, "Staged"), status="X")
@@ -169,6 +172,7 @@ def test_query_limit_and_batch_size_across_cycles(spark, cycle_path, database, t
 # --- delete processed rows and post-polling statements (§5.5, §6) ----------------------------
 
 
+@spark_on_one_database("sqlite")
 def test_delete_processed_rows_keeps_errors_and_post_polling_runs_after_publishing(
     spark, cycle_path, database, tmp_path
 ):
@@ -221,6 +225,7 @@ RENAMED = EventLogColumns(
 )
 
 
+@spark_on_one_database("postgresql")
 def test_renamed_event_log_columns_with_triggers(spark, cycle_path, database, tmp_path):
     h = make(spark, cycle_path, database, tmp_path, columns=RENAMED, user=OTHER_USER, future_events=True)
     h.install("usr", style="row")
@@ -251,6 +256,7 @@ def test_renamed_event_log_columns_with_triggers(spark, cycle_path, database, tm
 GRP_DDL = "CREATE TABLE {table} (name VARCHAR(64), site INTEGER, descr VARCHAR(64), PRIMARY KEY (name, site))"
 
 
+@spark_on_one_database("mariadb")
 def test_compound_quoted_key_round_trips(spark, cycle_path, database, tmp_path):
     h = make(spark, cycle_path, database, tmp_path, user=OTHER_USER)
     h.db.execute(GRP_DDL.format(table=h.table("grp")))
@@ -287,6 +293,7 @@ def test_compound_quoted_key_round_trips(spark, cycle_path, database, tmp_path):
 # --- views (§2, §3) --------------------------------------------------------------------------
 
 
+@spark_on_one_database("sqlite")
 def test_view_with_pk_prefixed_key_columns(spark, cycle_path, database, tmp_path):
     h = make(spark, cycle_path, database, tmp_path)
     h.db.execute(
@@ -328,6 +335,7 @@ BORN_LITERAL = {"sqlite": "'2001-02-03 04:05:06'", "postgresql": "'2001-02-03 04
 BORN_EPOCH = "981173106"  # 2001-02-03T04:05:06Z
 
 
+@spark_on_one_database("postgresql")
 def test_field_style_triggers_end_to_end(spark, cycle_path, database, tmp_path):
     h = make(spark, cycle_path, database, tmp_path, user=OTHER_USER)
     h.install("usr", style="field")
@@ -375,6 +383,7 @@ def test_field_style_triggers_end_to_end(spark, cycle_path, database, tmp_path):
     assert set(h.statuses().values()) == {"S"}
 
 
+@spark_on_one_database("mariadb")
 def test_row_style_triggers_end_to_end(spark, cycle_path, database, tmp_path):
     h = make(spark, cycle_path, database, tmp_path, user=OTHER_USER)
     h.install("usr", style="row")

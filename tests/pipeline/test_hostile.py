@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 import pytest
+from conftest import spark_on_one_database
 from harness import TEST_TABLES, Harness, assert_mirrored
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -86,6 +87,7 @@ def insert_sql(h: Harness, values_sql: str, **params: Any) -> int:
 # --- the allow-list -----------------------------------------------------------------------------
 
 
+@spark_on_one_database("sqlite")
 def test_default_publishes_the_triggered_tables_and_a_configured_list_only_those(spark, cycle_path, database, tmp_path):
     h = make(spark, cycle_path, database, tmp_path, user=OTHER_USER, tables=())
     h.db.execute(
@@ -133,6 +135,7 @@ def test_default_publishes_the_triggered_tables_and_a_configured_list_only_those
 # --- SQL injection ------------------------------------------------------------------------------
 
 
+@spark_on_one_database("postgresql")
 def test_sql_injection_payloads_are_rejected_or_published_verbatim(spark, cycle_path, database, tmp_path):
     h = make(spark, cycle_path, database, tmp_path, user=OTHER_USER)
     h.db.execute(
@@ -186,6 +189,7 @@ def test_sql_injection_payloads_are_rejected_or_published_verbatim(spark, cycle_
 # --- huge values --------------------------------------------------------------------------------
 
 
+@spark_on_one_database("mariadb")
 def test_megabyte_values_publish_intact_or_are_rejected_with_a_short_reason(spark, cycle_path, database, tmp_path):
     h = make(spark, cycle_path, database, tmp_path)
     h.db.execute(GRP_DDL.format(table=h.table("grp")))
@@ -229,6 +233,7 @@ def test_megabyte_values_publish_intact_or_are_rejected_with_a_short_reason(spar
 # --- characters XML cannot carry ----------------------------------------------------------------
 
 
+@spark_on_one_database("sqlite")
 def test_characters_xml_cannot_carry_are_rejected_and_the_rest_encoded(spark, cycle_path, database, tmp_path):
     weird, odd, odd_column = "we\x01ird", "odd", "c\x02"
     h = make(spark, cycle_path, database, tmp_path, tables=TEST_TABLES + (weird, odd))
@@ -432,6 +437,7 @@ def event_rows(dialect: str) -> st.SearchStrategy[tuple[Any, ...]]:
     return row()
 
 
+@spark_on_one_database("postgresql")
 def test_generated_rows_publish_or_are_rejected_and_the_cycle_goes_on(spark, cycle_path, database, tmp_path):
     h = make(spark, cycle_path, database, tmp_path)
     h.db.execute(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from conftest import spark_on_one_database
 from harness import Harness
 from sqlalchemy import text
 
@@ -29,6 +30,7 @@ def set_photo(h: Harness, idu: int, photo: bytes) -> None:
         conn.execute(text(f"UPDATE {h.table('usr')} SET photo = :photo WHERE idu = :idu"), {"photo": photo, "idu": idu})
 
 
+@spark_on_one_database("sqlite")
 def test_a_photo_of_two_megabytes_is_published_and_mirrored(harness):
     h = publishing(harness)
     h.db.execute(f"INSERT INTO {h.table('usr')} (idu, fname) VALUES (1, 'Jack'), (2, 'Jill')")
@@ -40,6 +42,7 @@ def test_a_photo_of_two_megabytes_is_published_and_mirrored(harness):
     assert verify(h.config, h.engine) == []
 
 
+@spark_on_one_database("postgresql")
 def test_a_row_over_the_limit_is_rejected_with_its_size_and_the_rows_after_it_publish(harness):
     h = harness
     h.reconfigure(max_row_bytes=100_000)
@@ -57,6 +60,7 @@ def test_a_row_over_the_limit_is_rejected_with_its_size_and_the_rows_after_it_pu
     assert published == {h.association("idu=1"), h.association("idu=3")}
 
 
+@spark_on_one_database("mariadb")
 def test_a_row_at_the_limit_is_published(harness):
     h = harness
     value = "y" * 5_000

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from conftest import spark_on_one_database
 from harness import Harness
 from lxml import etree
 from oracle.precedence import decide
@@ -150,6 +151,7 @@ def _shape(op: etree._Element, attribute: str) -> list[str]:
     return [p.tag for a in op if a.get("attr-name") == attribute for p in a]
 
 
+@spark_on_one_database("sqlite")
 def test_user_phones_added_changed_and_removed(logical: Harness) -> None:
     h = logical
     _run(h, "INSERT INTO {usr} (idu, fname) VALUES (1, 'Ann')",
@@ -188,6 +190,7 @@ def test_user_phones_added_changed_and_removed(logical: Harness) -> None:
     assert ("remove-value" if h.style == "field" else "remove-all-values") in _shape(emptied, "phone")
 
 
+@spark_on_one_database("postgresql")
 def test_group_members_are_association_refs(logical: Harness) -> None:
     h = logical
     _run(h, "INSERT INTO {usr} (idu, fname) VALUES (1, 'Ann'), (2, 'Bob')")
@@ -215,6 +218,7 @@ def test_group_members_are_association_refs(logical: Harness) -> None:
         assert sorted(removed) == sorted([h.association("idu=2"), h.association("idu=99")])
 
 
+@spark_on_one_database("mariadb")
 def test_a_manager_column_is_a_reference(logical: Harness) -> None:
     h = logical
     _run(h, "INSERT INTO {usr} (idu, fname) VALUES (1, 'Ann')",
@@ -225,6 +229,7 @@ def test_a_manager_column_is_a_reference(logical: Harness) -> None:
         ("dn", h.association("idu=1"), h.association("idu=1"))]
 
 
+@spark_on_one_database("postgresql")
 def test_a_parent_deleted_with_its_children_is_one_delete(logical: Harness) -> None:
     h = logical
     _run(h, "INSERT INTO {usr} (idu, fname) VALUES (1, 'Ann'), (2, 'Bob')",
@@ -244,6 +249,7 @@ def test_a_parent_deleted_with_its_children_is_one_delete(logical: Harness) -> N
     assert len(statuses) > 3, "the children's events were logged, and are redundant"
 
 
+@spark_on_one_database("mariadb")
 def test_a_parent_deleted_and_inserted_again_keeps_only_its_new_values(logical: Harness) -> None:
     h = logical
     _run(h, "INSERT INTO {usr} (idu, fname) VALUES (1, 'Ann')",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import spark_on_one_database
 from harness import Harness, assert_mirrored, drain
 
 from publisher.errors import StageFailedError
@@ -116,6 +117,7 @@ def test_link_table_inserts_are_published(spark, cycle_path, database, tmp_path,
     assert_mirrored(h)
 
 
+@spark_on_one_database("sqlite")
 def test_object_deleted_and_created_again_in_one_cycle(spark, cycle_path, database, tmp_path):
     """insert; delete; insert of one key: the photo read back comes after the delete."""
     h = harness_for(spark, cycle_path, database, tmp_path, tables=())
@@ -254,6 +256,7 @@ def test_logged_keys_are_checked_against_the_key_column_type(spark, cycle_path, 
     assert [r["reason"] for r in h.rejects()] == [f"table_key {key!r}: {why}" for key, why in cases]
 
 
+@spark_on_one_database("postgresql")
 def test_row_deleted_and_inserted_again_when_inserts_publish_adds(spark, cycle_path, database, tmp_path):
     """With insert_row_operation = "add", a row deleted and inserted again in one cycle is
     published as a delete and an add: a lone <add> would land on an object the consumer holds."""
@@ -283,6 +286,7 @@ def test_an_insert_logs_its_values_before_the_binary_column_it_reads_back(spark,
     assert_mirrored(h)
 
 
+@spark_on_one_database("mariadb")
 def test_row_adds_when_a_cycle_ends_on_a_delete_of_a_row_that_exists_again(spark, cycle_path, database, tmp_path):
     """insert_row_operation = "add", a window cut by query_limit after a delete: the delete is
     published, and the next cycle's insert is an <add> the consumer accepts, update included."""
@@ -331,6 +335,7 @@ def test_an_update_from_a_value_that_cannot_be_published_still_publishes_the_new
     assert_mirrored(h)
 
 
+@spark_on_one_database("sqlite")
 def test_a_key_column_a_table_key_cannot_name_refuses_the_table(spark, cycle_path, database, tmp_path):
     """A key column named `a=b` cannot appear in a table_key: the table is refused by name (its
     events are E with the reason) and the mirror leaves it out instead of failing."""
@@ -348,6 +353,7 @@ def test_a_key_column_a_table_key_cannot_name_refuses_the_table(spark, cycle_pat
     assert_mirrored(h)
 
 
+@spark_on_one_database("postgresql")
 def test_query_limit_never_cuts_an_insert_or_a_transaction(spark, cycle_path, database, tmp_path):
     """Class 5: a window of one row cut a three-column insert in two, and the consumer refused
     the second <add> with the columns in it. Several rows per statement, several statements
@@ -369,6 +375,7 @@ def test_query_limit_never_cuts_an_insert_or_a_transaction(spark, cycle_path, da
     assert_mirrored(h)
 
 
+@spark_on_one_database("mariadb")
 def test_a_cycle_whose_acknowledgement_was_lost_is_repeated_exactly(spark, cycle_path, database, tmp_path, monkeypatch):
     """Found by the mirror: the repeat took a change logged in between into an operation whose
     event-id the consumer had applied, and the consumer dropped it."""
@@ -389,6 +396,7 @@ def test_a_cycle_whose_acknowledgement_was_lost_is_repeated_exactly(spark, cycle
     assert_mirrored(h)
 
 
+@spark_on_one_database("sqlite")
 def test_a_repeat_reads_back_the_row_as_it_is_then_and_a_deduplicating_consumer_ends_equal(
     spark, cycle_path, database, tmp_path, monkeypatch
 ):

@@ -11,6 +11,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from conftest import DIALECTS, spark_on_one_database
 from harness import Harness
 from sqlalchemy import create_engine, text
 
@@ -62,6 +63,7 @@ def new_ids(h: Harness) -> list[int]:
 # --- query_limit and one insert's events ------------------------------------------------------
 
 
+@spark_on_one_database("sqlite")
 @pytest.mark.parametrize("query_limit", [1, 2])
 def test_a_three_column_insert_is_published_by_one_cycle(harness, query_limit):
     h = publisher(harness, query_limit=query_limit)
@@ -78,6 +80,7 @@ def test_a_three_column_insert_is_published_by_one_cycle(harness, query_limit):
     assert set(h.statuses().values()) == {"S"}
 
 
+@spark_on_one_database("postgresql")
 def test_a_statement_inserting_several_rows(harness):
     """SQLite cannot tell transactions apart: each object's events of the statement stay
     together. PostgreSQL's triggers record the transaction and MariaDB's the statement, which
@@ -92,6 +95,7 @@ def test_a_statement_inserting_several_rows(harness):
     assert set(h.statuses().values()) == {"S"}
 
 
+@spark_on_one_database("mariadb")
 def test_hand_logged_events_of_one_statement_stay_together(harness):
     """Rows without a transaction_id: on SQLite one statement's rows for an object share their
     event_time; elsewhere the consecutive rows of one object are kept together."""
@@ -269,6 +273,7 @@ def test_future_mode_takes_the_rest_of_the_transaction_in_time_order(
     assert adds(h) == {h.association(f"idu={n}"): 1 for n in (1, 2, 3)}
 
 
+@spark_on_one_database("sqlite")
 def test_future_mode_keeps_one_insert_together(harness):
     h = publisher(harness, query_limit=1, future_events=True)
     h.install("usr")
@@ -278,6 +283,7 @@ def test_future_mode_keeps_one_insert_together(harness):
     assert adds(h) == {h.association("idu=1"): 1, h.association("idu=2"): 1}
 
 
+@spark_on_one_database("postgresql")
 def test_a_window_that_is_not_full_is_not_extended(harness):
     """Only a window that query_limit cut is looked past."""
     h = publisher(harness, query_limit=10)
@@ -302,7 +308,11 @@ def sqlite_time(moment: dt.datetime, form: str) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-@pytest.mark.parametrize("form", ["T Z", "+02:00", "-05:30"])
+ISO_FORMS = ["T Z", "+02:00", "-05:30"]
+
+
+@pytest.mark.parametrize(("cycle_path", "form"), [("driver", f) for f in ISO_FORMS] + [("spark", "T Z")],
+                         indirect=["cycle_path"])
 def test_future_events_read_iso_forms_as_times(spark, cycle_path, sqlite_database, tmp_path, form):
     """As text, '…T01:00:00Z' sorts after every '… 05:00:00' of the day, and an offset is ignored:
     a past event was held back, a future one taken. Read as times, each is where it belongs."""
@@ -337,7 +347,11 @@ def test_future_events_read_iso_forms_as_times(spark, cycle_path, sqlite_databas
     assert h.poll().idle
 
 
-@pytest.mark.parametrize("value", ["garbage", "", "now", "2460000.5", "20261123T010000", "1700000000"])
+NO_TIMES = ["garbage", "", "now", "2460000.5", "20261123T010000", "1700000000"]
+
+
+@pytest.mark.parametrize(("cycle_path", "value"), [("driver", v) for v in NO_TIMES] + [("spark", "garbage")],
+                         indirect=["cycle_path"])
 def test_future_events_reject_an_event_time_that_is_not_a_time(spark, cycle_path, sqlite_database, tmp_path, value):
     h = Harness(spark, sqlite_database, tmp_path, path=cycle_path, future_events=True)
     h.create_usr()
@@ -393,6 +407,7 @@ def test_future_events_reject_an_infinite_postgresql_time(spark, cycle_path, pos
 # --- the window of a cycle that was not acknowledged ------------------------------------------
 
 
+@spark_on_one_database("mariadb")
 def test_a_window_kept_after_its_rows_were_acknowledged_gives_way_to_the_next(harness):
     """A crash between acknowledging and forgetting the window: its rows are no longer N."""
     h = publisher(harness)
@@ -410,6 +425,7 @@ def test_a_window_kept_after_its_rows_were_acknowledged_gives_way_to_the_next(ha
     assert h.poll().idle
 
 
+@pytest.mark.parametrize(("database", "cycle_path"), [(d, "driver") for d in DIALECTS], indirect=True)
 @pytest.mark.parametrize(
     ("kept", "says"),
     [

@@ -5,6 +5,7 @@ XML is written by hand from the spec.
 """
 from __future__ import annotations
 
+from conftest import spark_on_one_database
 from harness import Harness
 from lxml import etree
 from xml_compare import assert_same_xml
@@ -18,6 +19,7 @@ def assert_operations(harness: Harness, expected: list[tuple[int, str]]) -> None
         assert_same_xml(op, etree.fromstring(snippet))
 
 
+@spark_on_one_database("sqlite")
 def test_field_query_back_beats_logged_events_on_its_field_only(harness):
     harness.insert_usr(1, fname="Cur1", lname="Lee")
     harness.insert_usr(2, fname="Cur2")
@@ -75,6 +77,7 @@ def test_field_query_back_beats_logged_events_on_its_field_only(harness):
     }
 
 
+@spark_on_one_database("postgresql")
 def test_row_query_back_beats_fields_field_query_backs_and_a_delete(harness):
     # idu=1 was deleted and inserted again within the cycle: what counts is the row as it is now.
     harness.insert_usr(1, fname="John", lname="Doe", age=41)
@@ -122,6 +125,7 @@ def test_row_query_back_beats_fields_field_query_backs_and_a_delete(harness):
     assert harness.statuses() == {i: "S" for i in (e1, e2, f1, e3, e4, e5, e6, e7, e8, g1, g2, g3)}
 
 
+@spark_on_one_database("mariadb")
 def test_query_back_on_a_vanished_object_warns_and_the_other_events_stand(harness):
     harness.insert_usr(3, fname="Here")
     h1, h2, h3, h4 = harness.log(  # idu=1 does not exist (any more)
@@ -164,6 +168,7 @@ def test_query_back_on_a_vanished_object_warns_and_the_other_events_stand(harnes
     assert harness.rejects() == []  # a warning is not an error
 
 
+@spark_on_one_database("sqlite")
 def test_merging_across_interleaved_objects_and_splitting_on_kind_changes(harness):
     harness.insert_usr(5, lname="Cur5")
     ids = harness.log(
@@ -208,6 +213,7 @@ def test_merging_across_interleaved_objects_and_splitting_on_kind_changes(harnes
     assert harness.statuses() == {i: "S" for i in ids}
 
 
+@spark_on_one_database("postgresql")
 def test_differently_padded_keys_name_one_object(harness):
     harness.insert_usr(2, fname="Cur2")
     ids = harness.log(
@@ -235,6 +241,7 @@ def test_differently_padded_keys_name_one_object(harness):
     }
 
 
+@spark_on_one_database("mariadb")
 def test_a_second_cycle_publishes_only_new_events(harness):
     (t1,) = harness.log((1, "usr", "idu=1", "fname", None, "Jack"))
     (staged,) = harness.log((1, "usr", "idu=9", "fname", None, "Staged"), status="X")
