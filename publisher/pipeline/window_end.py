@@ -12,7 +12,7 @@ from publisher.dialects import dialect_of
 from publisher.pipeline.event_log import role_columns
 
 if TYPE_CHECKING:
-    from publisher.pipeline.window import ProcessingOrder
+    from publisher.pipeline.processing_order import ProcessingOrder
 
 LOOK_AROUND = 5_000
 """Rows looked at before a full window's end, and at most after its last taken row, to end the

@@ -25,7 +25,7 @@ from publisher.model.catalog import TableInfo
 from publisher.outputs.cycle_files import next_cycle_number
 from publisher.snapshots.chunks import EventLogger, KeyOrder, bound_after, log_chunk
 from publisher.snapshots.direct import DirectOutput, Numbering, publish_chunk
-from publisher.snapshots.state import KeyRange, TablePart, record_ranges, snapshot_table
+from publisher.snapshots.state import PROGRESS_EVERY, KeyRange, TablePart, record_ranges, snapshot_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -190,7 +190,6 @@ def take_in_driver(engine: Engine, job: RangeJob, ranges: list[KeyRange],
 
 
 def _watch(engine: Engine, job: RangeJob, done: threading.Event, progress: Callable[[int], None] | None) -> None:
-    from publisher.snapshots.snapshot import PROGRESS_EVERY
 
     if progress is None:
         return

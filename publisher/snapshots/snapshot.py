@@ -37,7 +37,7 @@ from publisher.rules.where import condition_problem
 from publisher.snapshots.chunks import ROWS, ChunkEvents
 from publisher.snapshots.direct import MAX_CHUNK_ROWS, DirectOutput
 from publisher.snapshots.ranges import PARALLEL_ROWS
-from publisher.snapshots.state import begin_parts, range_table, rows_of_total, snapshot_table
+from publisher.snapshots.state import PROGRESS_EVERY, begin_parts, range_table, rows_of_total, snapshot_table
 from publisher.snapshots.taking import Progress, TableSnapshot, Taking, take_part
 
 if TYPE_CHECKING:
@@ -47,8 +47,6 @@ CHUNK_ROWS = 1_000
 """Rows logged per transaction: small enough that a window of `query_limit` rows ends near a
 chunk's end (a window keeps a transaction's events together), large enough that the statements
 cost little per row."""
-PROGRESS_EVERY = 5.0
-"""Seconds between two progress lines on stderr."""
 
 
 class SnapshotError(ValueError):

@@ -23,6 +23,9 @@ from publisher.config import Config
 from publisher.database import table_schema
 from publisher.dialects.reflection import reflection
 
+PROGRESS_EVERY = 5.0
+"""Seconds between two progress lines on stderr."""
+
 
 def snapshot_table(log: str, schema: str | None, metadata: MetaData | None = None) -> Table:
     """`<event_log>_snapshot`: per reader ('' for the status mode) and table, how far its last
