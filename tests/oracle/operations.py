@@ -22,14 +22,13 @@ from publisher.rules.precedence import CurrentRow
 def operation_kind(
     event_type: int, insert_row_operation: InsertRowOperation = InsertRowOperation.MODIFY,
 ) -> OperationKind:
-    """The operation an event contributes to; consecutive events of one kind merge."""
-    if event_type == EventType.INSERT_FIELD:
-        return OperationKind.ADD
-    if event_type == EventType.DELETE_ROW:
-        return OperationKind.DELETE
-    if event_type == EventType.INSERT_ROW_QUERY_BACK and insert_row_operation == InsertRowOperation.ADD:
-        return OperationKind.ADD
-    return OperationKind.MODIFY
+    """The operation an event contributes to, as the seed's table of event types gives it: an add
+    for a field insert (and a row insert where insert_row_operation says add), a delete for a row
+    delete, a modify for every other type."""
+    row_insert = OperationKind.ADD if insert_row_operation == InsertRowOperation.ADD else OperationKind.MODIFY
+    by_type = {EventType.INSERT_FIELD: OperationKind.ADD, EventType.DELETE_ROW: OperationKind.DELETE,
+               EventType.INSERT_ROW_QUERY_BACK: row_insert}
+    return by_type.get(EventType(event_type), OperationKind.MODIFY)
 
 
 @dataclass(frozen=True)
