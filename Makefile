@@ -26,7 +26,7 @@ PG_MAJOR = $(shell $(PG_CONFIG) --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/
 
 native:
 	@test -f "$$($(PG_CONFIG) --includedir-server)/postgres.h" || apt-get install -y -q postgresql-server-dev-$(PG_MAJOR)
-	$(MAKE) -C native/postgresql PG_CONFIG=$(PG_CONFIG) install
+	$(MAKE) -C publisher/databases/postgresql/extension PG_CONFIG=$(PG_CONFIG) install
 
 # Tests run on TEST_WORKERS processes (pytest-xdist), each on databases of its own; the tests
 # marked `serial` disturb whatever runs beside them, so they run afterwards, alone. `test-fast`

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import inspect
 import string
 import textwrap
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -26,22 +27,12 @@ FALSE = "FALSE"
 
 
 @functools.cache
-def _template(dialect: str, name: str) -> string.Template:
+def _template(folder: Path, name: str) -> string.Template:
     """A template without its leading comment lines, which document it for readers only."""
-    lines = (_sql_dir() / dialect / f"{name}.sql").read_text(encoding="utf-8").splitlines()
+    lines = (folder / f"{name}.sql").read_text(encoding="utf-8").splitlines()
     while lines and lines[0].startswith("--"):
         lines.pop(0)
     return string.Template("\n".join(lines).rstrip())
-
-
-def _sql_dir() -> Path:
-    """Find the templates in an installed wheel (``publisher/sql``) or a source checkout."""
-    here = Path(__file__).parent.parent
-    candidates = (here / "sql", here.parent / "sql")
-    for path in candidates:
-        if path.is_dir():
-            return path
-    raise FileNotFoundError(f"SQL templates not found in {', '.join(map(str, candidates))}")
 
 
 def literal(text: str) -> str:
@@ -97,8 +88,15 @@ class Capture(abc.ABC):
             return self.quote(name)
         return f"{self.quote(self.schema)}.{self.quote(name)}"
 
+    @classmethod
+    def templates(cls) -> Path:
+        """The folder of the capture's SQL templates: `sql/` beside the module of the class that
+        names the capture, in its database's folder (and in the wheel, which carries it)."""
+        owner = next(c for c in cls.__mro__ if "name" in vars(c))
+        return Path(inspect.getfile(owner)).parent / "sql"
+
     def render(self, template: str, **values: str) -> str:
-        return _template(self.name, template).substitute(values)
+        return _template(self.templates(), template).substitute(values)
 
     def event_log_fields(self) -> dict[str, str]:
         """The event log's identifiers, by their role names, for every template that writes it."""

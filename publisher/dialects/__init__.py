@@ -1,11 +1,15 @@
-"""What differs between the databases the publisher speaks: one module per family, one class.
+"""The registry of the databases the publisher speaks: each name SQLAlchemy gives a connection,
+mapped to the dotted name of its database's `Dialect` class.
 
+Everything about one database lives in its folder, `publisher/databases/<name>/` (its dialect,
+capture, lock and SQL templates); the registry names each dialect class by its dotted name and
+imports it on first ask, as SQLAlchemy loads `sqlalchemy.dialects.<name>`, so this bottom layer
+imports no database's folder and the layers below the folders reach a database only through it.
 The rest of the package asks a `Dialect` what it needs (a property such as
-`transaction_snapshots`, an expression such as `readable_time`) and never compares dialect
-names itself (`tests/databases/test_dialects.py` holds it to that). Adding a database is a module here
-registered in `_FAMILIES`, naming its capture class and lock, beside its SQL templates and its
-entry in the tests' fixtures (`docs/guides/new-database.md`; `tests/databases/test_registry.py`
-walks the registry for what is missing).
+`transaction_snapshots`, an expression such as `readable_time`) and never compares dialect names
+itself (`tests/databases/test_dialects.py` holds it to that). Adding a database is a folder and
+one line in `_FAMILIES` (`docs/guides/new-database.md`; `tests/databases/test_registry.py` walks
+the registry for what is missing).
 
 MySQL and MariaDB are one family: SQLAlchemy names a connection "mysql" or "mariadb" after the
 URL's scheme, and the publisher's SQL is the same for both.
@@ -15,14 +19,28 @@ from __future__ import annotations
 from typing import Any
 
 from publisher.dialects.base import Dialect, UnknownDialectError, named_class
-from publisher.dialects.mariadb import MariaDB
-from publisher.dialects.postgresql import PostgreSQL
-from publisher.dialects.sqlite import SQLite
 
 __all__ = ["Dialect", "UnknownDialectError", "dialect_of", "families", "is_mysql", "named_class"]
 
-_MARIADB = MariaDB()
-_FAMILIES: dict[str, Dialect] = {"postgresql": PostgreSQL(), "mysql": _MARIADB, "mariadb": _MARIADB, "sqlite": SQLite()}
+_FAMILIES: dict[str, str] = {
+    "postgresql": "publisher.databases.postgresql.dialect.PostgreSQL",
+    "mysql": "publisher.databases.mariadb.dialect.MariaDB",
+    "mariadb": "publisher.databases.mariadb.dialect.MariaDB",
+    "sqlite": "publisher.databases.sqlite.dialect.SQLite",
+}
+"""Each name SQLAlchemy gives a connection, and the dotted name of its family's dialect class."""
+
+_LOADED: dict[str, Dialect] = {}
+"""The dialects asked for so far, one instance per class (by its dotted name)."""
+
+
+def _loaded(dotted: str) -> Dialect:
+    if dotted not in _LOADED:
+        found = named_class(dotted)
+        if not issubclass(found, Dialect):
+            raise TypeError(f"{dotted} is no publisher.dialects.base.Dialect")
+        _LOADED[dotted] = found()
+    return _LOADED[dotted]
 
 
 def dialect_of(what: Any) -> Dialect:
@@ -30,18 +48,19 @@ def dialect_of(what: Any) -> Dialect:
     Engine or a Connection; UnknownDialectError for a database the publisher does not speak."""
     name = what if isinstance(what, str) else what.dialect.name
     try:
-        return _FAMILIES[name]
+        dotted = _FAMILIES[name]
     except KeyError:
         speaks = ", ".join(sorted(_FAMILIES))
         raise UnknownDialectError(f"the publisher does not speak {name!r}: it speaks {speaks}") from None
+    return _loaded(dotted)
 
 
 def families() -> tuple[Dialect, ...]:
     """Every database family the publisher speaks, once each: the registry a new database
     enters by one line in `_FAMILIES` (`docs/guides/new-database.md`)."""
-    return tuple(dict.fromkeys(_FAMILIES.values()))
+    return tuple(_loaded(dotted) for dotted in dict.fromkeys(_FAMILIES.values()))
 
 
 def is_mysql(dialect: str) -> bool:
     """Whether a SQLAlchemy dialect name is MySQL's or MariaDB's."""
-    return isinstance(_FAMILIES.get(dialect), MariaDB)
+    return dialect in _FAMILIES and _FAMILIES[dialect] == _FAMILIES["mysql"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement, LargeBinary, case, cast, extract, func, null
@@ -44,8 +45,11 @@ class Dialect:
     writer): there the statuses are written once the output is durable, in a short transaction."""
     id_arrays: ClassVar[bool] = False
     """Arrays of ids can be bound as one parameter (`= ANY(:ids)`)."""
-    copy_out: ClassVar[bool] = False
-    """Rows can be read in COPY's text format, far cheaper than a cursor's rows."""
+    copy_reader: ClassVar[str | None] = None
+    """The dotted name of the module that reads rows in COPY's text format, far cheaper than a
+    cursor's rows (`can_copy`, `copy_batches`, `copy_texts`, `copy_blocks`,
+    `text_columns_options`), imported when first asked for (`copy_reading`); None where the
+    database has no COPY."""
     text_as_bytes: ClassVar[bool] = False
     """A text column may hold any bytes, which the driver fails to decode: read it and compare
     it as bytes."""
@@ -87,6 +91,15 @@ class Dialect:
     def session_sql(self) -> str:
         """A query for the user and host of the database session `:id`."""
         raise NotImplementedError(f"the publisher's lock on {self.name} names no session")
+
+    @property
+    def copy_out(self) -> bool:
+        """Rows can be read in COPY's text format (the database names a `copy_reader`)."""
+        return self.copy_reader is not None
+
+    def copy_reading(self) -> ModuleType | None:
+        """The module that reads rows through COPY (`copy_reader`), None where there is none."""
+        return None if self.copy_reader is None else importlib.import_module(self.copy_reader)
 
     def copy_out_sql(self, query: str) -> str:
         """The statement that sends `query`'s rows as CSV, where `copy_out`."""

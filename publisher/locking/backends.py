@@ -1,5 +1,6 @@
-"""The lock each database holds for `PublisherLock`: an advisory lock (PostgreSQL), a named lock
-(MySQL/MariaDB), or a lease row that a thread renews (SQLite)."""
+"""The locks `PublisherLock` holds, as each database's dialect names them (`Dialect.lock`): a
+lease row that a thread renews, which any database can hold, or a lock of the database's own that
+lasts as long as a session (`SessionLock`; each database's own in its folder)."""
 from __future__ import annotations
 
 import hashlib
@@ -11,7 +12,6 @@ import uuid
 from abc import ABC, abstractmethod
 
 from sqlalchemy import (
-    BigInteger,
     Column,
     Connection,
     Double,
@@ -20,7 +20,6 @@ from sqlalchemy import (
     String,
     Table,
     create_engine,
-    func,
     select,
     text,
 )
@@ -98,51 +97,12 @@ class Backend(ABC):
     def close(self) -> None: ...
 
 
-class AdvisoryLock(Backend):
-    """pg_try_advisory_lock on a dedicated autocommit connection, tagged with host:pid for others to see."""
+class SessionLock(Backend):
+    """A lock that lasts as long as a database session: taken on a dedicated autocommit
+    connection (`connection`, of `engine`), and let go by closing it."""
 
-    def __init__(self, config: Config, owner: str, reader: Reader) -> None:
-        self.config = config
-        self.locked = locked_name(config, reader)
-        self.engine = create_engine(
-            config.database.sqlalchemy_url(),
-            poolclass=NullPool,
-            connect_args={"application_name": f"{APPLICATION_NAME} {owner}"[:63]},
-        )
-        self.dialect = dialect_of(self.engine)
-        self.connection: Connection | None = None
-        self.name = config.event_log.table
-        self.key = 0
-
-    def _connect(self) -> Connection:
-        if self.connection is None:
-            self.connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-            schema = self.config.database.schema or str(
-                self.connection.execute(text(self.dialect.current_schema_sql())).scalar_one()
-            )
-            self.name = f"{schema}.{self.locked}"
-            self.key = advisory_key(schema, self.locked)
-        return self.connection
-
-    def try_acquire(self) -> str | None:
-        conn = self._connect()
-        if conn.execute(text(self.dialect.try_lock_sql()), {"key": self.key}).scalar_one():
-            return None
-        return self._holder(conn)
-
-    def _holder(self, conn: Connection) -> str:
-        unsigned = self.key & 0xFFFF_FFFF_FFFF_FFFF
-        row = conn.execute(
-            text(self.dialect.lock_holder_sql()),
-            {"high": unsigned >> 32, "low": unsigned & 0xFFFF_FFFF},
-        ).first()
-        if row is None:
-            return "another session (it has just let go)"
-        application, backend_pid, client = row
-        prefix = f"{APPLICATION_NAME} "
-        if application and application.startswith(prefix):
-            return describe_owner(application[len(prefix):])
-        return f"PostgreSQL session {backend_pid} ({application or 'no application name'}, from {client or 'local'})"
+    engine: Engine
+    connection: Connection | None
 
     def renew(self) -> bool:
         """Nothing to extend: the lock lasts as long as the session, so check that the session lives."""
@@ -170,64 +130,6 @@ class AdvisoryLock(Backend):
                 pass
             self.connection = None
         self.engine.dispose()
-
-
-class NamedLock(AdvisoryLock):
-    """GET_LOCK on a dedicated autocommit connection. A named lock is the server's, not the
-    database's, so its name holds the database; names are at most 64 characters, so a hash.
-    The server tells only which connection holds a named lock, so the holder writes its host:pid
-    beside its connection id in `<event_log>_lock_owner`, for a waiting publisher to name it."""
-
-    def __init__(self, config: Config, owner: str, reader: Reader) -> None:
-        self.config = config
-        self.locked = locked_name(config, reader)
-        self.engine = create_engine(config.database.sqlalchemy_url(), poolclass=NullPool)
-        self.dialect = dialect_of(self.engine)
-        self.connection = None
-        self.name = config.event_log.table
-        self.lock_name = ""
-        self.owner = owner
-        self.owners = Table(
-            f"{config.event_log.table}_lock_owner",
-            MetaData(),
-            Column("name", String(64), primary_key=True),
-            Column("connection_id", BigInteger, nullable=False),
-            Column("owner", String(255), nullable=False),
-            schema=table_schema(config, self.engine),
-        )
-
-    def _connect(self) -> Connection:
-        if self.connection is None:
-            self.connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-            schema = self.config.database.schema or str(
-                self.connection.execute(text(self.dialect.current_schema_sql())).scalar())
-            self.name = f"{schema}.{self.locked}"
-            self.lock_name = f"{APPLICATION_NAME}:{advisory_key(schema, self.locked) & 0xFFFF_FFFF_FFFF_FFFF:016x}"
-        return self.connection
-
-    def try_acquire(self) -> str | None:
-        conn = self._connect()
-        conn.execute(CreateTable(self.owners, if_not_exists=True))
-        if conn.execute(text(self.dialect.try_lock_sql()), {"name": self.lock_name}).scalar() == 1:
-            t = self.owners
-            conn.execute(t.delete().where(t.c.name == self.lock_name))
-            conn.execute(t.insert().values(name=self.lock_name, connection_id=func.connection_id(), owner=self.owner))
-            return None
-        return self._holder(conn)
-
-    def _holder(self, conn: Connection) -> str:
-        holder = conn.execute(text(self.dialect.lock_holder_sql()), {"name": self.lock_name}).scalar()
-        if holder is None:
-            return "another session (it has just let go)"
-        t = self.owners
-        owner = conn.execute(
-            select(t.c.owner).where(t.c.name == self.lock_name, t.c.connection_id == holder)
-        ).scalar()
-        if owner is not None:
-            return describe_owner(str(owner))
-        row = conn.execute(text(self.dialect.session_sql()), {"id": holder}).first()
-        user, host = row if row is not None else ("unknown", "unknown")
-        return f"the database connection {holder} (user {user} from {host})"
 
 
 class LeaseRow(Backend):

@@ -92,19 +92,19 @@ READ_BATCH_ROWS = 10_000
 
 def read_batches(window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
     """The window's events within record_ids lo..hi, in record_id order, as EVENT_SCHEMA batches:
-    through COPY where the database offers it (`copy_read`), else row by row."""
+    through COPY where the database offers it (`Dialect.copy_reader`), else row by row."""
     for batch in _read_batches(window, lo, hi):
         failpoints.check_poisoned(batch.column("record_id").to_pylist())
         yield batch
 
 
 def _read_batches(window: CycleWindow, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
-    from publisher.pipeline.copy_read import can_copy, copy_batches
     from publisher.pipeline.workers import engine_for
 
     with engine_for(window.url).connect() as conn:
-        if can_copy(conn):
-            yield from copy_batches(conn, window, lo, hi)
+        copy = dialect_of(conn).copy_reading()
+        if copy is not None and copy.can_copy(conn):
+            yield from copy.copy_batches(conn, window, lo, hi)
             return
     schema = arrow_schema_of(EVENT_SCHEMA)
     rows: list[tuple[Any, ...]] = []

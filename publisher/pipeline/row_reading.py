@@ -120,9 +120,10 @@ class RowReading:
     def read(self, conn: Connection, query: Select[Any]) -> ReadColumns:
         """The rows `query` (of `select`'s columns) reads: through COPY where the database can,
         so no Python runs per row, else by a cursor."""
-        from publisher.pipeline.copy_read import can_copy, copy_texts
-
-        columns = copy_texts(conn, query, len(query.selected_columns)) if can_copy(conn) else None
+        copy = dialect_of(conn).copy_reading()
+        columns = None
+        if copy is not None and copy.can_copy(conn):
+            columns = copy.copy_texts(conn, query, len(query.selected_columns))
         if columns is None:
             return self.columns(conn.execute(query).fetchall())
         return self.read_columns(columns) if len(columns[0]) else self.columns([])

@@ -1,7 +1,7 @@
 """A published table read whole, as columns: each row's key texts and published values, for a
 triggerless cycle's comparison (`triggerless.cycle`).
 
-On PostgreSQL (UTF-8, psycopg 3) the server sends the rows through COPY as CSV and pyarrow
+Where the database can (`Dialect.copy_reader`) the server sends the rows through COPY as CSV and pyarrow
 parses them, so no Python runs per row unless a value needs encoding one by one
 (`row_reading.published_column`); elsewhere a cursor streams them. Either way the read is one
 statement, so it sees the table as of one moment.
@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 from sqlalchemy import Connection
 
+from publisher.dialects import dialect_of
 from publisher.model.canonical import canonical_value_column
 from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo
-from publisher.pipeline.copy_read import can_copy, copy_rows, row_blocks, text_columns_options
 from publisher.pipeline.queryback import QueryBackContext, reading_session
 from publisher.pipeline.row_reading import LinkedReading, RowReading, as_texts, published_column
 
@@ -51,8 +52,9 @@ def scan_table_columns(
     with reading_session(ctx) as conn:
         reading = (RowReading(table, ctx.schema, conn.dialect) if linked is None
                    else LinkedReading(*linked, ctx.schema, conn.dialect))
-        if can_copy(conn):
-            yield from _copied(conn, reading)
+        copy = dialect_of(conn).copy_reading()
+        if copy is not None and copy.can_copy(conn):
+            yield from _copied(conn, reading, copy)
             return
         result = conn.execution_options(stream_results=True).execute(reading.select())
         wanted = min(rows, FIRST_ROWS)
@@ -69,17 +71,15 @@ def _rows_within(size: int, scanned: ScannedRows, count: int, most: int) -> int:
     return max(1, min(most, size * count // max(1, read)))
 
 
-def _copied(conn: Connection, reading: RowReading) -> Iterator[ScannedRows]:
-    """COPY's rows cut into blocks that each end where a row does (`row_blocks`), each parsed
-    alone: a long row is a block of its own, and no Python reads the stream for pyarrow."""
+def _copied(conn: Connection, reading: RowReading, copy: ModuleType) -> Iterator[ScannedRows]:
+    """COPY's rows cut into blocks that each end where a row does (`copy.copy_blocks`), each
+    parsed alone: a long row is a block of its own, and no Python reads the stream for pyarrow."""
     compiled = reading.select().compile(dialect=conn.dialect)
     names = [f"c{i}" for i in range(len(reading.table.columns))]
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    with cursor.copy(f"COPY ({compiled}) TO STDOUT (FORMAT csv)") as copy:
-        for block in row_blocks(copy_rows(copy)):
-            parsed = pacsv.read_csv(pa.BufferReader(block), **text_columns_options(names, len(block) + 1))
-            if parsed.num_rows:
-                yield _published(reading, [parsed.column(name).combine_chunks() for name in names])
+    for block in copy.copy_blocks(conn, str(compiled)):
+        parsed = pacsv.read_csv(pa.BufferReader(block), **copy.text_columns_options(names, len(block) + 1))
+        if parsed.num_rows:
+            yield _published(reading, [parsed.column(name).combine_chunks() for name in names])
 
 
 def _published(reading: RowReading, columns: list[Any]) -> ScannedRows:

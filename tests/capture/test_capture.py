@@ -30,9 +30,9 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import JSON
 
 import publisher.capture.install as capture
-from publisher.capture.follow import FOLLOW_FUNCTIONS
 from publisher.capture.install import CaptureError, event_log_ddl, install_capture, trigger_sql
 from publisher.config import Config, DatabaseConfig, EventLogColumns, EventLogConfig
+from publisher.databases.postgresql.follow import FOLLOW_FUNCTIONS
 from publisher.model.keys import KeyPart, parse_key
 
 BORN = dt.datetime(2024, 1, 2, 3, 4, 5)

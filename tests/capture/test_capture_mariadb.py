@@ -384,8 +384,8 @@ def test_a_long_binary_value_is_logged_as_a_field_query_back(db: TestDatabase, s
     from harness import Harness, assert_mirrored, drain
     from test_cycle_features import OTHER_USER
 
-    from publisher.capture import mariadb
     from publisher.config import InsertRowOperation
+    from publisher.databases.mariadb import capture as mariadb
 
     monkeypatch.setattr(mariadb, "LOGGED_BINARY_BYTES", 100)
     t = db.qualified("pic")

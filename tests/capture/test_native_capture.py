@@ -369,7 +369,7 @@ def test_install_check_names_native_tables_whose_library_the_server_cannot_load(
                                                                               monkeypatch):
     """After a server upgrade without `make native`, every write to a native table fails: a
     deployment pipeline's `install --check` says so (here: a library name the server has not)."""
-    import publisher.capture.native as native
+    import publisher.databases.postgresql.native as native
 
     h = harness(spark, postgresql_database, tmp_path)
     h.db.execute(f"CREATE TABLE {h.table('usr')} (idu integer PRIMARY KEY, fname text)")

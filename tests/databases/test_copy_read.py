@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from publisher.databases.postgresql.copy_read import BLOCK_BYTES, can_copy, copy_batches
 from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import EVENT_SCHEMA
-from publisher.pipeline.copy_read import BLOCK_BYTES, can_copy, copy_batches
 from publisher.pipeline.read import read_rows
 
 STORABLE = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
@@ -116,7 +116,7 @@ def test_copy_rows_are_psycopgs_rows_and_a_failed_copy_leaves_the_connection_usa
     error, or a reader that stops on one of its own, the connection takes the next statement."""
     import psycopg
 
-    from publisher.pipeline.copy_read import copy_rows
+    from publisher.databases.postgresql.copy_read import copy_rows
 
     statement = ("COPY (SELECT i, repeat('x', i % 7 * 40000), E'a\\nb' FROM generate_series(1, 300) i) "
                  "TO STDOUT (FORMAT csv)")

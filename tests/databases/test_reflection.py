@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from harness import Harness, drain
 
+from publisher.databases.postgresql.dialect import VERSIONED_RELATIONS
 from publisher.dialects import dialect_of
-from publisher.dialects.postgresql import VERSIONED_RELATIONS
 from publisher.dialects.reflection import reflection
 from publisher.pipeline import planning
 

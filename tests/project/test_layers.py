@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("capture",),
     ("pipeline",),
     ("locking",),
+    ("databases",),
     ("triggerless", "snapshots"),
     ("service",),
     ("workshop",),

@@ -10,9 +10,9 @@ import pytest
 from harness import Harness
 from sqlalchemy import text
 
-from publisher.capture.mariadb import mariadb_trigger_name
-from publisher.capture.postgresql_names import postgresql_trigger_name
-from publisher.capture.sqlite import SQLITE_TRIGGER_SUFFIXES, sqlite_trigger_name
+from publisher.databases.mariadb.capture import mariadb_trigger_name
+from publisher.databases.postgresql.names import postgresql_trigger_name
+from publisher.databases.sqlite.capture import SQLITE_TRIGGER_SUFFIXES, sqlite_trigger_name
 from publisher.errors import StageFailedError
 from publisher.outputs.cycle_files import WINDOW_FILE, document_paths
 from publisher.pipeline import planning

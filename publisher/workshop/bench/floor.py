@@ -15,9 +15,9 @@ from sqlalchemy import Engine, text
 
 from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import table_schema
+from publisher.databases.postgresql.copy_read import copy_rows
 from publisher.dialects import dialect_of
 from publisher.model.events import Status
-from publisher.pipeline.copy_read import copy_rows
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
 from publisher.capture.shape import CAPTURE_TABLE_SUFFIX
 from publisher.capture.shape_history import SHAPES_TABLE_SUFFIX
 from publisher.capture.tables import CaptureError, Column, Table
-from publisher.dialects.mariadb import MYSQL_TIME_ZONE
+from publisher.databases.mariadb.dialect import MYSQL_TIME_ZONE
 from publisher.dialects.reflection import reflection
 from publisher.model.column_types import textless_column, type_name
 from publisher.model.statements import Lexis

@@ -42,7 +42,7 @@ def can_copy(conn: Connection) -> bool:
     (`Dialect.copy_encoding`)."""
     driver = conn.connection.driver_connection
     dialect = dialect_of(conn)
-    if not dialect.copy_out or not hasattr(driver, "cursor") or not hasattr(driver, "pgconn"):
+    if not hasattr(driver, "cursor") or not hasattr(driver, "pgconn"):
         return False
     return dialect.copy_encoding(conn).upper() in ("UTF8", "UTF-8")
 
@@ -103,6 +103,14 @@ def _readable(pgconn: Any) -> None:
     waiting.register(pgconn.socket, io_select.POLLIN)
     waiting.poll()
     pgconn.consume_input()
+
+
+def copy_blocks(conn: Connection, query: str) -> Iterator[bytearray]:
+    """The CSV of `query`'s rows (SQL) sent through COPY, in blocks of about BLOCK_BYTES that
+    each end where a row does (`row_blocks`): each parses alone, a long row a block of its own."""
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    with cursor.copy(dialect_of(conn).copy_out_sql(query)) as copy:
+        yield from row_blocks(copy_rows(copy))
 
 
 def row_blocks(rows: Iterable[Any]) -> Iterator[bytearray]:

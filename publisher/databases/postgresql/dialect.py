@@ -54,13 +54,13 @@ def function_settings_sql() -> str:
 
 class PostgreSQL(Dialect):
     name = "postgresql"
-    capture = "publisher.capture.postgresql.PostgreSQLCapture"
+    capture = "publisher.databases.postgresql.capture.PostgreSQLCapture"
     transaction_snapshots = True
     marks_beside_writes = True
     id_arrays = True
-    copy_out = True
+    copy_reader = "publisher.databases.postgresql.copy_read"
     catalog_versions = True
-    lock = "publisher.locking.backends.AdvisoryLock"
+    lock = "publisher.databases.postgresql.lock.AdvisoryLock"
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""
 

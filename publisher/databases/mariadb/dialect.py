@@ -19,10 +19,10 @@ the changing session's back, and query-back's sessions run with it."""
 
 class MariaDB(Dialect):
     name = "mysql"
-    capture = "publisher.capture.mariadb.MariaDBCapture"
+    capture = "publisher.databases.mariadb.capture.MariaDBCapture"
     row_value_index = False
     """MariaDB uses an index for `a > x OR (a = x AND b > y)`, not for `(a, b) > (x, y)`."""
-    lock = "publisher.locking.backends.NamedLock"
+    lock = "publisher.databases.mariadb.lock.NamedLock"
     gives_way_codes = frozenset({"1205", "1213"})
     """Lock wait timeout, and deadlock (InnoDB picks the transaction with less to undo)."""
 

@@ -17,7 +17,7 @@ from sqlalchemy import types as sqltypes
 
 from publisher.capture.base import literal
 from publisher.capture.tables import Column, Table
-from publisher.dialects.postgresql import TEXT_SETTINGS
+from publisher.databases.postgresql.dialect import TEXT_SETTINGS
 
 SAME_TEXT = {
     "datestyle": "current_setting('datestyle') LIKE 'ISO,%'",

@@ -8,11 +8,11 @@ from collections.abc import Iterator, Sequence
 from sqlalchemy import Connection, text
 from sqlalchemy import column as sql_column
 
-from publisher.capture import text_settings
 from publisher.capture.base import TRUE, all_of, carrying, indent, literal
-from publisher.capture.follow import FollowingCapture
-from publisher.capture.native import NativeCapture
-from publisher.capture.postgresql_names import (
+from publisher.capture.tables import CaptureError, Column, Event, Style, Table, captured
+from publisher.databases.postgresql import text_settings
+from publisher.databases.postgresql.follow import FollowingCapture
+from publisher.databases.postgresql.names import (
     KEY_VALUE_FUNCTION,
     POSTGRESQL_NEW_ROWS,
     POSTGRESQL_OLD_ROWS,
@@ -23,7 +23,7 @@ from publisher.capture.postgresql_names import (
     postgresql_truncate_trigger_name,
     postgresql_update_trigger_name,
 )
-from publisher.capture.tables import CaptureError, Column, Event, Style, Table, captured
+from publisher.databases.postgresql.native import NativeCapture
 from publisher.dialects.reflection import reflection
 from publisher.model.statements import Lexis
 from publisher.model.values import ValueType

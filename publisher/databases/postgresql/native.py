@@ -18,13 +18,13 @@ from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError
 
 from publisher.capture.base import Capture, literal
-from publisher.capture.postgresql_names import (
+from publisher.capture.tables import CaptureError, Style, Table
+from publisher.databases.postgresql.names import (
     POSTGRESQL_NEW_ROWS,
     POSTGRESQL_OLD_ROWS,
     postgresql_function_names,
     postgresql_trigger_names,
 )
-from publisher.capture.tables import CaptureError, Style, Table
 
 NATIVE_LIBRARY = "publisher_capture"
 """The shared library's name, as the server finds it in its `$libdir`, and its function's."""

@@ -23,7 +23,11 @@ from collections.abc import Collection, Sequence
 from sqlalchemy import text
 
 from publisher.capture.base import Capture, literal
-from publisher.capture.postgresql_names import (
+from publisher.capture.shape import CAPTURE_TABLE_SUFFIX
+from publisher.capture.shape_history import SHAPES_TABLE_SUFFIX, next_record_id_sql
+from publisher.capture.tables import Style, Table
+from publisher.databases.postgresql.dialect import function_settings_sql
+from publisher.databases.postgresql.names import (
     KEY_VALUE_FUNCTION,
     POSTGRESQL_NAME_BYTES,
     POSTGRESQL_NEW_ROWS,
@@ -33,10 +37,6 @@ from publisher.capture.postgresql_names import (
     postgresql_truncate_trigger_name,
     postgresql_update_trigger_name,
 )
-from publisher.capture.shape import CAPTURE_TABLE_SUFFIX
-from publisher.capture.shape_history import SHAPES_TABLE_SUFFIX, next_record_id_sql
-from publisher.capture.tables import Style, Table
-from publisher.dialects.postgresql import function_settings_sql
 
 log = logging.getLogger("publisher")
 

@@ -1,0 +1,2 @@
+"""MariaDB and MySQL (one family): its dialect, its row-trigger capture, its named lock and its
+SQL templates. Nothing is imported here: the registry loads the dialect alone."""
