@@ -7,7 +7,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from publisher.config import Config, ConfigError
-from publisher.dialects import Dialect, UnknownDialectError, dialect_of
+from publisher.dialects import URL_EXAMPLES, Dialect, UnknownDialectError, dialect_of
 
 LOCK_WAIT_SECONDS = 30
 """How long a connection waits on a locked database before failing, where the driver asks."""
@@ -37,7 +37,7 @@ def connect(config: Config) -> Engine:
     except NoSuchModuleError:
         raise ConfigError(
             f"database.url: {shown!r}: {url.drivername!r} is not a database or driver SQLAlchemy knows "
-            "(e.g. sqlite:///demo.db or postgresql://user@host/db)"
+            f"(e.g. {URL_EXAMPLES})"
         ) from None
     except ImportError as exc:
         raise MissingDriverError(

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine
 from publisher.capture.tables import CaptureError, Column, Event, Style, Table
 from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import table_schema
-from publisher.dialects import Dialect, dialect_of, named_class
+from publisher.dialects import Dialect, dialect_of, families, named_class
 from publisher.model.column_types import type_name
 from publisher.model.events import EventType
 from publisher.model.statements import Lexis
@@ -204,7 +204,9 @@ class Capture(abc.ABC):
         raise self._no_native()
 
     def _no_native(self) -> CaptureError:
-        return CaptureError(f"the native capture is PostgreSQL's; {self.engine.dialect.name} has the SQL capture only")
+        having = " and ".join(f"{dialect.title}'s" for dialect in families()
+                              if capture_class(dialect).has_native_capture)
+        return CaptureError(f"the native capture is {having}; {self.engine.dialect.name} has the SQL capture only")
 
     def native_tables(self) -> set[str]:
         """The tables (in lower case) whose capture is the native one."""

@@ -70,7 +70,7 @@ def _with_config(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def _add_demo(commands: Any) -> None:
     demo = commands.add_parser(
-        "demo", help="create a sample SQLite database, change it, poll once and print the documents",
+        "demo", help="create a sample database in a file, change it, poll once and print the documents",
         description="Creates DIR/demo.db with a usr table, the event log and triggers, makes inserts, "
         "updates and deletes, runs one polling cycle and prints the XDS documents it published. "
         "DIR/publisher.toml is left behind for further `publisher poll -c` runs.",
@@ -98,9 +98,10 @@ def _add_install(commands: Any) -> None:
     )
     install.add_argument(
         "--native", action=argparse.BooleanOptionalAction, default=None,
-        help="PostgreSQL: capture through the C function of native/postgresql (about a third of the PL/pgSQL "
-        "capture's cost to the application's writes; migrations never break it). Needs the library on the "
-        "database server (`make native` there) and a superuser. Default: what the table has, else PL/pgSQL",
+        help="capture through a C function built for the database server, where the database has one "
+        "(about a third of the PL/pgSQL capture's cost to the application's writes; migrations never break it). "
+        "Needs the library on the database server (`make native` there) and a superuser. "
+        "Default: what the table has, else PL/pgSQL",
     )
     install.add_argument("--dry-run", action="store_true", help="print the SQL instead of running it")
     install.add_argument(
@@ -158,8 +159,8 @@ def _add_migrate(commands: Any) -> None:
         description=textwrap.fill(
         "Runs the application's SQL (DDL and data changes) and makes the capture of every published "
         "table it changes anew right after each statement, where no write of the table can run in between: in one "
-        "transaction on PostgreSQL and SQLite (undone whole if a statement fails), under LOCK TABLES on MariaDB and "
-        "MySQL (whose DDL cannot be undone: a failure says which statements had run). The application's writes of "
+        "transaction where the database's DDL is transactional (undone whole if a statement fails), else under LOCK "
+        "TABLES (where DDL cannot be undone: a failure says which statements had run). The application's writes of "
         "those tables wait meanwhile instead of failing. A TRUNCATE of a published table publishes a delete per row "
         "on every database. Statements on other tables pass through. Once committed, every table whose shape "
         "changed is published again (a snapshot), so that the consumer ends equal. Prints one JSON summary line.",
@@ -175,9 +176,9 @@ def _add_migrate(commands: Any) -> None:
     migration.add_argument("-f", "--file", metavar="FILE",
                            help="a file of statements separated by ; (- for standard input)")
     migrate.add_argument("--dry-run", action="store_true",
-                         help="print every statement the migration would run, the capture's included: on PostgreSQL "
-                         "and SQLite it runs and is rolled back, so the capture's SQL is the new shape's; on MariaDB "
-                         "and MySQL nothing runs")
+                         help="print every statement the migration would run, the capture's included: where the "
+                         "database's DDL is transactional it runs and is rolled back, so the capture's SQL is the new "
+                         "shape's; elsewhere nothing runs")
 
 
 def _add_checkin(commands: Any) -> None:

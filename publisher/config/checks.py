@@ -19,8 +19,10 @@ from publisher.config import (
 )
 from publisher.config.brokers import check_broker
 from publisher.config.database import mask_url
+from publisher.dialects import URL_EXAMPLES
 
 MAX_ROW_BYTES_CEILING = 1 << 30
+"""1 GiB, the longest text PostgreSQL holds."""
 INTEGER_CEILING = (1 << 63) - 1
 """The largest signed 64-bit integer: the most a count setting may be, as the databases' integers
 (SQLite's INTEGER, PostgreSQL's bigint, a LIMIT) and Arrow's lengths hold no more."""
@@ -39,7 +41,7 @@ def check_config(config: Config, raw: Mapping[str, Any]) -> None:
     except (ArgumentError, ValueError):
         raise ConfigError(
             f"database.url: {mask_url(config.database.url)!r} is not a SQLAlchemy URL "
-            "(e.g. sqlite:///demo.db or postgresql://user@host/db)"
+            f"(e.g. {URL_EXAMPLES})"
         ) from None
     p = config.publisher
     for key, number in {"publisher.query_limit": p.query_limit, "publisher.batch_size": p.batch_size}.items():
@@ -55,8 +57,8 @@ def check_config(config: Config, raw: Mapping[str, Any]) -> None:
         )
     if not 0 < p.max_row_bytes <= MAX_ROW_BYTES_CEILING:
         raise ConfigError(
-            f"publisher.max_row_bytes: expected bytes from 1 to {MAX_ROW_BYTES_CEILING} (1 GiB, the longest "
-            f"text PostgreSQL holds), got {p.max_row_bytes}"
+            f"publisher.max_row_bytes: expected bytes from 1 to {MAX_ROW_BYTES_CEILING} (1 GiB), "
+            f"got {p.max_row_bytes}"
         )
     if p.heartbeat_interval < 0:
         raise ConfigError(f"publisher.heartbeat_interval: expected minutes >= 0, got {p.heartbeat_interval}")

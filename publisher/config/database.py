@@ -7,12 +7,12 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
-from publisher.dialects import UnknownDialectError, dialect_of
+from publisher.dialects import UnknownDialectError, dialect_of, file_url
 
 
 @dataclass(frozen=True)
 class DatabaseConfig:
-    url: str = "sqlite:///publisher.db"
+    url: str = file_url("publisher.db")
     """SQLAlchemy URL of the database that holds the event log and the published tables."""
     user: str | None = None
     """The publisher's own database user, for loopback; default: the connection's user."""

@@ -20,7 +20,8 @@ from typing import Any
 
 from publisher.dialects.base import Dialect, UnknownDialectError, named_class
 
-__all__ = ["Dialect", "UnknownDialectError", "dialect_of", "families", "is_mysql", "named_class"]
+__all__ = ["URL_EXAMPLES", "Dialect", "UnknownDialectError", "dialect_of", "families", "file_url", "is_mysql",
+           "named_class"]
 
 _FAMILIES: dict[str, str] = {
     "postgresql": "publisher.databases.postgresql.dialect.PostgreSQL",
@@ -29,6 +30,9 @@ _FAMILIES: dict[str, str] = {
     "sqlite": "publisher.databases.sqlite.dialect.SQLite",
 }
 """Each name SQLAlchemy gives a connection, and the dotted name of its family's dialect class."""
+
+URL_EXAMPLES = "sqlite:///demo.db or postgresql://user@host/db"
+"""Database URLs a message shows as examples."""
 
 _LOADED: dict[str, Dialect] = {}
 """The dialects asked for so far, one instance per class (by its dotted name)."""
@@ -59,6 +63,12 @@ def families() -> tuple[Dialect, ...]:
     """Every database family the publisher speaks, once each: the registry a new database
     enters by one line in `_FAMILIES` (`docs/guides/new-database.md`)."""
     return tuple(_loaded(dotted) for dotted in dict.fromkeys(_FAMILIES.values()))
+
+
+def file_url(path: str) -> str:
+    """The URL of a database in the file at `path`, which needs no server: the configuration's
+    default and the demo's."""
+    return f"sqlite:///{path}"
 
 
 def is_mysql(dialect: str) -> bool:

@@ -21,6 +21,8 @@ class Dialect:
 
     name: ClassVar[str]
     """The family: "postgresql", "mysql" (MySQL and MariaDB) or "sqlite"."""
+    title: ClassVar[str]
+    """The family as its users name it, for messages ("PostgreSQL", "MariaDB/MySQL")."""
     capture: ClassVar[str]
     """The dotted name of the family's capture class (a `publisher.capture.base.Capture`: its
     triggers, their SQL templates and what it installs beside them), imported when first asked
@@ -73,6 +75,26 @@ class Dialect:
         text by a collation that may call two texts equal ('N' and 'n'): none where text
         compares byte for byte."""
         return []
+
+    def boolean_type(self, sql_type: Any) -> bool:
+        """Whether a column of this SQLAlchemy type (one of the database's own, as reflected)
+        holds booleans though its type is no `Boolean`: none by default."""
+        return False
+
+    def environment_errors(self) -> tuple[type[BaseException], ...]:
+        """The driver's own exceptions that say the database is away rather than a row wrong:
+        raised where the publisher uses the driver directly (COPY), not through SQLAlchemy."""
+        return ()
+
+    def statement_complete(self, script: str) -> bool:
+        """Whether `script` ends where a statement does, by the database's own rule, where
+        `one_statement_per_call` has a script cut into its statements."""
+        raise NotImplementedError(f"{self.name} runs a script in one call")
+
+    def ids_given_again(self, conn: Connection, table: str) -> bool:
+        """Whether the database may give a new row of `table` the id of a deleted one (the
+        highest's, once its row is deleted): never, where ids come from a sequence."""
+        return False
 
     def holds_any(self, column: ColumnElement[Any], characters: str) -> ColumnElement[bool]:
         """Whether a text holds a character of `characters`, a bracket expression (`[^ -~]`),

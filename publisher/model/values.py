@@ -24,6 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import types as sqltypes
 
+from publisher.dialects import UnknownDialectError, dialect_of
+
 
 class ValueType(str, enum.Enum):
     """The ``type`` attribute of an XDS ``<value>``."""
@@ -41,11 +43,16 @@ COLUMN_VALUE_TYPES = tuple(t for t in ValueType if t is not ValueType.DN)
 """The types a column's values are published as; a reference is published as dn instead."""
 
 
-def _is_mysql_boolean(sql_type: sqltypes.TypeEngine[Any]) -> bool:
-    """MySQL and MariaDB make a BOOLEAN column TINYINT(1), and reflect it so."""
-    from sqlalchemy.dialects.mysql import TINYINT
-
-    return isinstance(sql_type, TINYINT) and sql_type.display_width == 1
+def _boolean_of_its_database(sql_type: sqltypes.TypeEngine[Any]) -> bool:
+    """A type of one database's own (`sqlalchemy.dialects.<name>`) that holds booleans there
+    (`Dialect.boolean_type`: MySQL's and MariaDB's BOOLEAN is a TINYINT(1))."""
+    module = type(sql_type).__module__.split(".")
+    if module[:2] != ["sqlalchemy", "dialects"] or len(module) < 3:
+        return False
+    try:
+        return dialect_of(module[2]).boolean_type(sql_type)
+    except UnknownDialectError:
+        return False
 
 
 class BadValueError(ValueError):
@@ -58,7 +65,7 @@ def value_type_of(sql_type: sqltypes.TypeEngine[Any]) -> ValueType:
         sql_type = sql_type.impl_instance
     if isinstance(sql_type, sqltypes._Binary):
         return ValueType.OCTET
-    if isinstance(sql_type, sqltypes.Boolean) or _is_mysql_boolean(sql_type):
+    if isinstance(sql_type, sqltypes.Boolean) or _boolean_of_its_database(sql_type):
         return ValueType.STATE
     if isinstance(sql_type, sqltypes.Integer):
         return ValueType.INT

@@ -9,21 +9,19 @@ it is retried until it passes.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
-import pymysql
 from py4j.protocol import Py4JNetworkError
 from sqlalchemy import Engine, LargeBinary, String, cast, select
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError, TimeoutError
 
-from publisher.dialects import dialect_of
+from publisher.dialects import dialect_of, families
 from publisher.errors import StageFailedError
 from publisher.outputs.durable import write_atomically
 from publisher.pipeline.event_log import event_log_table_of, role_columns
@@ -35,10 +33,9 @@ ROW_STAGES = ("read_and_classify", "resolve")
 """The stages whose work depends on the rows' values; the others write what those gave."""
 _ENVIRONMENT = (
     OSError, MemoryError, OperationalError, InterfaceError, DisconnectionError, TimeoutError, Py4JNetworkError,
-    psycopg.OperationalError, pymysql.err.OperationalError, sqlite3.OperationalError,
 )
-"""Failures that say the database, the output or the machine failed; the drivers' own, since
-the COPY read uses psycopg's cursor directly."""
+"""Failures that say the database, the output or the machine failed; with the drivers' own
+(`Dialect.environment_errors`), since the COPY read uses the driver's cursor directly."""
 _AWAY = re.compile(
     r"OperationalError|InterfaceError|MemoryError|connection|could not connect|timed? ?out|No space left|"
     r"Permission denied|Python worker exited unexpectedly|OutOfMemory|out of memory|Killed|deadlock|"
@@ -62,12 +59,17 @@ class Isolation:
         return {"record_ids": list(self.record_ids), "stage": self.stage, "reason": self.reason}
 
 
+@functools.cache
+def _environment() -> tuple[type[BaseException], ...]:
+    return _ENVIRONMENT + tuple(error for dialect in families() for error in dialect.environment_errors())
+
+
 def is_row_failure(exc: StageFailedError) -> bool:
     """A failure in a row stage that does not say the database or the output is away."""
     cause = exc.__cause__
     while isinstance(cause, StageFailedError):
         cause = cause.__cause__
-    if exc.stage not in ROW_STAGES or isinstance(cause, _ENVIRONMENT):
+    if exc.stage not in ROW_STAGES or isinstance(cause, _environment()):
         return False
     return not _AWAY.search(exc.reason)
 

@@ -22,8 +22,8 @@ def condition_problem(condition: str) -> str | None:
             if char != quote or at == doubled:
                 continue
             if quote in "'\"" and _backslashes_before(condition, at, quote_at) % 2:
-                return (f"ambiguous quote: the quote {place} follows a backslash, which escapes it on MariaDB "
-                        "and MySQL (and in PostgreSQL's E'…' strings) but not elsewhere, so where the quoted text "
+                return (f"ambiguous quote: the quote {place} follows a backslash, which escapes it in some "
+                        "databases' strings and not in others', so where the quoted text "
                         f"ends depends on the database; write {char}{char} for a quote inside quoted text")
             if condition.startswith(quote, at + 1):
                 doubled = at + 1  # '' inside '…' is a quote within it: the quoted text goes on
@@ -36,12 +36,12 @@ def condition_problem(condition: str) -> str | None:
                     "no need of one, and the parentheses inside a comment are not counted, so the condition could "
                     "escape the chunks' key bounds")
         if char == "$" and not _inside_name(condition, at):
-            return (f"dollar quotes are refused: the {place} would begin a dollar-quoted string on PostgreSQL, "
+            return (f"dollar quotes are refused: the {place} would begin a dollar-quoted string on some databases, "
                     "whose parentheses are not counted; write text in '…', and a name that begins with $ in \"…\"")
         if bracket_at >= 0 and char in "'\"`()":
-            return (f"the {place} is inside the [ at character {bracket_at + 1}, which quotes a name on SQLite "
-                    "and begins a subscript elsewhere, so the databases disagree on where its quotes and parentheses "
-                    "are; write the name in \"…\" instead")
+            return (f"the {place} is inside the [ at character {bracket_at + 1}, which quotes a name on some "
+                    "databases and begins a subscript on others, so the databases disagree on where its quotes and "
+                    "parentheses are; write the name in \"…\" instead")
         if char in "'\"`":
             quote, quote_at = char, at
         elif char == "[":
@@ -77,7 +77,7 @@ def _comment_at(text: str, at: int) -> tuple[str, str] | None:
     if text.startswith("/*", at):
         return "/*", "a block comment"
     if text[at] == "#":
-        return "#", "a line comment on MariaDB and MySQL"
+        return "#", "a line comment on some databases"
     return None
 
 

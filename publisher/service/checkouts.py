@@ -2,7 +2,6 @@
 acknowledged by advancing the subscriber's state, until the check-out is finished."""
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -88,4 +87,5 @@ def statements_of(text: str, dialect: str) -> list[str]:
     one call, which the PostgreSQL driver runs statement by statement."""
     if not dialect_of(dialect).one_statement_per_call:
         return [text] if text.strip() else []
-    return [statement.text for statement in split_statements(text, Lexis(complete=sqlite3.complete_statement))]
+    lexis = Lexis(complete=dialect_of(dialect).statement_complete)
+    return [statement.text for statement in split_statements(text, lexis)]

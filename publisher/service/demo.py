@@ -11,13 +11,14 @@ from sqlalchemy import text
 from publisher.capture.install import install_capture
 from publisher.config.loading import load_config
 from publisher.database import connect
+from publisher.dialects import file_url
 from publisher.pipeline.cycle import run_cycle
 from publisher.pipeline.spark import get_spark
 
 CONFIG_TEMPLATE = """\
 # Written by `publisher demo`; run `publisher poll -c {config}` after changing {database}.
 [database]
-url = "sqlite:///{database}"
+url = "{url}"
 schema = "indirect"
 
 [output]
@@ -58,7 +59,8 @@ def run_demo(directory: Path, master: str, formats: bool = False) -> int:
     config_path = directory / "publisher.toml"
     config_path.write_text(
         CONFIG_TEMPLATE.format(
-            config=config_path, database=database, output=output, master=master, formats=FORMATS if formats else ""
+            config=config_path, database=database, url=file_url(str(database)), output=output, master=master,
+            formats=FORMATS if formats else "",
         ),
         encoding="utf-8",
     )

@@ -42,7 +42,6 @@ from sqlalchemy import (
     not_,
     or_,
     select,
-    text,
 )
 
 from publisher.dialects import dialect_of
@@ -233,15 +232,14 @@ def require_state_tables(engine: Engine, event_log: str, schema: str | None) -> 
 
 
 def require_increasing_ids(conn: Connection, event_log: str) -> None:
-    """SQLite: a check-out takes the record_ids above the last one's, so an id must never be
-    given twice. Without AUTOINCREMENT SQLite gives the highest id again once its row is deleted
-    (as purge and delete_processed_rows do), and that event would never be checked out."""
-    sql = conn.execute(select(literal_column("sql")).select_from(text("sqlite_master")).where(
-        literal_column("type") == "table", literal_column("name") == event_log)).scalar()
-    if sql is not None and not re.search(r"\bAUTOINCREMENT\b", str(sql), re.IGNORECASE):
+    """A check-out by record_id takes the record_ids above the last one's, so an id must never be
+    given twice: where the database may give a deleted row's id again (SQLite without
+    AUTOINCREMENT, `Dialect.ids_given_again`), that event would never be checked out."""
+    found = dialect_of(conn)
+    if found.ids_given_again(conn, event_log):
         raise MissingStateError(
-            f"the event log {event_log}'s record_id is not AUTOINCREMENT, so SQLite may give a deleted row's id to "
-            "a new event, which no check-out would take; recreate it as `publisher install` does "
+            f"the event log {event_log}'s record_id is not AUTOINCREMENT, so {found.title} may give a deleted row's "
+            "id to a new event, which no check-out would take; recreate it as `publisher install` does "
             "(INTEGER PRIMARY KEY AUTOINCREMENT) to use subscribers"
         )
 

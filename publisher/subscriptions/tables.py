@@ -22,7 +22,7 @@ from sqlalchemy import (
     null,
 )
 
-from publisher.dialects import dialect_of
+from publisher.dialects import dialect_of, families
 from publisher.errors import MissingStateError
 
 SUBSCRIBER_TABLE_SUFFIX = "_subscriber"
@@ -87,8 +87,9 @@ def require_check_outs(dialect: str) -> None:
     their transactions, or by record_id where one writer commits at a time."""
     found = dialect_of(dialect)
     if not (found.transaction_snapshots or found.one_writer):
+        able = " or ".join(family.title for family in families() if family.transaction_snapshots or family.one_writer)
         raise MissingStateError(
-            "subscribers need PostgreSQL or SQLite: a MariaDB/MySQL trigger can read no transaction id, and "
+            f"subscribers need {able}: a {found.title} trigger can read no transaction id, and "
             "the server shows no snapshot of the transactions running, so a check-out could not tell an event "
             "committed after it from one it took; publish this event log in status mode (no [subscribers])"
         )

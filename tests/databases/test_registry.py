@@ -87,7 +87,7 @@ def missing(dialect: Dialect, root: Path = ROOT, guide: Path = GUIDE) -> list[st
         gaps.append(f"{family}: no lock (Dialect.lock names a publisher.locking.backends.Backend): {exc}")
     else:
         if not lock.__module__.startswith((inside, "publisher.locking.")):
-            gaps.append(f"{family}: its lock {lock.__name__} is neither the default's nor in publisher/databases/{name}/")
+            gaps.append(f"{family}: its lock {lock.__name__} is neither the default nor in publisher/databases/{name}/")
     try:
         registered = dialect_of(name) is dialect
     except UnknownDialectError:

@@ -508,17 +508,18 @@ HIDDEN_PARENTHESES = [
      "escape the chunks' key bounds"),
     ("idu = 2 -- (\n) OR (1=1 -- )\n", ALL, "comments are refused: -- at character 9 begins a line comment;"),
     ("idu = 2 #(\n) OR (1=1 #)\n", ("mariadb",),
-     "comments are refused: # at character 9 begins a line comment on MariaDB and MySQL;"),
+     "comments are refused: # at character 9 begins a line comment on some databases;"),
     (r"fname = '\' ( ' ) OR (1=1 OR fname = ' ) \' '", ("mariadb",),
-     "ambiguous quote: the quote ' at character 11 follows a backslash, which escapes it on MariaDB and MySQL (and "
-     "in PostgreSQL's E'…' strings) but not elsewhere, so where the quoted text ends depends on the database; "
+     "ambiguous quote: the quote ' at character 11 follows a backslash, which escapes it in some "
+     "databases' strings and not in others', so where the quoted text ends depends on the database; "
      "write '' for a quote inside quoted text"),
     ("fname = $$'$$ ) OR (1=1 OR fname = $$'$$", ("postgresql",),
-     "dollar quotes are refused: the $ at character 9 would begin a dollar-quoted string on PostgreSQL, whose "
+     "dollar quotes are refused: the $ at character 9 would begin a dollar-quoted string on some databases, whose "
      "parentheses are not counted; write text in '…', and a name that begins with $ in \"…\""),
     ("CAST(1 AS [']) = 2) OR (1=1 OR CAST(1 AS [']) = 2", ("sqlite",),
-     "the ' at character 12 is inside the [ at character 11, which quotes a name on SQLite and begins a subscript "
-     "elsewhere, so the databases disagree on where its quotes and parentheses are; write the name in \"…\" instead"),
+     "the ' at character 12 is inside the [ at character 11, which quotes a name on some databases and begins a "
+     "subscript on others, so the databases disagree on where its quotes and parentheses are; write the name in "
+     "\"…\" instead"),
 ]
 
 

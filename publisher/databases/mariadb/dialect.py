@@ -19,12 +19,24 @@ the changing session's back, and query-back's sessions run with it."""
 
 class MariaDB(Dialect):
     name = "mysql"
+    title = "MariaDB/MySQL"
     capture = "publisher.databases.mariadb.capture.MariaDBCapture"
     row_value_index = False
     """MariaDB uses an index for `a > x OR (a = x AND b > y)`, not for `(a, b) > (x, y)`."""
     lock = "publisher.databases.mariadb.lock.NamedLock"
     gives_way_codes = frozenset({"1205", "1213"})
     """Lock wait timeout, and deadlock (InnoDB picks the transaction with less to undo)."""
+
+    def boolean_type(self, sql_type: Any) -> bool:
+        """MySQL and MariaDB make a BOOLEAN column TINYINT(1), and reflect it so."""
+        from sqlalchemy.dialects.mysql import TINYINT
+
+        return isinstance(sql_type, TINYINT) and sql_type.display_width == 1
+
+    def environment_errors(self) -> tuple[type[BaseException], ...]:
+        import pymysql
+
+        return (pymysql.err.OperationalError,)
 
     def url(self, url: URL) -> URL:
         """The default driver where the URL names none, and utf8mb4 unless it asks for a

@@ -54,6 +54,7 @@ def function_settings_sql() -> str:
 
 class PostgreSQL(Dialect):
     name = "postgresql"
+    title = "PostgreSQL"
     capture = "publisher.databases.postgresql.capture.PostgreSQLCapture"
     transaction_snapshots = True
     marks_beside_writes = True
@@ -63,6 +64,11 @@ class PostgreSQL(Dialect):
     lock = "publisher.databases.postgresql.lock.AdvisoryLock"
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""
+
+    def environment_errors(self) -> tuple[type[BaseException], ...]:
+        import psycopg
+
+        return (psycopg.OperationalError,)
 
     def try_lock_sql(self) -> str:
         """An advisory lock on the 64-bit `:key`."""

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import sqlite3
 from typing import Any
 
-from sqlalchemy import ColumnElement, LargeBinary, case, cast, func, null
+from sqlalchemy import ColumnElement, LargeBinary, case, cast, func, literal_column, null, select, text
 from sqlalchemy.engine import URL, Connection
 
 from publisher.dialects.base import Dialect
@@ -22,6 +24,7 @@ _ENCODINGS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"
 
 class SQLite(Dialect):
     name = "sqlite"
+    title = "SQLite"
     capture = "publisher.databases.sqlite.capture.SQLiteCapture"
     has_schemas = False
     catalog_versions = True
@@ -33,6 +36,20 @@ class SQLite(Dialect):
     """'now' is fixed within a statement, and one writer at a time logs a statement's rows
     one after the other."""
     gives_way_message = "database is locked"
+
+    def environment_errors(self) -> tuple[type[BaseException], ...]:
+        return (sqlite3.OperationalError,)
+
+    def statement_complete(self, script: str) -> bool:
+        """SQLite's own rule, which knows its strings and trigger bodies."""
+        return sqlite3.complete_statement(script)
+
+    def ids_given_again(self, conn: Connection, table: str) -> bool:
+        """Without AUTOINCREMENT SQLite gives the highest id again once its row is deleted (as
+        purge and delete_processed_rows do)."""
+        sql = conn.execute(select(literal_column("sql")).select_from(text("sqlite_master")).where(
+            literal_column("type") == "table", literal_column("name") == table)).scalar()
+        return sql is not None and not re.search(r"\bAUTOINCREMENT\b", str(sql), re.IGNORECASE)
 
     def holds_any(self, column: ColumnElement[Any], characters: str) -> ColumnElement[bool]:
         """By GLOB: SQLite has no REGEXP unless the application defines one."""
