@@ -20,10 +20,11 @@ import pytest
 from sqlalchemy import Engine, create_engine, make_url, text
 
 TESTS = Path(__file__).resolve().parent
-sys.path[:0] = [str(folder) for folder in sorted(TESTS.iterdir())
-                if folder.is_dir() and any(folder.glob("test_*.py")) and str(folder) not in sys.path]
-"""The tests mirror the package, a folder per part; a test may take a fixture's helpers from a
-test module of another folder (`from test_crash import kill_session`), as a module by its name."""
+sys.path[:0] = [str(folder) for folder in sorted({path.parent for path in TESTS.rglob("test_*.py")})
+                if str(folder) not in sys.path]
+"""The tests mirror the package, a folder per part (and per database, `databases/<name>/`); a
+test may take a fixture's helpers from a test module of another folder
+(`from test_crash import kill_session`), as a module by its name."""
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 """The pytest-xdist worker this process is (gw0, gw1, ...), empty when the run is not distributed."""
