@@ -143,6 +143,14 @@ def test_the_registry_loads_a_dialect_alone_and_once():
     assert loaded.strip() == str([DATABASES, f"{DATABASES}.sqlite", f"{DATABASES}.sqlite.dialect"])
 
 
+@pytest.mark.parametrize("dialect", families(), ids=lambda d: d.name)
+def test_every_template_of_a_folder_is_rendered(dialect):
+    """A template its capture never renders is one left behind by a change, or misnamed."""
+    capture = capture_class(dialect)
+    kept = {path.stem for path in capture.templates().glob("*.sql")}
+    assert kept - rendered_templates(capture) == set()
+
+
 def test_each_family_names_its_own_capture_and_lock():
     captures = [capture_class(dialect) for dialect in families()]
     assert len(set(captures)) == len(captures)
