@@ -20,6 +20,7 @@ the changing session's back, and query-back's sessions run with it."""
 class MariaDB(Dialect):
     name = "mysql"
     capture = "publisher.capture.mariadb.MariaDBCapture"
+    workshop = "publisher.databases.mariadb.workshop.MariaDBWorkshop"
     row_value_index = False
     """MariaDB uses an index for `a > x OR (a = x AND b > y)`, not for `(a, b) > (x, y)`."""
     lock = "publisher.locking.backends.NamedLock"

@@ -55,6 +55,7 @@ def function_settings_sql() -> str:
 class PostgreSQL(Dialect):
     name = "postgresql"
     capture = "publisher.capture.postgresql.PostgreSQLCapture"
+    workshop = "publisher.databases.postgresql.workshop.PostgreSQLWorkshop"
     transaction_snapshots = True
     marks_beside_writes = True
     id_arrays = True

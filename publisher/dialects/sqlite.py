@@ -23,6 +23,7 @@ _ENCODINGS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"
 class SQLite(Dialect):
     name = "sqlite"
     capture = "publisher.capture.sqlite.SQLiteCapture"
+    workshop = "publisher.databases.sqlite.workshop.SQLiteWorkshop"
     has_schemas = False
     catalog_versions = True
     one_writer = True

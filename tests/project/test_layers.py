@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("locking",),
     ("triggerless", "snapshots"),
     ("service",),
+    ("databases",),
     ("workshop",),
     ("cli",),
 )

@@ -1,0 +1,1 @@
+"""MariaDB and MySQL: what only they need."""

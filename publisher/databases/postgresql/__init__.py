@@ -1,0 +1,1 @@
+"""PostgreSQL: what only PostgreSQL needs."""

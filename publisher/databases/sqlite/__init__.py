@@ -1,0 +1,1 @@
+"""SQLite: what only SQLite needs."""
