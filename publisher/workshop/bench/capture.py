@@ -20,6 +20,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from publisher.databases.workbench import Workbench
 from publisher.workshop.bench.capture_mix import (
     CLIENTS,
     CONFIGURATIONS,
@@ -46,7 +47,7 @@ class CaptureOptions:
     schema: str = SCHEMA
 
     @property
-    def mixed(self) -> Any:
+    def mixed(self) -> Workbench:
         """The database the mix runs on."""
         return named(self.database) if self.database is not None else mixing()[0]
 

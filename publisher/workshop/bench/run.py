@@ -23,6 +23,7 @@ from sqlalchemy import Engine
 
 from publisher.config import Config, SparkConfig
 from publisher.database import connect
+from publisher.databases.workbench import Workbench
 from publisher.workshop.bench.cold import ColdPoll, cold_poll, last_record_id, renew_backlog
 from publisher.workshop.bench.drain import DrainResult, check_out_backlog, count_new, drain, measure_latency
 from publisher.workshop.bench.floor import Floor, measure_floor
@@ -189,7 +190,7 @@ def _run(
     options: BenchOptions, workdir: Path, spark: SparkSession | None, conf: dict[str, str], roots: tuple[int, ...] = ()
 ) -> BenchReport:
     database = bench_database(options)
-    url = options.url or database.bench_url or database.file_url(workdir / "bench.db")
+    url = _scratch_url(database, options.url, workdir / "bench.db")
     log.info("generating %d events on %d rows (%s)", options.events, options.rows, database.name)
     workload = generate(database.name, url, options.rows, options.events, options.schema,
                         backlog=options.backlog)
@@ -237,7 +238,7 @@ def _run(
     )
 
 
-def bench_database(options: BenchOptions) -> Any:
+def bench_database(options: BenchOptions) -> Workbench:
     """The database the options name, else the one of their URL, else the first that makes the workload."""
     if options.url is None and options.database is None:
         return draining()[0]
@@ -248,12 +249,20 @@ def bench_database(options: BenchOptions) -> Any:
     return found
 
 
+def _scratch_url(database: Workbench, given: str | None, file: Path) -> str:
+    """`given`, else the database's server for the benchmark, else a file of its own."""
+    url = given or database.bench_url or database.file_url(file)
+    if url is None:
+        raise WorkloadError(f"url: {database.name} has no default; name one with --url")
+    return url
+
+
 def warm_up(spark: SparkSession, options: BenchOptions, workdir: Path) -> None:
     """Drain a tiny backlog of the same dialect first, through Spark jobs even though it is small,
     so that the drain measures a warm session: Python workers started, code paths compiled, as in
     a `publisher run` that has been up a while."""
     database = bench_database(options)
-    url = database.file_url(workdir / "warm-up.db") or options.url or database.bench_url
+    url = _scratch_url(database, database.file_url(workdir / "warm-up.db") or options.url, workdir / "warm-up.db")
     workload = generate(database.name, url, MIN_ROWS, MIN_EVENTS, f"{options.schema}_warm_up")
     config = workload.config(workdir / "warm-up", options.query_limit, options.batch_size, options.master)
     config = dataclasses.replace(config, spark=dataclasses.replace(config.spark, small_cycle_events=0))

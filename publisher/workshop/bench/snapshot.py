@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 from publisher.capture.install import install_capture
 from publisher.config import Config, SparkConfig
 from publisher.database import connect
+from publisher.databases.workbench import Workbench
 from publisher.snapshots.snapshot import CHUNK_ROWS, DIRECT_CHUNK_ROWS, SnapshotResult, snapshot, snapshot_directly
 from publisher.workshop.bench.drain import DrainResult, count_new, drain
 from publisher.workshop.bench.floor import copy_out
@@ -52,7 +53,7 @@ class SnapshotOptions:
     """Where the documents go; default: a temporary directory, removed afterwards."""
 
     @property
-    def copied(self) -> Any:
+    def copied(self) -> Workbench:
         """The database measured: the URL's, else the first that sends a table as COPY does."""
         return of_url(self.url) if self.url else copying()[0]
 

@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 
 from publisher.config import Config, PublicationMode, StartupOption
 from publisher.database import connect
+from publisher.databases.workbench import Workbench
 from publisher.triggerless.cycle import ComparisonResult, run_comparison_cycle
 from publisher.workshop.bench.floor import vacuum
 from publisher.workshop.bench.report import format_count, format_seconds, format_size
@@ -46,7 +47,7 @@ class TriggerlessOptions:
     """Start a standalone master and worker (`bench.cluster`) and compare on them (ignores `master`)."""
 
     @property
-    def copied(self) -> Any:
+    def copied(self) -> Workbench:
         """The database measured: the URL's, else the first that sends a table as COPY does."""
         return of_url(self.url) if self.url else copying()[0]
 

@@ -29,8 +29,8 @@ class Migrations:
     def __init__(self, site: Site, engine: Engine) -> None:
         table = site.table("acct")
         retype = site.database.soak_retype_sql
-        self.statements = [retype.format(t=table) if step == "retype" else step.format(t=table)
-                           for step in STEPS if step != "retype" or retype is not None]
+        steps = [retype if step == "retype" else step for step in STEPS]
+        self.statements = [step.format(t=table) for step in steps if step is not None]
         self.site = site
         self.engine = engine
         self.ran = 0

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import create_engine
 
 from publisher.config import DatabaseConfig
+from publisher.databases.workbench import Workbench
 from publisher.workshop.databases import databases, named, names, native_capture
 from publisher.workshop.soak.drain import SPARK_PATH, drain, verify_readers
 from publisher.workshop.soak.migrations import Migrations
@@ -94,7 +95,7 @@ def _sockets(directory: str, names: list[str]) -> list[str]:
     return [n for n in names if n.endswith((".sock", ".pid")) or n.startswith(".s.PGSQL")]
 
 
-def _soak(database: Any, server: Any, root: Path, options: SoakOptions, outcome: Outcome,
+def _soak(database: Workbench, server: Any, root: Path, options: SoakOptions, outcome: Outcome,
           say: Callable[[str], None]) -> None:
     """Soak one database on its `server`; `say` hears progress, each line about this database."""
     engine = create_engine(DatabaseConfig(url=server.url).sqlalchemy_url(), pool_pre_ping=True,

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from sqlalchemy import Engine, text
 
 from publisher.capture.tables import Style
+from publisher.databases.workbench import Workbench
 from publisher.workshop.databases import named
 
 PUBLISHER_USER = "soak_publisher"
@@ -32,7 +33,7 @@ TABLES = ("acct", "team")
 class Site:
     """Where one database's soak lives: its configuration file, outputs and trigger styles."""
 
-    database: Any
+    database: Workbench
     """The database's workshop (`Workbench`)."""
     url: str
     schema: str | None
@@ -50,7 +51,7 @@ class Site:
         return [SUBSCRIBER] if self.database.serves_subscribers else []
 
 
-def create_tables(engine: Engine, database: Any, schema: str | None) -> None:
+def create_tables(engine: Engine, database: Workbench, schema: str | None) -> None:
     def name(table: str) -> str:
         return f"{schema}.{table}" if schema else table
 
@@ -62,7 +63,7 @@ def create_tables(engine: Engine, database: Any, schema: str | None) -> None:
         conn.execute(text(MEMBER.format(t=name("team_member"), team=name("team"))))
 
 
-def write_config(site_dir: Path, database: Any, url: str, schema: str | None) -> Path:
+def write_config(site_dir: Path, database: Workbench, url: str, schema: str | None) -> Path:
     """The publisher's configuration: status mode, and a subscriber of both tables where the
     database serves subscribers. Small cycles run in the driver; `run` may be told otherwise."""
     path = site_dir / "publisher.toml"
