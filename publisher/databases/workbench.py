@@ -67,6 +67,8 @@ class Workbench:
     soak_styles_turned: ClassVar[bool] = False
     """Field and row style the other way round from the others for the same seed, so that
     every run has both on `acct`."""
+    soak_sockets: ClassVar[tuple[str, ...]] = ()
+    """How the names of the server's sockets begin, beside `*.sock`: not copied by `--keep`."""
     serves_subscribers: ClassVar[bool] = True
     """Whether the publisher serves subscribers on this database."""
 

@@ -76,3 +76,13 @@ def test_a_short_soak_on_the_native_capture_finds_no_difference(dialect):
     assert counts["writes"] > 50 and counts["events"] > 50, counts
     assert counts["kills"] >= 1 and counts["restarts"] >= 1, counts
     assert counts["rows_left_new"] == 0 and counts["subscriber_waiting"] == 0
+
+
+def test_keep_copies_a_servers_files_but_not_its_sockets():
+    """`--keep` copies the soak's directory; a server's sockets and pid files cannot be copied."""
+    from publisher.workshop.databases import named
+    from publisher.workshop.soak.run import _sockets
+
+    files = [".s.PGSQL.5432", ".s.PGSQL.5432.lock", "mysqld.sock", "mysqld.pid", "server.log", "soak.db"]
+    assert _sockets(named("postgresql"))("dir", files) == files[:4]
+    assert _sockets(named("sqlite"))("dir", files) == files[2:4]

@@ -24,6 +24,7 @@ class PostgreSQLWorkshop(Workbench):
                      "PRIMARY KEY (code, day, part))")
     soak_parts = (True, False)
     soak_retype_sql = "ALTER TABLE {t} ALTER COLUMN score TYPE NUMERIC(14,4)"
+    soak_sockets = (".s.PGSQL",)
     soak_plain_ddl = True
     """As the application's own tool runs them: its event trigger follows, and `run`'s cycle
     publishes the rows again."""

@@ -86,13 +86,16 @@ def soak_database(dialect: str, options: SoakOptions, say: Callable[[str], None]
         if server is not None:
             server.close()
         if options.keep is not None:
-            shutil.copytree(root, options.keep / dialect, dirs_exist_ok=True, ignore=_sockets)
+            shutil.copytree(root, options.keep / dialect, dirs_exist_ok=True, ignore=_sockets(named(dialect)))
         shutil.rmtree(root, ignore_errors=True)
     return outcome
 
 
-def _sockets(directory: str, names: list[str]) -> list[str]:
-    return [n for n in names if n.endswith((".sock", ".pid")) or n.startswith(".s.PGSQL")]
+def _sockets(database: Workbench) -> Callable[[str, list[str]], list[str]]:
+    """What `--keep` leaves behind: a server's sockets and pid files, which cannot be copied."""
+    def ignored(directory: str, names: list[str]) -> list[str]:
+        return [n for n in names if n.endswith((".sock", ".pid")) or n.startswith(database.soak_sockets)]
+    return ignored
 
 
 def _soak(database: Workbench, server: Any, root: Path, options: SoakOptions, outcome: Outcome,
