@@ -5,6 +5,7 @@ import argparse
 from typing import Any
 
 from publisher.cli.argument_types import not_negative, positive
+from publisher.workshop.databases import copying, draining, mixing, names
 
 BENCH_DESCRIPTION = """\
 Measures how fast the publisher drains a large backlog, against two yardsticks:
@@ -51,8 +52,8 @@ reading the report:
   stage ...                          where the drain spent its time (the stages of a cycle)
 
 examples:
-  publisher bench --database sqlite --rows 5000 --events 20000 --latency-cycles 10
-  publisher bench --url postgresql://postgres@127.0.0.1:5432/test --query-limit 100000
+  publisher bench --database {filed} --rows 5000 --events 20000 --latency-cycles 10
+  publisher bench --url {served_url} --query-limit 100000
   publisher bench --json > bench.json
   publisher bench --cluster --events 200000      the same drain on a standalone cluster
 
@@ -61,8 +62,8 @@ reading the --capture report:
   slowdown      median tps without triggers / median tps with the style's triggers
   events/tx     events logged per committed transaction (0 without triggers)
 
-  publisher bench --capture                              PostgreSQL, 3 rounds of 20 s
-  publisher bench --capture --database mariadb --rounds 5 --seconds 30 --json
+  publisher bench --capture                              {mixed}, 3 rounds of 20 s
+  publisher bench --capture --database {other_mixed} --rounds 5 --seconds 30 --json
 
 reading the --snapshot report:
   logging       the snapshot command: a chunk of rows' events per transaction
@@ -76,23 +77,44 @@ reading the --snapshot report:
 """
 
 
+def _epilog() -> str:
+    """The examples, on the databases the registry holds."""
+    drained, mixed = draining(), mixing()
+    filed = [d for d in drained if d.bench_url is None] or drained
+    served = [d for d in drained if d.bench_url is not None] or drained
+    return BENCH_EPILOG.format(filed=filed[0].name, served_url=served[0].bench_url, mixed=mixed[0].name,
+                               other_mixed=mixed[-1].name)
+
+
+def _database_help() -> str:
+    drained, mixed = set(names(draining())), set(names(mixing()))
+    only = [f"{name} only with --capture" for name in names() if name in mixed - drained]
+    only += [f"{name} only without" for name in names() if name in drained - mixed]
+    return f"where the backlog lives (default: the --url's database, else {draining()[0].name}); {', '.join(only)}"
+
+
+def _url_help() -> str:
+    first = draining()[0]
+    urls = [str(first.bench_url)] + [f"{d.bench_url} for {d.name}" for d in mixing() if d is not first]
+    files = [d.name for d in draining() if d.bench_url is None]
+    tail = f", or a temporary file for {' and '.join(files)}" if files else ""
+    return f"SQLAlchemy URL (default: {', '.join(urls)}{tail})"
+
+
 def add_bench(commands: Any) -> None:
     bench = commands.add_parser(
         "bench", help="generate a backlog, drain it and compare with the floor and a one-at-a-time publisher",
-        description=BENCH_DESCRIPTION, epilog=BENCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=BENCH_DESCRIPTION, epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    bench.add_argument("--database", choices=("postgresql", "sqlite", "mariadb"),
-                       help="where the backlog lives (default: the --url's database, else postgresql); "
-                       "mariadb only with --capture, sqlite only without")
-    bench.add_argument("--url", metavar="URL",
-                       help="SQLAlchemy URL (default: postgresql://postgres@127.0.0.1:5432/test, "
-                       "mysql://root@127.0.0.1:3306/test for mariadb, or a temporary SQLite file)")
+    bench.add_argument("--database", choices=names(), help=_database_help())
+    bench.add_argument("--url", metavar="URL", help=_url_help())
     bench.add_argument("--capture", action="store_true",
                        help="measure what the capture triggers cost the application's transactions instead "
                        "(see above); uses only --database, --url, --seconds, --rounds and --json")
     bench.add_argument("--snapshot", action="store_true",
                        help="measure what a snapshot of a table of --rows rows costs instead (see above), on "
-                       "PostgreSQL; uses only --url, --rows, --query-limit, --master, --small-cycle-events and --json")
+                       f"{' or '.join(names(copying()))}; uses only --url, --rows, --query-limit, --master, "
+                       "--small-cycle-events and --json")
     bench.add_argument("--triggerless", action="store_true",
                        help="measure a triggerless cycle over a table of --rows rows instead: one with 1%% of "
                        "the rows changed and an idle one, against PostgreSQL's COPY of the table; uses only "

@@ -30,6 +30,11 @@ class Dialect:
     lock: ClassVar[str] = "publisher.locking.backends.LeaseRow"
     """The dotted name of the lock the publisher holds on the database (a
     `publisher.locking.backends.Backend`): by default a lease row, which a thread renews."""
+    workshop: ClassVar[str | None] = None
+    """The dotted name of the class that drives the family in `publisher bench` and `publisher
+    soak` (its default URLs, private server, workload SQL and mix; the protocol is
+    `publisher.workshop.databases.DatabaseWorkshop`), imported when first asked for: the workshop
+    sits above the product. None: the workshop does not drive this database."""
     has_schemas: ClassVar[bool] = True
     transaction_snapshots: ClassVar[bool] = False
     """The triggers log the transaction's id and the database shows which transactions a

@@ -15,13 +15,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "publisher"
 NAMES = frozenset({"postgresql", "postgres", "sqlite", "mysql", "mariadb"})
 BRANCHING_CALLS = frozenset({"is_mysql", "is_sqlite", "is_postgresql"})
 
-TOOLS = ("publisher/workshop/bench/", "publisher/workshop/soak/")
-"""`publisher bench` and `publisher soak` measure and stress the publisher on a database the
-user names (`--database`): they start its server, create its tables and drive its writers
-(pgbench on PostgreSQL, threads on MariaDB). Which database is their subject, not a difference
-the publisher hides, so they may name it."""
-
-
 def _names_a_dialect(node: ast.AST) -> bool:
     if isinstance(node, ast.Constant):
         return isinstance(node.value, str) and node.value in NAMES
@@ -48,7 +41,7 @@ def _branches_outside_dialects() -> dict[str, list[int]]:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE.parent).as_posix()
-        if relative.startswith(("publisher/dialects/", "publisher/databases/", *TOOLS)):
+        if relative.startswith(("publisher/dialects/", "publisher/databases/")):
             continue
         lines = dialect_branches(path.read_text(encoding="utf-8"))
         if lines:

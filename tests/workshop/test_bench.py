@@ -151,7 +151,11 @@ def test_capture_bench_logs_the_styles_events_and_divides_the_tps_it_shows(datab
 
 @pytest.mark.parametrize(("argv", "why"), [
     (["--capture", "--database", "sqlite"], "sqlite has no concurrent writers"),
+    (["--capture", "--url", "sqlite:///x.db"], "sqlite has no concurrent writers"),
     (["--database", "mariadb"], "measures only --capture"),
+    (["--url", "mysql://root@127.0.0.1:3306/x"], "--database mariadb measures only --capture"),
+    (["--url", "oracle://u@h/db"], "the publisher does not speak 'oracle'"),
+    (["--capture", "--url", "no url"], "'no url' is not a SQLAlchemy URL"),
 ])
 def test_capture_bench_refuses_what_it_cannot_measure(capsys, argv: list[str], why: str) -> None:
     assert main(["bench", *argv]) == 2

@@ -5,8 +5,6 @@ drain and `verify` of every reader, on each database of the run (about 40 s each
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from conftest import DIALECTS
 
@@ -41,13 +39,13 @@ def test_a_short_soak_finds_no_difference_and_compares_every_row(dialect):
 
 def test_a_soak_that_compared_nothing_or_left_work_fails_without_differences():
     """0 differences is a pass only when verify compared every row and the soak did its faults."""
+    from publisher.databases.servers import NoServer
     from publisher.workshop.soak.outcome import Outcome
     from publisher.workshop.soak.run import _check
-    from publisher.workshop.soak.servers import Server
 
     def problems(counts: dict, readers: dict) -> list[str]:
         outcome = Outcome("sqlite", styles_for("sqlite", 1), counts, readers)
-        _check(outcome, SoakOptions(), Server(Path("unused")))  # SQLite: nothing to restart
+        _check(outcome, SoakOptions(), NoServer("sqlite:///unused.db", "sqlite"))  # nothing to restart
         return outcome.problems
 
     done = {"writes": 10, "events": 30, "kills": 1, "rows_left_new": 0, "subscriber_waiting": 0, "source_rows": 5}
@@ -78,3 +76,13 @@ def test_a_short_soak_on_the_native_capture_finds_no_difference(dialect):
     assert counts["writes"] > 50 and counts["events"] > 50, counts
     assert counts["kills"] >= 1 and counts["restarts"] >= 1, counts
     assert counts["rows_left_new"] == 0 and counts["subscriber_waiting"] == 0
+
+
+def test_keep_copies_a_servers_files_but_not_its_sockets():
+    """`--keep` copies the soak's directory; a server's sockets and pid files cannot be copied."""
+    from publisher.workshop.databases import named
+    from publisher.workshop.soak.run import _sockets
+
+    files = [".s.PGSQL.5432", ".s.PGSQL.5432.lock", "mysqld.sock", "mysqld.pid", "server.log", "soak.db"]
+    assert _sockets(named("postgresql"))("dir", files) == files[:4]
+    assert _sockets(named("sqlite"))("dir", files) == files[2:4]

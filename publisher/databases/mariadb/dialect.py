@@ -21,6 +21,7 @@ class MariaDB(Dialect):
     name = "mysql"
     title = "MariaDB/MySQL"
     capture = "publisher.databases.mariadb.capture.MariaDBCapture"
+    workshop = "publisher.databases.mariadb.workshop.MariaDBWorkshop"
     row_value_index = False
     """MariaDB uses an index for `a > x OR (a = x AND b > y)`, not for `(a, b) > (x, y)`."""
     lock = "publisher.databases.mariadb.lock.NamedLock"

@@ -56,6 +56,7 @@ class PostgreSQL(Dialect):
     name = "postgresql"
     title = "PostgreSQL"
     capture = "publisher.databases.postgresql.capture.PostgreSQLCapture"
+    workshop = "publisher.databases.postgresql.workshop.PostgreSQLWorkshop"
     transaction_snapshots = True
     marks_beside_writes = True
     id_arrays = True

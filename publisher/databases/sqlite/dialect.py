@@ -26,6 +26,7 @@ class SQLite(Dialect):
     name = "sqlite"
     title = "SQLite"
     capture = "publisher.databases.sqlite.capture.SQLiteCapture"
+    workshop = "publisher.databases.sqlite.workshop.SQLiteWorkshop"
     has_schemas = False
     catalog_versions = True
     one_writer = True

@@ -18,40 +18,42 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from publisher.databases.workbench import Workbench
 from publisher.workshop.bench.capture_mix import (
     CLIENTS,
     CONFIGURATIONS,
     NATIVE,
     ROWS,
+    CaptureBenchError,
     Configuration,
-    MariaDBTarget,
-    PostgreSQLTarget,
     Run,
     Target,
 )
+from publisher.workshop.databases import mixing, named, native_capture
 
-Database = Literal["postgresql", "mariadb"]
-DEFAULT_URLS: dict[Database, str] = {
-    "postgresql": "postgresql://postgres@127.0.0.1:5432/test",
-    "mariadb": "mysql://root@127.0.0.1:3306/test",
-}
 SCHEMA = "capture_bench"
-"""The PostgreSQL schema, or MariaDB database, the benchmark creates and drops."""
+"""The schema (a database, where the server has no schemas inside one) the benchmark creates and drops."""
 
 
 @dataclass(frozen=True)
 class CaptureOptions:
-    database: Database = "postgresql"
+    database: str | None = None
+    """The database's name; None: the first in the registry with concurrent writers."""
     url: str | None = None
     seconds: int = 20
     rounds: int = 3
     schema: str = SCHEMA
 
     @property
+    def mixed(self) -> Workbench:
+        """The database the mix runs on."""
+        return named(self.database) if self.database is not None else mixing()[0]
+
+    @property
     def database_url(self) -> str:
-        return self.url or DEFAULT_URLS[self.database]
+        return self.url or str(self.mixed.bench_url)
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class CaptureReport:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "database": self.options.database,
+            "database": self.options.mixed.name,
             "seconds": self.options.seconds,
             "rounds": self.options.rounds,
             "clients": CLIENTS,
@@ -104,7 +106,7 @@ class CaptureReport:
 def format_capture_report(report: CaptureReport) -> str:
     options = report.options
     lines = [
-        f"capture cost on {options.database}: {CLIENTS} clients, {options.rounds} round(s) of {options.seconds} s, "
+        f"capture cost on {options.mixed.name}: {CLIENTS} clients, {options.rounds} round(s) of {options.seconds} s, "
         f"{ROWS} rows; each transaction: 2 UPDATEs, 1 INSERT, 1 DELETE",
         f"{'configuration':<14}{'median tps':>12}{'slowdown':>10}{'events/tx':>11}   tps per round",
     ]
@@ -116,7 +118,7 @@ def format_capture_report(report: CaptureReport) -> str:
             f"{report.events_per_transaction(configuration):>11.2f}   {rounds}"
         )
     lines.append("slowdown: median tps without triggers / median tps with the style's triggers")
-    if options.database == "postgresql" and not report.runs_of("native-field"):
+    if native_capture(options.mixed) and not report.runs_of("native-field"):
         lines.append("native capture not measured: its library is not installed on the server (`make native`)")
     return "\n".join(lines)
 
@@ -139,5 +141,7 @@ def rotated(configurations: tuple[Configuration, ...], by: int) -> tuple[Configu
 
 
 def _target(options: CaptureOptions) -> Target:
-    cls = MariaDBTarget if options.database == "mariadb" else PostgreSQLTarget
-    return cls(options.database_url, options.schema)
+    mix = options.mixed.capture_mix()
+    if mix is None:
+        raise CaptureBenchError(f"{options.mixed.name} has no concurrent writers to measure")
+    return Target(options.database_url, options.schema, mix)

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from publisher.workshop.bench.mix import Backlog, WorkloadError
     from publisher.workshop.bench.report import format_report
     from publisher.workshop.bench.run import BenchOptions, run_benchmark
-    from publisher.workshop.bench.writers import Dialect
+    from publisher.workshop.databases import draining, names
 
     chosen = [name for name in ("capture", "snapshot", "triggerless") if getattr(args, name)]
     if len(chosen) > 1:
@@ -36,11 +36,10 @@ def run(args: argparse.Namespace) -> int:
         raise BenchArgumentError("bench: --snapshot-logged measures a snapshot's logged path; it needs --snapshot")
     if args.snapshot:
         return _bench_snapshot(args)
-    if args.database == "mariadb":
-        raise BenchArgumentError("bench: --database mariadb measures only --capture")
-    database: Dialect = "postgresql"
-    if args.database == "sqlite" or (args.database is None and (args.url or "").startswith("sqlite")):
-        database = "sqlite"
+    able = names(draining())
+    database = args.database or _database_of_url(args.url, able[0])
+    if database not in able:
+        raise BenchArgumentError(f"bench: --database {database} measures only --capture")
     options = BenchOptions(
         database=database, url=args.url, rows=args.rows or 100_000, events=args.events, query_limit=args.query_limit,
         latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
@@ -56,17 +55,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bench_capture(args: argparse.Namespace) -> int:
-    from publisher.dialects import is_mysql
     from publisher.workshop.bench.capture import CaptureOptions, format_capture_report, run_capture_bench
     from publisher.workshop.bench.capture_mix import CaptureBenchError
+    from publisher.workshop.databases import mixing, names
 
-    database = args.database
-    if database is None:
-        scheme = (args.url or "").split(":", 1)[0].split("+", 1)[0]
-        database = "mariadb" if is_mysql(scheme) else "postgresql"
-    if database == "sqlite":
+    able = names(mixing())
+    database = args.database or _database_of_url(args.url, able[0])
+    if database not in able:
         raise BenchArgumentError(
-            "bench --capture: sqlite has no concurrent writers to measure; use postgresql or mariadb")
+            f"bench --capture: {database} has no concurrent writers to measure; use {' or '.join(able)}")
     options = CaptureOptions(database=database, url=args.url, seconds=args.seconds, rounds=args.rounds)
     try:
         report = run_capture_bench(options)
@@ -79,7 +76,7 @@ def _bench_capture(args: argparse.Namespace) -> int:
 def _bench_snapshot(args: argparse.Namespace) -> int:
     from publisher.workshop.bench.snapshot import SnapshotOptions, format_snapshot_report, run_snapshot_bench
 
-    _require_postgresql(args, "--snapshot")
+    _require_copying(args, "--snapshot")
     options = SnapshotOptions(url=args.url, rows=args.rows or 1_000_000, query_limit=args.query_limit,
                               master=args.master, direct=not args.snapshot_logged,
                               small_cycle_events=args.small_cycle_events)
@@ -93,15 +90,31 @@ def _bench_triggerless(args: argparse.Namespace) -> int:
         run_triggerless_bench,
     )
 
-    _require_postgresql(args, "--triggerless")
+    _require_copying(args, "--triggerless")
     options = TriggerlessOptions(url=args.url, rows=args.rows or 1_000_000, master=args.master, cluster=args.cluster)
     return _report(args, lambda: run_triggerless_bench(options), format_triggerless_report)
 
 
-def _require_postgresql(args: argparse.Namespace, flag: str) -> None:
-    scheme = (args.url or "postgresql").split(":", 1)[0].split("+", 1)[0]
-    if args.database not in (None, "postgresql") or scheme not in ("postgresql", "postgres"):
-        raise BenchArgumentError(f"bench {flag}: measured on postgresql only")
+def _require_copying(args: argparse.Namespace, flag: str) -> None:
+    """The whole-table benchmarks run where the database sends a table as COPY does."""
+    from publisher.workshop.databases import copying, names
+
+    able = names(copying())
+    if (args.database or _database_of_url(args.url, able[0])) not in able:
+        raise BenchArgumentError(f"bench {flag}: measured on {' or '.join(able)} only")
+
+
+def _database_of_url(url: str | None, default: str) -> str:
+    """The name of the database a --url is for; `default` without one."""
+    from publisher.workshop.databases import of_url
+
+    if url is None:
+        return default
+    try:
+        found = of_url(url)
+    except ValueError as exc:
+        raise BenchArgumentError(f"bench: --url: {exc}") from None
+    return str(found.name)
 
 
 def _report(args: argparse.Namespace, run: Callable[[], Any], formatted: Callable[[Any], str]) -> int:

@@ -2,8 +2,8 @@
 
 No publisher can beat it, so the publisher's time is reported as a multiple of it. It is taken
 on a vacuumed copy of the event log, read in record_id order and marked in one committed UPDATE
-(COPY on PostgreSQL, the sqlite3 module's own cursor on SQLite): the cheapest the database does
-the work, and the backlog itself stays as it was for the publisher.
+(through COPY where the database sends rows so, else the driver's own cursor): the cheapest the
+database does the work, and the backlog itself stays as it was for the publisher.
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from sqlalchemy import Engine, text
 
 from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import table_schema
-from publisher.databases.postgresql.copy_read import copy_rows
-from publisher.dialects import dialect_of
+from publisher.dialects import Dialect, dialect_of
 from publisher.model.events import Status
+from publisher.workshop.databases import of_url
 
 
 @dataclass(frozen=True)
@@ -25,12 +25,13 @@ class Floor:
     method: str
     rows: int
     bytes_read: int | None
-    """What COPY sent; SQLite hands over values, not bytes."""
+    """What COPY sent; None where the driver hands over values, not bytes."""
     read_seconds: float
     marked: int
     mark_seconds: float
     indexed_mark_seconds: float | None = None
-    """The same UPDATE on a vacuumed copy that has the event log's indexes (PostgreSQL): what
+    """The same UPDATE on a vacuumed copy that has the event log's indexes (where the database
+    copies a table's indexes, `indexed_copy_sql`): what
     marking the rows costs the database in this event log, whose status index each row's
     new status enters. Reported beside the floor, which the ratios keep."""
 
@@ -69,8 +70,9 @@ def measure_floor(config: Config, engine: Engine) -> Floor:
         try:
             connection: Any = raw.driver_connection
             size: int | None
-            if dialect_of(engine).copy_out:
-                rows, size, read_seconds = copy_out(connection, select)
+            dialect = dialect_of(engine)
+            if dialect.copy_out:
+                rows, size, read_seconds = copy_out(connection, select, dialect)
             else:
                 rows, size, read_seconds = _read(connection, select)
             connection.commit()
@@ -85,18 +87,22 @@ def measure_floor(config: Config, engine: Engine) -> Floor:
     finally:
         with engine.begin() as conn:
             conn.execute(text(f"DROP TABLE {copy}"))
-    indexed = _indexed_mark_seconds(config, engine) if engine.dialect.name == "postgresql" else None
+    indexed = _indexed_mark_seconds(config, engine)
     method = "read in record_id order; one UPDATE, committed; on a vacuumed copy"
     return Floor(method, rows, size, read_seconds, int(marked), mark_seconds, indexed)
 
 
-def _indexed_mark_seconds(config: Config, engine: Engine) -> float:
-    """The floor's UPDATE on a vacuumed copy of the event log made with its indexes."""
+def _indexed_mark_seconds(config: Config, engine: Engine) -> float | None:
+    """The floor's UPDATE on a vacuumed copy of the event log made with its indexes; None where
+    the database cannot copy a table's indexes."""
     table, status, _ = event_log_names(config, engine)
     copy = _qualified(config, engine, f"{config.event_log.table}_floor_indexed")
+    create = of_url(engine.url).indexed_copy_sql(copy, table)
+    if create is None:
+        return None
     with engine.begin() as conn:
         conn.execute(text(f"DROP TABLE IF EXISTS {copy}"))
-        conn.execute(text(f"CREATE TABLE {copy} (LIKE {table} INCLUDING INDEXES)"))
+        conn.execute(text(create))
         conn.execute(text(f"INSERT INTO {copy} SELECT * FROM {table}"))
     try:
         vacuum(engine, copy)
@@ -111,7 +117,7 @@ def _indexed_mark_seconds(config: Config, engine: Engine) -> float:
 
 
 def _read(connection: Any, select: str) -> tuple[int, int | None, float]:
-    """SQLite: the sqlite3 module's own cursor, without SQLAlchemy in between."""
+    """The driver's own cursor, without SQLAlchemy in between."""
     rows = 0
     started = time.perf_counter()
     cursor = connection.cursor()
@@ -121,15 +127,18 @@ def _read(connection: Any, select: str) -> tuple[int, int | None, float]:
     return rows, None, time.perf_counter() - started
 
 
-def copy_out(connection: Any, select: str) -> tuple[int, int, float]:
+def copy_out(connection: Any, select: str, dialect: Dialect) -> tuple[int, int, float]:
     """Every row of `select` through COPY … TO STDOUT, each read into Python as bytes: the rows,
-    the bytes and the seconds it took. `connection` is psycopg 3's own. The rows are taken as the
-    publisher's reads take them (`copy_rows`), the cheapest way Python has them."""
+    the bytes and the seconds it took. `connection` is the driver's own. The rows are taken as the
+    publisher's reads take them (the database's `copy_rows`), the cheapest way Python has them."""
+    reading = dialect.copy_reading()
+    if reading is None:
+        raise ValueError(f"{dialect.name} sends no rows through COPY")
     rows = size = 0
     started = time.perf_counter()
     with connection.cursor() as cursor:
         with cursor.copy(f"COPY ({select}) TO STDOUT") as copy:
-            for row in copy_rows(copy):
+            for row in reading.copy_rows(copy):
                 rows += 1
                 size += len(row)
     return rows, size, time.perf_counter() - started
@@ -149,6 +158,6 @@ def _qualified(config: Config, engine: Engine, name: str) -> str:
 
 
 def vacuum(engine: Engine, table: str) -> None:
-    statement = f"VACUUM ANALYZE {table}" if engine.dialect.name == "postgresql" else "VACUUM"
+    statement = of_url(engine.url).vacuum_sql(table)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text(statement))

@@ -37,7 +37,7 @@ def format_report(report: BenchReport) -> str:
         lines.append(("  " + name, value))
 
     lines.append((
-        f"publisher bench: {o.database}, {format_count(o.rows)} rows, {format_count(w.events)} events, "
+        f"publisher bench: {w.dialect}, {format_count(o.rows)} rows, {format_count(w.events)} events, "
         f"query_limit {format_count(o.query_limit)}, master {o.master}",
         "",
     ))
@@ -48,7 +48,7 @@ def format_report(report: BenchReport) -> str:
     row("backlog", w.backlog.value)
     row("by event type", "  ".join(f"{t}: {format_count(n)}" for t, n in w.by_type.items()))
     row("loopback / malformed", f"{format_count(w.loopback)} / {format_count(w.plan.malformed)}")
-    section(f"floor ({o.database} itself, on a vacuumed copy of the event log)")
+    section(f"floor ({w.dialect} itself, on a vacuumed copy of the event log)")
     row("read every new row", f"{format_seconds(f.read_seconds)} ({format_count(f.rows)} rows"
         + (f", {format_size(f.bytes_read)})" if f.bytes_read is not None else ")"))
     row("mark them all", f"{format_seconds(f.mark_seconds)} ({format_count(f.marked)} rows, one UPDATE, committed)")

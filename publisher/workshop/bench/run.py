@@ -23,23 +23,27 @@ from sqlalchemy import Engine
 
 from publisher.config import Config, SparkConfig
 from publisher.database import connect
+from publisher.databases.workbench import Workbench
 from publisher.workshop.bench.cold import ColdPoll, cold_poll, last_record_id, renew_backlog
 from publisher.workshop.bench.drain import DrainResult, check_out_backlog, count_new, drain, measure_latency
 from publisher.workshop.bench.floor import Floor, measure_floor
-from publisher.workshop.bench.mix import MIN_EVENTS, MIN_ROWS, Backlog
+from publisher.workshop.bench.mix import MIN_EVENTS, MIN_ROWS, Backlog, WorkloadError
 from publisher.workshop.bench.reference import ReferenceResult, run_reference
 from publisher.workshop.bench.sampling import Latency, Memory, ProcessSampler
-from publisher.workshop.bench.workload import DEFAULT_POSTGRES_URL, Workload, discard, generate
-from publisher.workshop.bench.writers import DEFAULT_SCHEMA, Dialect
+from publisher.workshop.bench.workload import Workload, discard, generate
+from publisher.workshop.bench.writers import DEFAULT_SCHEMA
+from publisher.workshop.databases import draining, named, of_url
 
 log = logging.getLogger("publisher")
 
 
 @dataclass(frozen=True)
 class BenchOptions:
-    database: Dialect = "postgresql"
+    database: str | None = None
+    """The database's name; None: the `url`'s database, else the first in the registry that makes
+    the workload."""
     url: str | None = None
-    """Default: the local test server for PostgreSQL, a file in the work directory for SQLite."""
+    """Default: the database's test server (`Workbench.bench_url`), or a file in the work directory."""
     rows: int = 100_000
     events: int = 1_000_000
     query_limit: int = 200_000
@@ -121,7 +125,7 @@ class BenchReport:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "database": self.options.database,
+            "database": self.workload.dialect,
             "rows": self.options.rows,
             "events": self.options.events,
             "query_limit": self.options.query_limit,
@@ -185,11 +189,10 @@ def work_directory(path: Path | None) -> Iterator[Path]:
 def _run(
     options: BenchOptions, workdir: Path, spark: SparkSession | None, conf: dict[str, str], roots: tuple[int, ...] = ()
 ) -> BenchReport:
-    url = options.url or (
-        DEFAULT_POSTGRES_URL if options.database == "postgresql" else f"sqlite:///{workdir / 'bench.db'}"
-    )
-    log.info("generating %d events on %d rows (%s)", options.events, options.rows, options.database)
-    workload = generate(options.database, url, options.rows, options.events, options.schema,
+    database = bench_database(options)
+    url = _scratch_url(database, options.url, workdir / "bench.db")
+    log.info("generating %d events on %d rows (%s)", options.events, options.rows, database.name)
+    workload = generate(database.name, url, options.rows, options.events, options.schema,
                         backlog=options.backlog)
     log.info("generated %d events in %.1f s", workload.events, workload.generate_seconds)
     config = workload.config(workdir / "out", options.query_limit, options.batch_size, options.master)
@@ -235,14 +238,32 @@ def _run(
     )
 
 
+def bench_database(options: BenchOptions) -> Workbench:
+    """The database the options name, else the one of their URL, else the first that makes the workload."""
+    if options.url is None and options.database is None:
+        return draining()[0]
+    try:
+        found = named(options.database) if options.database is not None else of_url(str(options.url))
+    except ValueError as exc:
+        raise WorkloadError(str(exc)) from None
+    return found
+
+
+def _scratch_url(database: Workbench, given: str | None, file: Path) -> str:
+    """`given`, else the database's server for the benchmark, else a file of its own."""
+    url = given or database.bench_url or database.file_url(file)
+    if url is None:
+        raise WorkloadError(f"url: {database.name} has no default; name one with --url")
+    return url
+
+
 def warm_up(spark: SparkSession, options: BenchOptions, workdir: Path) -> None:
     """Drain a tiny backlog of the same dialect first, through Spark jobs even though it is small,
     so that the drain measures a warm session: Python workers started, code paths compiled, as in
     a `publisher run` that has been up a while."""
-    url = options.url or DEFAULT_POSTGRES_URL
-    if options.database == "sqlite":
-        url = f"sqlite:///{workdir / 'warm-up.db'}"
-    workload = generate(options.database, url, MIN_ROWS, MIN_EVENTS, f"{options.schema}_warm_up")
+    database = bench_database(options)
+    url = _scratch_url(database, database.file_url(workdir / "warm-up.db") or options.url, workdir / "warm-up.db")
+    workload = generate(database.name, url, MIN_ROWS, MIN_EVENTS, f"{options.schema}_warm_up")
     config = workload.config(workdir / "warm-up", options.query_limit, options.batch_size, options.master)
     config = dataclasses.replace(config, spark=dataclasses.replace(config.spark, small_cycle_events=0))
     if options.formats:

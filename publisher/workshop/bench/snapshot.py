@@ -20,16 +20,19 @@ from sqlalchemy import Engine
 from publisher.capture.install import install_capture
 from publisher.config import Config, SparkConfig
 from publisher.database import connect
+from publisher.databases.workbench import Workbench
+from publisher.dialects import dialect_of
 from publisher.snapshots.snapshot import CHUNK_ROWS, DIRECT_CHUNK_ROWS, SnapshotResult, snapshot, snapshot_directly
 from publisher.workshop.bench.drain import DrainResult, count_new, drain
 from publisher.workshop.bench.floor import copy_out
 from publisher.workshop.bench.report import format_count, format_seconds, format_size
 from publisher.workshop.bench.run import BenchOptions, start_spark, warm_up, work_directory
 from publisher.workshop.bench.sampling import Memory, ProcessSampler
-from publisher.workshop.bench.workload import DEFAULT_POSTGRES_URL, bench_config, load_usr
+from publisher.workshop.bench.workload import bench_config, load_usr
+from publisher.workshop.databases import copying, of_url
 
 SCHEMA = "snapshot_bench"
-"""The PostgreSQL schema the benchmark creates and drops."""
+"""The schema the benchmark creates and drops."""
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,13 @@ class SnapshotOptions:
     """Where the documents go; default: a temporary directory, removed afterwards."""
 
     @property
+    def copied(self) -> Workbench:
+        """The database measured: the URL's, else the first that sends a table as COPY does."""
+        return of_url(self.url) if self.url else copying()[0]
+
+    @property
     def database_url(self) -> str:
-        return self.url or DEFAULT_POSTGRES_URL
+        return self.url or str(self.copied.bench_url)
 
     @property
     def chunk(self) -> int:
@@ -144,7 +152,7 @@ class SnapshotReport:
     def summary(self) -> dict[str, Any]:
         o = self.options
         return {
-            "database": "postgresql",
+            "database": o.copied.name,
             "rows": o.rows,
             "query_limit": o.query_limit,
             "chunk_rows": o.chunk,
@@ -198,7 +206,7 @@ def format_snapshot_report(report: SnapshotReport) -> str:
     width = max(len(name) for name, _ in rows) + 2
     path = "snapshot --direct" if o.direct else "snapshot (logged)"
     ranges = f", key ranges on {'Spark tasks' if report.on_tasks else 'driver threads'}" if o.direct else ""
-    head = (f"{path} cost on postgresql: usr, {format_count(o.rows)} rows, chunk_rows {format_count(o.chunk)}, "
+    head = (f"{path} cost on {o.copied.name}: usr, {format_count(o.rows)} rows, chunk_rows {format_count(o.chunk)}, "
             f"query_limit {format_count(o.query_limit)}, master {o.master}{ranges}")
     return "\n".join([head, *(f"{name:<{width}}{value}" for name, value in rows)])
 
@@ -223,7 +231,7 @@ def run_snapshot_bench(options: SnapshotOptions, spark: SparkSession | None = No
 def _run(options: SnapshotOptions, config: Config, engine: Engine, workdir: Path,
          spark: SparkSession | None) -> SnapshotReport:
     started = time.perf_counter()
-    load_usr(engine, options.schema, options.rows)
+    load_usr(engine, options.copied, options.schema, options.rows)
     install_capture(config, engine, ["usr"], "field")
     load_seconds = time.perf_counter() - started
     floor = measure_copy_floor(engine, options.schema)
@@ -264,7 +272,8 @@ def measure_copy_floor(engine: Engine, schema: str) -> CopyFloor:
     """The database's own fastest hand-over of every row of `usr`."""
     raw = engine.raw_connection()
     try:
-        rows, size, seconds = copy_out(raw.driver_connection, f"SELECT * FROM {schema}.usr")
+        rows, size, seconds = copy_out(raw.driver_connection, f"SELECT * FROM {schema}.usr",
+                                       dialect_of(engine))
         raw.rollback()
     finally:
         raw.close()

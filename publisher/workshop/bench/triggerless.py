@@ -21,15 +21,18 @@ from sqlalchemy import Engine
 
 from publisher.config import Config, PublicationMode, StartupOption
 from publisher.database import connect
+from publisher.databases.workbench import Workbench
 from publisher.triggerless.cycle import ComparisonResult, run_comparison_cycle
+from publisher.workshop.bench.floor import vacuum
 from publisher.workshop.bench.report import format_count, format_seconds, format_size
 from publisher.workshop.bench.run import start_spark, work_directory
 from publisher.workshop.bench.sampling import Memory, ProcessSampler
 from publisher.workshop.bench.snapshot import CopyFloor, measure_copy_floor
-from publisher.workshop.bench.workload import DEFAULT_POSTGRES_URL, bench_config, load_usr
+from publisher.workshop.bench.workload import bench_config, load_usr
+from publisher.workshop.databases import copying, of_url
 
 SCHEMA = "triggerless_bench"
-"""The PostgreSQL schema the benchmark creates and drops."""
+"""The schema the benchmark creates and drops."""
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,13 @@ class TriggerlessOptions:
     """Start a standalone master and worker (`bench.cluster`) and compare on them (ignores `master`)."""
 
     @property
+    def copied(self) -> Workbench:
+        """The database measured: the URL's, else the first that sends a table as COPY does."""
+        return of_url(self.url) if self.url else copying()[0]
+
+    @property
     def database_url(self) -> str:
-        return self.url or DEFAULT_POSTGRES_URL
+        return self.url or str(self.copied.bench_url)
 
 
 @dataclass
@@ -75,7 +83,7 @@ class TriggerlessReport:
     def summary(self) -> dict[str, Any]:
         o = self.options
         return {
-            "database": "postgresql", "rows": o.rows, "changed_rows": self.changed_rows, "master": o.master,
+            "database": o.copied.name, "rows": o.rows, "changed_rows": self.changed_rows, "master": o.master,
             "load_seconds": round(self.load_seconds, 3), "spark_seconds": round(self.spark_seconds, 3),
             "floor": self.floor.summary(),
             "first_cycle": self.first.summary(), "first_comparison": self.first_comparison.summary(),
@@ -105,7 +113,7 @@ def format_triggerless_report(report: TriggerlessReport) -> str:
         ("exactly the changed rows published", "yes" if report.complete else "NO"),
     ]
     width = max(len(name) for name, _ in rows) + 2
-    head = f"triggerless cycle cost on postgresql: usr, {format_count(o.rows)} rows, master {o.master}"
+    head = f"triggerless cycle cost on {o.copied.name}: usr, {format_count(o.rows)} rows, master {o.master}"
     return "\n".join([head, *(f"{name:<{width}}{value}" for name, value in rows)])
 
 
@@ -148,7 +156,7 @@ def _on_master(options: TriggerlessOptions, workdir: Path, spark: SparkSession |
 def _run(options: TriggerlessOptions, config: Config, engine: Engine, spark: SparkSession | None,
          conf: dict[str, str], daemons: Sequence[int]) -> TriggerlessReport:
     started = time.perf_counter()
-    load_usr(engine, options.schema, options.rows)
+    load_usr(engine, options.copied, options.schema, options.rows)
     load_seconds = time.perf_counter() - started
     started = time.perf_counter()
     session = spark or start_spark(config, conf)
@@ -161,8 +169,7 @@ def _run(options: TriggerlessOptions, config: Config, engine: Engine, spark: Spa
         with engine.begin() as conn:
             changed = conn.exec_driver_sql(
                 f"UPDATE {options.schema}.usr SET fname = fname || '.changed' WHERE mod(idu, {every}) = 0").rowcount
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql(f"VACUUM ANALYZE {options.schema}.usr")
+        vacuum(engine, f"{options.schema}.usr")
         floor = min(floor, measure_copy_floor(engine, options.schema), key=lambda f: f.seconds)
         changed_cycle = run_comparison_cycle(lambda: session, engine, config)
         idle = run_comparison_cycle(lambda: session, engine, config)

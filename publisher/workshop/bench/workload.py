@@ -4,17 +4,16 @@
 events 5 and 6). The triggers of this project never write field query-back events on PostgreSQL
 (7, 8) nor malformed rows, so those are inserted into the event log directly; loopback rows are
 real DML attributed afterwards to the publisher's own user, as if its account had made them.
-Everything is set-based (generate_series on PostgreSQL, executemany batches on SQLite), and the
-events come in rounds, so one object's events spread over the backlog as they do at a site.
+Every database writes the rows the way it takes them fastest (its `backlog`: set-based in the
+server, or executemany batches), and the events come in rounds, so one object's events spread
+over the backlog as they do at a site.
 """
 from __future__ import annotations
 
 import dataclasses
 import re
-import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,22 +36,8 @@ from publisher.workshop.bench.mix import (
     grp_rows,
     plan_events,
 )
-from publisher.workshop.bench.writers import (
-    BATCH,
-    DEFAULT_SCHEMA,
-    EVENT_LOG,
-    MARKER_TABLE,
-    Dialect,
-    PostgreSQLWriter,
-    Writer,
-    writer_for,
-)
-
-DIALECTS: tuple[Dialect, ...] = ("postgresql", "sqlite")
-
-
-DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
+from publisher.workshop.bench.writers import BATCH, DEFAULT_SCHEMA, EVENT_LOG, Writer
+from publisher.workshop.databases import draining, named, names, of_url
 
 PUBLISHER_USER = "idm"
 """The publisher's own user; the DML runs as another one, so only rows attributed to it are loopback."""
@@ -68,7 +53,8 @@ _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 class Workload:
     """A generated backlog: where it is and what it holds."""
 
-    dialect: Dialect
+    dialect: str
+    """The database's name (`Workbench.name`)."""
     url: str
     schema: str | None
     rows: int
@@ -115,18 +101,17 @@ def bench_config(
 
 
 def generate(
-    dialect: Dialect, url: str, rows: int, events: int, schema: str = DEFAULT_SCHEMA, mix: Mix = DEFAULT_MIX,
+    dialect: str, url: str, rows: int, events: int, schema: str = DEFAULT_SCHEMA, mix: Mix = DEFAULT_MIX,
     backlog: Backlog = Backlog.MIX,
 ) -> Workload:
-    """Make the tables afresh (PostgreSQL: drop and recreate `schema`), then `events` events,
-    rewritten in place as `backlog` says."""
+    """Make the tables afresh (a schema dropped and recreated, or a file replaced), then `events`
+    events, rewritten in place as `backlog` says."""
     plan = plan_events(events, rows, mix)
     _check_url(dialect, url)
-    if dialect == "postgresql" and not _IDENTIFIER.fullmatch(schema):
-        raise WorkloadError(f"schema: expected a lower-case SQL identifier, got {schema!r}")
-    if dialect == "sqlite":
-        _clear_sqlite_file(url)
     writer = writer_for(dialect, schema)
+    if writer.schema is not None and not _IDENTIFIER.fullmatch(schema):
+        raise WorkloadError(f"schema: expected a lower-case SQL identifier, got {schema!r}")
+    _clear(writer, url)
     config = bench_config(url, writer.schema, Path("."), query_limit=1)
     engine = connect(config)
     try:
@@ -173,32 +158,36 @@ def generate(
     )
 
 
-def _check_url(dialect: Dialect, url: str) -> None:
+def writer_for(dialect: str, schema: str | None) -> Writer:
+    """The workload's writer on the database named `dialect`, which must make the backlog."""
+    try:
+        backlog = named(dialect).backlog(schema or DEFAULT_SCHEMA)
+    except ValueError as exc:
+        raise WorkloadError(str(exc)) from None
+    if backlog is None:
+        raise WorkloadError(f"the workload is made on {' and '.join(names(draining()))} only, not {dialect}")
+    return Writer(backlog)
+
+
+def _check_url(dialect: str, url: str) -> None:
     try:
         backend = make_url(url).get_backend_name()
     except (ArgumentError, ValueError):
         raise WorkloadError(f"url: {url!r} is not a SQLAlchemy URL") from None
-    if backend != dialect:
+    try:
+        found = of_url(url).name
+    except ValueError:
+        found = None
+    if found != dialect:
         raise WorkloadError(f"url: a {dialect} URL is needed, got a {backend} one")
 
 
-def _clear_sqlite_file(url: str) -> None:
-    """Remove an earlier benchmark database; refuse a file that holds anything else."""
-    database = make_url(url).database
-    if not database or database == ":memory:":
-        raise WorkloadError("url: the SQLite workload needs a file, e.g. sqlite:///bench.db")
-    path = Path(database)
-    if path.exists():
-        try:
-            with closing(sqlite3.connect(path)) as db:
-                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.DatabaseError:
-            raise WorkloadError(f"{path} is not a SQLite database; the benchmark only replaces its own") from None
-        if tables and MARKER_TABLE not in tables:
-            raise WorkloadError(f"{path} holds other tables; the benchmark only replaces a database it made")
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _clear(writer: Writer, url: str) -> None:
+    """Remove an earlier benchmark's database where it is a file; refuse one that holds anything else."""
+    try:
+        writer.backlog.clear(url)
+    except ValueError as exc:
+        raise WorkloadError(str(exc)) from None
 
 
 class _Cursor:
@@ -265,19 +254,19 @@ def _make_events(engine: Engine, writer: Writer, plan: Plan, rows: int) -> None:
                 malformed += n
 
 
-def load_usr(engine: Engine, schema: str, rows: int) -> None:
-    """PostgreSQL: `schema` afresh with `usr` alone, rows 1..`rows` as the workload inserts them,
-    a transaction per BATCH * 10 rows, no trigger: a table that holds rows and no event."""
+def load_usr(engine: Engine, database: Any, schema: str, rows: int) -> None:
+    """`schema` afresh with `usr` alone, rows 1..`rows` as the workload inserts them, a
+    transaction per BATCH * 10 rows, no trigger: a table that holds rows and no event."""
     if not _IDENTIFIER.fullmatch(schema):
         raise WorkloadError(f"schema: expected a lower-case SQL identifier, got {schema!r}")
-    writer = PostgreSQLWriter(schema)
+    writer = Writer(database.backlog(schema))
     with engine.begin() as conn:
         writer.create_usr(conn)
     for lo, hi in _Cursor(1, rows).take(rows, BATCH * 10):
         with engine.begin() as conn:
             writer.insert_usr(conn, lo, hi)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql(f"VACUUM ANALYZE {writer.table('usr')}")
+        conn.exec_driver_sql(database.vacuum_sql(writer.table("usr")))
 
 
 def change_rows(engine: Engine, workload: Workload, count: int, serial: int) -> None:
@@ -297,15 +286,15 @@ def change_rows(engine: Engine, workload: Workload, count: int, serial: int) -> 
 
 
 def discard(workload: Workload) -> None:
-    """Remove a workload's tables: its schema on PostgreSQL, its file on SQLite."""
-    if workload.dialect == "sqlite":
-        _clear_sqlite_file(workload.url)
+    """Remove a workload's tables: its schema, or its file."""
+    writer = writer_for(workload.dialect, workload.schema)
+    _clear(writer, workload.url)
+    if writer.backlog.drop_sql is None:
         return
     config = bench_config(workload.url, workload.schema, Path("."), query_limit=1)
     engine = connect(config)
     try:
         with engine.begin() as conn:
-            schema = writer_for(workload.dialect, workload.schema).schema
-            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            conn.exec_driver_sql(writer.backlog.drop_sql)
     finally:
         engine.dispose()

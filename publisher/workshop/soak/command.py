@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from publisher.workshop.databases import databases, native_capture
 from publisher.workshop.soak.outcome import Outcome
-from publisher.workshop.soak.run import DIALECTS, SoakOptions, soak
+from publisher.workshop.soak.run import SoakOptions, soak, soaked
 
 DESCRIPTION = """\
 Runs the publisher the way production does, under faults, and checks that the consumer saw
@@ -48,19 +49,25 @@ reading the report:
   peak RSS      the highest resident size of run's Python driver and of its JVM
 
 examples:
-  publisher soak --database sqlite --minutes 1
+  publisher soak --database {quick} --minutes 1
   publisher soak --minutes 10 --seed 7 --json
-  publisher soak --database postgresql --no-large-values --keep soak-out
-  publisher soak --database postgresql --native --minutes 5
+  publisher soak --database {native} --no-large-values --keep soak-out
+  publisher soak --database {native} --native --minutes 5
 """
+
+
+def _epilog() -> str:
+    """The examples, on the databases the registry holds."""
+    natives = [d.name for d in databases() if native_capture(d)] or list(soaked())
+    return EPILOG.format(quick=soaked()[0], native=natives[0])
 
 
 def add_parser(commands: Any) -> None:
     sub = commands.add_parser(
         "soak", help="write concurrently under kills and restarts, drain, and verify every reader",
-        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION, epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub.add_argument("--database", choices=(*DIALECTS, "all"), action="append",
+    sub.add_argument("--database", choices=(*soaked(), "all"), action="append",
                      help="which database (repeatable; default: all)")
     sub.add_argument("--minutes", type=float, default=2.0, metavar="M",
                      help="how long the writers write, per database (default: 2)")
@@ -93,7 +100,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     chosen = args.database or ["all"]
-    databases = DIALECTS if "all" in chosen else tuple(d for d in DIALECTS if d in chosen)
+    databases = soaked() if "all" in chosen else tuple(d for d in soaked() if d in chosen)
     options = SoakOptions(
         databases=databases, minutes=args.minutes, seed=args.seed, writers=args.writers, rate=args.rate,
         bursts=args.bursts, kills=args.kills, restarts=args.restarts, large_values=3 if args.large_values else 0,

@@ -1,10 +1,12 @@
-"""Migrations of a published table during a soak, among the other faults: MariaDB and SQLite
-through `publisher migrate`, PostgreSQL as the application's own tool runs them (plain DDL from
-another session; its event trigger follows, and `run`'s cycle publishes the rows again).
+"""Migrations of a published table during a soak, among the other faults: through `publisher
+migrate`, or where the capture follows DDL (`Workbench.soak_plain_ddl`) as the application's own
+tool runs them (plain DDL from another session; the event trigger follows, and `run`'s cycle
+publishes the rows again).
 
 The writers write `acct`'s columns by name, so the migrations leave those names alone: a column
 added with a default (in every row), one added empty, renamed and dropped, and `score` retyped
-to a decimal that spells every value anew where the database can (not SQLite).
+to a decimal that spells every value anew where the database keeps a column's type
+(`Workbench.soak_retype_sql`).
 """
 from __future__ import annotations
 
@@ -12,10 +14,6 @@ from sqlalchemy import Engine, text
 
 from publisher.workshop.soak.schema import Site
 
-RETYPE = {
-    "postgresql": "ALTER TABLE {t} ALTER COLUMN score TYPE NUMERIC(14,4)",
-    "mariadb": "ALTER TABLE {t} MODIFY score DECIMAL(14,4)",
-}
 STEPS = (
     "ALTER TABLE {t} ADD COLUMN label VARCHAR(40) DEFAULT 'new'",
     "ALTER TABLE {t} ADD COLUMN spare VARCHAR(40)",
@@ -30,8 +28,9 @@ class Migrations:
 
     def __init__(self, site: Site, engine: Engine) -> None:
         table = site.table("acct")
-        self.statements = [RETYPE[site.dialect].format(t=table) if step == "retype" else step.format(t=table)
-                           for step in STEPS if step != "retype" or site.dialect in RETYPE]
+        retype = site.database.soak_retype_sql
+        steps = [retype if step == "retype" else step for step in STEPS]
+        self.statements = [step.format(t=table) for step in steps if step is not None]
         self.site = site
         self.engine = engine
         self.ran = 0
@@ -43,7 +42,7 @@ class Migrations:
     def run_next(self) -> str:
         """Run the next migration; what it was."""
         statement = self.statements[self.ran]
-        if self.site.dialect == "postgresql":
+        if self.site.database.soak_plain_ddl:
             with self.engine.begin() as conn:
                 conn.execute(text(statement))
         else:

@@ -10,30 +10,36 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine
 
 from publisher.config import DatabaseConfig
+from publisher.databases.workbench import Workbench
+from publisher.workshop.databases import databases, named, names, native_capture
 from publisher.workshop.soak.drain import SPARK_PATH, drain, verify_readers
 from publisher.workshop.soak.migrations import Migrations
 from publisher.workshop.soak.outcome import Outcome
 from publisher.workshop.soak.process import Publisher
 from publisher.workshop.soak.schema import Site, create_tables, install, styles_for, write_config
-from publisher.workshop.soak.servers import Server, open_server
 from publisher.workshop.soak.writers import Writers
 
-DIALECTS = ("sqlite", "postgresql", "mariadb")
 FAULT_GRACE = 120.0
+
+
+def soaked() -> tuple[str, ...]:
+    """The databases the soak drives, in the order it soaks them: the quick ones, which need no
+    server, first, then the registry's order."""
+    return names(tuple(sorted(databases(), key=lambda d: not d.soak_first)))
 
 
 @dataclass(frozen=True)
 class SoakOptions:
     """What a soak does; every stressor can be switched off on its own."""
 
-    databases: tuple[str, ...] = DIALECTS
+    databases: tuple[str, ...] = field(default_factory=soaked)
     minutes: float = 2.0
     """Time the writers write, per database."""
     seed: int = 1
@@ -55,7 +61,7 @@ class SoakOptions:
     drain_seconds: float = 300.0
     keep: Path | None = None
     native: bool = False
-    """PostgreSQL's native capture in place of the PL/pgSQL one."""
+    """The native capture in place of the trigger language's, where the database has one."""
     migrations: bool = True
     """Migrations of `acct` among the faults (`soak.migrations`)."""
 
@@ -69,41 +75,47 @@ def soak_database(dialect: str, options: SoakOptions, say: Callable[[str], None]
     outcome = Outcome(dialect, styles_for(dialect, options.seed))
     root = Path(tempfile.mkdtemp(prefix=f"soak-{dialect}-"))
     root.chmod(0o755)
-    server: Server | None = None
+    server: Any | None = None
     try:
-        server = open_server(dialect, root)
-        _soak(server, root, options, outcome, say)
+        database = named(dialect)
+        server = database.soak_server(root)
+        _soak(database, server, root, options, outcome, lambda line: say(f"{dialect}: {line}"))
     except Exception as exc:  # noqa: BLE001 - any failure is the soak's finding, reported
         outcome.problems.append(f"{type(exc).__name__}: {exc}")
     finally:
         if server is not None:
             server.close()
         if options.keep is not None:
-            shutil.copytree(root, options.keep / dialect, dirs_exist_ok=True, ignore=_sockets)
+            shutil.copytree(root, options.keep / dialect, dirs_exist_ok=True, ignore=_sockets(named(dialect)))
         shutil.rmtree(root, ignore_errors=True)
     return outcome
 
 
-def _sockets(directory: str, names: list[str]) -> list[str]:
-    return [n for n in names if n.endswith((".sock", ".pid")) or n.startswith(".s.PGSQL")]
+def _sockets(database: Workbench) -> Callable[[str, list[str]], list[str]]:
+    """What `--keep` leaves behind: a server's sockets and pid files, which cannot be copied."""
+    def ignored(directory: str, names: list[str]) -> list[str]:
+        return [n for n in names if n.endswith((".sock", ".pid")) or n.startswith(database.soak_sockets)]
+    return ignored
 
 
-def _soak(server: Server, root: Path, options: SoakOptions, outcome: Outcome, say: Callable[[str], None]) -> None:
+def _soak(database: Workbench, server: Any, root: Path, options: SoakOptions, outcome: Outcome,
+          say: Callable[[str], None]) -> None:
+    """Soak one database on its `server`; `say` hears progress, each line about this database."""
     engine = create_engine(DatabaseConfig(url=server.url).sqlalchemy_url(), pool_pre_ping=True,
                            pool_size=options.writers + 2)
     try:
-        create_tables(engine, server.dialect, server.schema)
-        site = Site(server.dialect, server.url, server.schema,
-                    write_config(root, server.dialect, server.url, server.schema), outcome.styles,
-                    native=options.native and server.dialect == "postgresql")
+        create_tables(engine, database, server.schema)
+        site = Site(database, server.url, server.schema,
+                    write_config(root, database, server.url, server.schema), outcome.styles,
+                    native=options.native and native_capture(database))
         install(site)
-        rng = random.Random(options.seed * 7919 + len(server.dialect))
+        rng = random.Random(options.seed * 7919 + len(database.name))
         publisher = Publisher(site.config, root / "run.log")
         writers = Writers(engine, site, options.seed, options.writers, options.large_values, options.rate,
                           options.bursts)
         try:
             capture = "native capture, " if site.native else ""
-            say(f"{server.dialect}: writing for {options.minutes:g} min ({capture}{outcome.styles})")
+            say(f"writing for {options.minutes:g} min ({capture}{outcome.styles})")
             publisher.start(*_settings(options, rng))
             writers.start()
             migrations = Migrations(site, engine) if options.migrations else None
@@ -111,7 +123,7 @@ def _soak(server: Server, root: Path, options: SoakOptions, outcome: Outcome, sa
             writers.join()
             outcome.counts.update({**dict(writers.counts), **faults,
                                    "aborted_by": dict(writers.reasons.most_common(4))})
-            say(f"{server.dialect}: writers stopped, draining")
+            say("writers stopped, draining")
             outcome.counts.update(drain(engine, site, publisher, options.drain_seconds))
             code = publisher.stop()
             if code not in (0, None):
@@ -140,7 +152,7 @@ def _settings(options: SoakOptions, rng: random.Random) -> list[str]:
     return [f"publisher.query_limit={limit}", f"publisher.batch_size={rng.choice([2, 16, 128])}"]
 
 
-def _faults(server: Server, publisher: Publisher, options: SoakOptions, rng: random.Random,
+def _faults(server: Any, publisher: Publisher, options: SoakOptions, rng: random.Random,
             say: Callable[[str], None], migrations: Migrations | None = None) -> dict[str, Any]:
     """Until the writing time is over: restart the database and kill the publisher in turn, each
     at a random moment once the publisher is publishing, and start the publisher again whenever
@@ -158,7 +170,7 @@ def _faults(server: Server, publisher: Publisher, options: SoakOptions, rng: ran
     while time.monotonic() < latest and (time.monotonic() < end or turn < len(kinds)):
         time.sleep(0.2)
         if migrations is not None and migrations.left and time.monotonic() >= migrating:
-            say(f"{server.dialect}: migration: {migrations.run_next()}")
+            say(f"migration: {migrations.run_next()}")
             migrating = time.monotonic() + rng.uniform(*options.gap) / 2
         if not publisher.alive():
             publisher.start(*_settings(options, rng))
@@ -169,18 +181,18 @@ def _faults(server: Server, publisher: Publisher, options: SoakOptions, rng: ran
         upcoming, turn = None, turn + 1
         if kinds[(turn - 1) % len(kinds)] == "kill":
             publisher.kill()
-            say(f"{server.dialect}: publisher killed")
+            say("publisher killed")
             publisher.start(*_settings(options, rng))
         else:
             mode = rng.choice(["fast", "immediate"])
-            say(f"{server.dialect}: database restart ({mode})")
+            say(f"database restart ({mode})")
             server.restart(mode)
             restarts[mode] += 1
     return {"restarts": sum(restarts.values()), "restarts_by_mode": restarts,
             "db_restarts_offered": server.restartable, "migrations": migrations.ran if migrations else 0}
 
 
-def _check(outcome: Outcome, options: SoakOptions, server: Server) -> None:
+def _check(outcome: Outcome, options: SoakOptions, server: Any) -> None:
     """What makes the soak fail besides differences: work left, rejected rows, nothing compared."""
     c = outcome.counts
     if c.get("rows_left_new"):

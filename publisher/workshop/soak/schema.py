@@ -1,8 +1,9 @@
 """The soak's tables and configuration.
 
 `acct` has a compound key of three kinds (text that needs quoting in a table_key, a date, and a
-boolean on PostgreSQL or a small integer elsewhere), NULLable columns of several types and a
-binary one. `team` is a logical class: its members live in the child table `team_member`.
+boolean or a small integer, as the database has them), NULLable columns of several types and a
+binary one: each database spells it (`Workbench.soak_acct_ddl`). `team` is a logical class: its
+members live in the child table `team_member`.
 Either table gets field style and the other row style, so both styles run on each database.
 """
 from __future__ import annotations
@@ -15,21 +16,13 @@ from typing import cast
 from sqlalchemy import Engine, text
 
 from publisher.capture.tables import Style
+from publisher.databases.workbench import Workbench
+from publisher.workshop.databases import named
 
 PUBLISHER_USER = "soak_publisher"
 """The publisher's own user: no writer connects as it, so nothing the writers do is loopback."""
 SUBSCRIBER = "mirror"
 
-ACCT = {
-    "postgresql": "CREATE TABLE {t} (code VARCHAR(120) NOT NULL, day DATE NOT NULL, part BOOLEAN NOT NULL, "
-    "name VARCHAR(200), score NUMERIC(12,3), seen TIMESTAMP(3), photo BYTEA, note TEXT, "
-    "PRIMARY KEY (code, day, part))",
-    "mariadb": "CREATE TABLE {t} (code VARCHAR(120) NOT NULL, day DATE NOT NULL, part SMALLINT NOT NULL, "
-    "name VARCHAR(200), score DECIMAL(12,3), seen DATETIME(3), photo LONGBLOB, note LONGTEXT, "
-    "PRIMARY KEY (code, day, part))",
-    "sqlite": "CREATE TABLE {t} (code TEXT NOT NULL, day DATE NOT NULL, part INTEGER NOT NULL, "
-    "name TEXT, score NUMERIC, seen TEXT, photo BLOB, note TEXT, PRIMARY KEY (code, day, part))",
-}
 TEAM = "CREATE TABLE {t} (tid INTEGER NOT NULL PRIMARY KEY, title VARCHAR(200))"
 MEMBER = ("CREATE TABLE {t} (tid INTEGER NOT NULL, member VARCHAR(100) NOT NULL, PRIMARY KEY (tid, member), "
           "FOREIGN KEY (tid) REFERENCES {team} (tid))")
@@ -40,36 +33,37 @@ TABLES = ("acct", "team")
 class Site:
     """Where one database's soak lives: its configuration file, outputs and trigger styles."""
 
-    dialect: str
+    database: Workbench
+    """The database's workshop (`Workbench`)."""
     url: str
     schema: str | None
     config: Path
     styles: dict[str, str]
     native: bool = False
-    """PostgreSQL: the native capture on the tables (a class's child tables keep PL/pgSQL)."""
+    """The native capture on the tables (a class's child tables keep the trigger language's)."""
 
     def table(self, name: str) -> str:
         return f"{self.schema}.{name}" if self.schema else name
 
     @property
     def subscribers(self) -> list[str]:
-        """MariaDB refuses subscribers (docs: guides/mariadb.md)."""
-        return [] if self.dialect == "mariadb" else [SUBSCRIBER]
+        """Where the database serves subscribers, one of both tables."""
+        return [SUBSCRIBER] if self.database.serves_subscribers else []
 
 
-def create_tables(engine: Engine, dialect: str, schema: str | None) -> None:
+def create_tables(engine: Engine, database: Workbench, schema: str | None) -> None:
     def name(table: str) -> str:
         return f"{schema}.{table}" if schema else table
 
     with engine.begin() as conn:
-        if dialect == "postgresql" and schema:
-            conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {schema}"))
-        conn.execute(text(ACCT[dialect].format(t=name("acct"))))
+        for statement in database.soak_schema_sql(schema) if schema else []:
+            conn.execute(text(statement))
+        conn.execute(text(database.soak_acct_ddl.format(t=name("acct"))))
         conn.execute(text(TEAM.format(t=name("team"))))
         conn.execute(text(MEMBER.format(t=name("team_member"), team=name("team"))))
 
 
-def write_config(site_dir: Path, dialect: str, url: str, schema: str | None) -> Path:
+def write_config(site_dir: Path, database: Workbench, url: str, schema: str | None) -> Path:
     """The publisher's configuration: status mode, and a subscriber of both tables where the
     database serves subscribers. Small cycles run in the driver; `run` may be told otherwise."""
     path = site_dir / "publisher.toml"
@@ -81,7 +75,7 @@ def write_config(site_dir: Path, dialect: str, url: str, schema: str | None) -> 
         "[spark]", 'master = "local[1]"', 'conf = { "spark.sql.shuffle.partitions" = "1" }',
         "[classes.team.multi_valued]", 'member = "team_member.member"',
     ]
-    if dialect != "mariadb":
+    if database.serves_subscribers:
         lines += ["[subscriptions.all]", f"tables = {json.dumps(list(TABLES))}",
                   f"[subscribers.{SUBSCRIBER}]", 'subscription = "all"',
                   f"output = {json.dumps(str(site_dir / SUBSCRIBER))}"]
@@ -90,9 +84,9 @@ def write_config(site_dir: Path, dialect: str, url: str, schema: str | None) -> 
 
 
 def styles_for(dialect: str, seed: int) -> dict[str, str]:
-    """Field style on one table and row style on the other; which one by the seed, and SQLite the
-    other way round from the servers, so that every run has both on acct."""
-    if (seed + (dialect == "sqlite")) % 2:
+    """Field style on one table and row style on the other; which one by the seed, and some
+    databases the other way round (`soak_styles_turned`), so that every run has both on acct."""
+    if (seed + named(dialect).soak_styles_turned) % 2:
         return {"acct": "field", "team": "row"}
     return {"acct": "row", "team": "field"}
 

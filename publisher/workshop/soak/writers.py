@@ -15,7 +15,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, Engine, event, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from publisher.workshop.soak.schema import Site
@@ -48,8 +48,7 @@ class Writers:
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._write, args=(n,), name=f"soak-writer-{n}", daemon=True)
                          for n in range(count)]
-        if site.dialect == "sqlite":
-            event.listen(engine, "connect", _sqlite_session)
+        site.database.soak_session(engine)
 
     def start(self) -> None:
         for thread in self._threads:
@@ -100,22 +99,13 @@ def _execute(conn: Connection, statement: Statement) -> int:
     return int(conn.execute(text(statement[0]), statement[1]).rowcount or 0)
 
 
-def _sqlite_session(dbapi_connection: Any, _record: Any) -> None:
-    """Foreign keys are off by default on SQLite; WAL lets readers and one writer overlap."""
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA foreign_keys = ON")
-    cursor.execute("PRAGMA journal_mode = WAL")
-    cursor.execute("PRAGMA busy_timeout = 20000")
-    cursor.close()
-
-
 class Generator:
     """Random statements for one site; `change()` is one change of some kind."""
 
     def __init__(self, site: Site, rng: random.Random, large: Callable[[], bool]) -> None:
         self.site, self.rng, self.large = site, rng, large
         self.acct, self.team, self.member = (site.table(n) for n in ("acct", "team", "team_member"))
-        self.parts: list[Any] = [True, False] if site.dialect == "postgresql" else [0, 1, 2]
+        self.parts: list[Any] = list(site.database.soak_parts)
 
     def change(self) -> list[Statement]:
         choices: list[tuple[float, Callable[[], list[Statement]]]] = [
@@ -136,7 +126,7 @@ class Generator:
 
     def day(self) -> Any:
         day = self.rng.choice(DAYS)
-        return day.isoformat() if self.site.dialect == "sqlite" else day
+        return self.site.database.soak_bind(day)
 
     def values(self, columns: list[str]) -> dict[str, Any]:
         return {c: getattr(self, f"_{c}")() for c in columns}
@@ -150,13 +140,13 @@ class Generator:
     def _score(self) -> Any:
         def number() -> Any:
             value = Decimal(self.rng.randint(-10**8, 10**8)) / 1000
-            return str(value) if self.site.dialect == "sqlite" else value  # sqlite3 binds no Decimal
+            return self.site.database.soak_bind(value)
         return self._maybe(number)
 
     def _seen(self) -> Any:
         def moment() -> Any:
             at = dt.datetime(2026, 1, 1) + dt.timedelta(milliseconds=self.rng.randint(0, 10**11))
-            return at.isoformat(" ", "milliseconds") if self.site.dialect == "sqlite" else at
+            return self.site.database.soak_bind(at)
         return self._maybe(moment)
 
     def _photo(self) -> Any:
