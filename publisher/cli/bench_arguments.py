@@ -50,12 +50,16 @@ reading the report:
   publisher time / floor time        how many times the database's own minimum the drain took
   publisher speed / reference speed  how many times faster than publishing one event at a time
   stage ...                          where the drain spent its time (the stages of a cycle)
+  messages to Kafka / files only     with --broker: the drain sending its messages to the broker,
+                                     against the same backlog drained with the messages in files only
 
 examples:
   publisher bench --database {filed} --rows 5000 --events 20000 --latency-cycles 10
   publisher bench --url {served_url} --query-limit 100000
   publisher bench --json > bench.json
   publisher bench --cluster --events 200000      the same drain on a standalone cluster
+  publisher bench --database sqlite --formats --broker kafka://127.0.0.1:9092 --encoding avro
+                                                 what sending the messages to Kafka costs
 
 reading the --capture report:
   median tps    transactions per second, the median of the rounds (each round's beside it)
@@ -144,6 +148,12 @@ def add_bench(commands: Any) -> None:
     bench.add_argument("--formats", action="store_true",
                        help="also write change tables and messages (output.change_tables, output.messages, with "
                        "trail headers); the stage table shows their cost as `changes`")
+    bench.add_argument("--broker", metavar="URL",
+                       help="with --formats: after the drain, set the backlog back to new and drain it again with "
+                       "the messages also sent to this Kafka broker (kafka://host:port[,host:port]); the report "
+                       "puts that drain beside the files-only one, as a ratio")
+    bench.add_argument("--encoding", choices=("json", "avro"),
+                       help="with --broker: what the messages are sent as (output.messages.encoding; default json)")
     bench.add_argument("--backlog", choices=("mix", "rejected", "gone"), default="mix",
                        help="mix: the events as the triggers logged them (default); rejected: each row then "
                        "rewritten to name a table that is not published, so every row is E; gone: each row "

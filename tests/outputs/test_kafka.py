@@ -278,14 +278,14 @@ def test_a_transactional_cycle_that_fails_after_sending_leaves_nothing_a_read_co
     h = sqlite_harness(spark, sqlite_database, tmp_path)
     with_kafka(h, tansu.url, prefix, transactional=True)
     h.log((1, "usr", "idu=1", "fname", None, "Ann"), (1, "usr", "idu=2", "fname", None, "Bo"))
-    delivered = kafka._Delivered.__call__
+    flushed = kafka._Progress.flushed
 
-    def the_last_report_fails(self: Any, error: Any, message: Any) -> None:
-        delivered(self, error, message)
-        if message.key() == b"idu=2":
-            self.failed = "a failure after every record was sent"
+    def a_failure_once_every_record_is_sent(self: Any) -> int:
+        left = flushed(self)
+        self.failed.first = "a failure after every record was sent"
+        return left
 
-    monkeypatch.setattr(kafka._Delivered, "__call__", the_last_report_fails)
+    monkeypatch.setattr(kafka._Progress, "flushed", a_failure_once_every_record_is_sent)
     acknowledged = r"the brokers acknowledged 3 of 3 messages \(output.messages.kafka_timeout = 30 s\): a failure"
     with pytest.raises(StageFailedError, match=acknowledged):
         h.poll()

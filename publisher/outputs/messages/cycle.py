@@ -4,6 +4,7 @@ to the broker, when one is set)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -26,7 +27,8 @@ from publisher.outputs.messages.build import (
     metadata_message,
     schema_id,
 )
-from publisher.outputs.messages.kafka import TableVersion, publish_to_kafka
+from publisher.outputs.messages.kafka import publish_to_kafka
+from publisher.outputs.messages.records import RecordColumns, TableVersion
 from publisher.rules.changes import StampedChange
 
 MESSAGES_DIRECTORY = "messages"
@@ -42,6 +44,10 @@ class MessagesPart:
     part: int
     count: int = 0
     _handle: IO[bytes] | None = None
+    _records: RecordColumns | None = None
+
+    def __post_init__(self) -> None:
+        self._records = self.cycle.part_records(self.part)
 
     def add(self, item: StampedChange) -> None:
         if self._handle is None:
@@ -51,7 +57,10 @@ class MessagesPart:
         options = self.cycle.output.messages
         message = data_message(item, table, self.cycle.cycle.schema_label, options,
                                self.cycle.schema_ids.get(table.name))
-        self._handle.write(json_line(message))
+        line = json_line(message)
+        self._handle.write(line)
+        if self._records is not None:
+            self._records.add(line[:-1], message, self.cycle.described)
         self.count += 1
 
     def close(self) -> Mapping[str, int]:
@@ -66,9 +75,33 @@ class MessagesCycle:
     cycle: CycleOutput
     output: OutputConfig
     versions: TableVersions
-    metadata: list[bytes] = field(default_factory=list)
-    """The metadata messages of the versions this cycle starts, first in its file."""
+    metadata: list[tuple[bytes, dict[str, Any]]] = field(default_factory=list)
+    """The metadata messages of the versions this cycle starts, first in its file: each line
+    with its message."""
     schema_ids: dict[str, str] = field(default_factory=dict)
+    kafka_versions: dict[str, TableVersion] | None = None
+    """With a Kafka broker, each table's current version, as its data records are built."""
+    _records: dict[int, RecordColumns] | None = None
+    """Each part's Kafka records, built as its lines are written in this process; parts written
+    elsewhere (the cycle is pickled to the executors without them) are read back from their files."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_records": None}
+
+    def build_kafka_records(self) -> None:
+        """Build each part's Kafka records beside its lines, with the tables' current versions."""
+        tables, options, label = self.cycle.tables, self.output.messages, self.cycle.schema_label
+        self.kafka_versions = {name: TableVersion(table, self.schema_ids[name], data_schema(table, label, options))
+                               for name, table in tables.items()}
+        self._records = {}
+
+    def part_records(self, part: int) -> RecordColumns | None:
+        """The records of a part about to be written here; None without a Kafka broker or away
+        from the driver."""
+        if self._records is None or self.kafka_versions is None:
+            return None
+        built = self._records[part] = RecordColumns(self.output.messages, self.kafka_versions)
+        return built
 
     @property
     def directory(self) -> Path:
@@ -81,24 +114,26 @@ class MessagesCycle:
         return MessagesPart(self, part)
 
     def finish(self, parts: Sequence[tuple[int, Mapping[str, int]]]) -> FormatsWritten:
-        """With a broker, the file becomes visible only once the broker is reached and takes
-        every message: a cycle it refuses leaves no message file, so its retry writes the
-        cycle's messages once (a broker lost while sending leaves the file, as a crash would)."""
+        """With a broker, the file becomes visible only once the broker is reached and every
+        message fits: a cycle it refuses leaves no message file, so its retry writes the cycle's
+        messages once (a broker lost while sending leaves the file, as a crash would). Kafka's
+        producer is given the records first and sends them while the file is written."""
         written = FormatsWritten(messages=sum(counts.get(_COUNT, 0) for _, counts in parts))
         if self.metadata or written.messages:
             written_parts = [part for part, counts in parts if counts.get(_COUNT)]
-            joined = self._join(written_parts)
             try:
-                if is_kafka(self.output.messages.broker):
-                    written.brokered = publish_to_kafka(joined, self.output.messages, self._versions(),
-                                                        lambda: self._place(joined), self._described).messages
+                if self.kafka_versions is not None:
+                    written.brokered = publish_to_kafka(
+                        self._kafka_records(written_parts), lambda: self._place(self._join(written_parts)),
+                        lambda index: self._message_at(written_parts, index), self.described).messages
                 elif self.output.messages.broker:
+                    joined = self._join(written_parts)
                     written.brokered = publish_file(joined, self.output.messages, lambda: self._place(joined),
-                                                    self._described).messages
+                                                    self.described).messages
                 else:
-                    self._place(joined)
+                    self._place(self._join(written_parts))
             finally:
-                joined.unlink(missing_ok=True)
+                self._joined.unlink(missing_ok=True)
                 for part in written_parts:
                     self.staged(part).unlink(missing_ok=True)
             written.files.append(f"{MESSAGES_DIRECTORY}/{self.name}")
@@ -109,12 +144,17 @@ class MessagesCycle:
     def name(self) -> str:
         return f"{self.cycle.cycle:012d}.jsonl"
 
+    @property
+    def _joined(self) -> Path:
+        """The cycle's message file under its hidden temporary name."""
+        return self.directory / f".{self.name}.tmp"
+
     def _join(self, parts: Sequence[int]) -> Path:
         """The cycle's one message file, under its hidden temporary name: metadata messages
         first, then each part's data messages."""
-        tmp = self.directory / f".{self.name}.tmp"
+        tmp = self._joined
         with open(tmp, "wb") as out:
-            out.writelines(self.metadata)
+            out.writelines(line for line, _ in self.metadata)
             for part in parts:
                 with open(self.staged(part), "rb") as piece:
                     shutil.copyfileobj(piece, out, 1 << 20)
@@ -130,13 +170,34 @@ class MessagesCycle:
         fsync_directory(self.directory)
         return path
 
-    def _versions(self) -> dict[str, TableVersion]:
-        """Each table's current version, as its data messages go to Kafka."""
-        tables, options = self.cycle.tables, self.output.messages
-        return {name: TableVersion(table, self.schema_ids[name], data_schema(table, self.cycle.schema_label, options))
-                for name, table in tables.items()}
+    def _kafka_records(self, parts: Sequence[int]) -> RecordColumns:
+        """The cycle's records in file order: the metadata messages', then each part's."""
+        assert self.kafka_versions is not None
+        records = RecordColumns(self.output.messages, self.kafka_versions)
+        for line, message in self.metadata:
+            records.add(line[:-1], message, self.described)
+        for part in parts:
+            built = (self._records or {}).get(part)
+            if built is None:
+                records.read(self.staged(part), self.described)
+            else:
+                records.extend(built)
+        return records
 
-    def _described(self, message: dict[str, Any]) -> str:
+    def _message_at(self, parts: Sequence[int], index: int) -> dict[str, Any]:
+        """The message of the cycle's record at `index` (in file order), read back for an error."""
+        if index < len(self.metadata):
+            return self.metadata[index][1]
+        index -= len(self.metadata)
+        for part in parts:
+            with open(self.staged(part), "rb") as lines:
+                for line in lines:
+                    if index == 0:
+                        return dict(json.loads(line))
+                    index -= 1
+        raise IndexError(f"the cycle has no message {index}")
+
+    def described(self, message: dict[str, Any]) -> str:
         """A message for an error, with the object a data message stands for."""
         table = None if "lineage" in message else self.cycle.tables.get(message["table"])
         return described(message, None if table is None else message_key(message, table))
@@ -157,9 +218,12 @@ class MessagesFormat:
         now = dt.datetime.now(dt.UTC)
         layout = f"external_schema_id={options.external_schema_id},trail_header={options.trail_header}"
         for table, version in started.versions.advance((tables[name] for name in sorted(tables)), layout):
-            started.metadata.append(json_line(metadata_message(table, version, cycle.schema_label, options, now)))
+            message = metadata_message(table, version, cycle.schema_label, options, now)
+            started.metadata.append((json_line(message), message))
         for name, table in tables.items():
             started.schema_ids[name] = schema_id(table, started.versions.version_of(name), cycle.schema_label, options)
+        if is_kafka(options.broker):
+            started.build_kafka_records()
         return started
 
     def remove_staged(self, directory: Path) -> None:

@@ -1,142 +1,31 @@
-"""The messages' Kafka broker: once a cycle's message file is on disk, its messages go to Kafka
-topics in file order through an idempotent producer with acks=all, and the cycle acknowledges
-only after the brokers have acknowledged every one of them.
+"""The messages' Kafka broker: once a cycle's message file is on disk, its records
+(`records.RecordColumns`) go to Kafka topics in file order through an idempotent producer with
+acks=all, and the cycle acknowledges only after the brokers have acknowledged every one of them.
 
 Topics are named as the NATS subjects are: `<prefix>.metadata.<schema>.<table>` and
-`<prefix>.data.<schema>.<table>`, created when missing. A data message's key is the object it
-stands for (as `messages.message_key` says it), so one object's changes stay in order in one partition; a
-metadata message's key is its schemaId. Every record carries headers: a data message's
-`operation`, `changeSequence`, `event-id` (its streamPosition: the record_id of the change's
-first event) and `schemaId`; a metadata message's `schemaId` and `fingerprint` (hex of the
-8 bytes that prefix the Avro data messages of that version).
+`<prefix>.data.<schema>.<table>`, created when missing.
 
 Every record is built and measured before the first one is sent: a record over its topic's
 max.message.bytes or the producer's message.max.bytes refuses the cycle whole, naming it.
+The producer batches what it is given (PRODUCER_SETTINGS) and reports deliveries that failed
+only: a record not reported failed once the queue is empty was acknowledged.
 """
 from __future__ import annotations
 
-import json
-import re
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
-
-import orjson
+from typing import Any, TypeVar
 
 from publisher.config import MessagesConfig
 from publisher.config.brokers import kafka_servers
-from publisher.model.catalog import TableInfo
-from publisher.outputs.messages.avro import SingleObjectEncoder, fingerprint
-from publisher.outputs.messages.broker import BrokerError, Describe, Published, described, subject_of
-from publisher.outputs.messages.build import field_names
+from publisher.outputs.messages.broker import BrokerError, Describe, Published, described
+from publisher.outputs.messages.records import RECORD_OVERHEAD, RecordColumns
 
-RECORD_OVERHEAD = 128
-"""Bytes a record costs besides its key, value and headers, as the brokers count it against
-max.message.bytes: the record batch's header (61 bytes) and the record's own varints, rounded up."""
+T = TypeVar("T")
+
 TOPIC_LIMIT = "max.message.bytes"
-_LONG_NUMBER = re.compile(rb"[:,\[]-?\d{19}")
-"""A JSON number that may not fit 64 bits, which orjson would read as a float: such a line is
-read by `json` (a string that holds one only costs the slower reader)."""
 _PRODUCER_LIMIT = "the producer's message.max.bytes (output.messages.kafka_max_message_bytes)"
-
-
-@dataclass(frozen=True)
-class TableVersion:
-    """What the data messages of one table are sent with: its current version's schemaId and
-    data schema, and the table that gives their keys."""
-
-    table: TableInfo
-    schema_id: str
-    data_schema: Mapping[str, Any]
-
-
-Headers = list[tuple[str, str | bytes | None]]
-
-
-@dataclass(slots=True)
-class Record:
-    topic: str
-    key: bytes
-    value: bytes
-    headers: Headers
-    message: dict[str, Any]
-    size: int
-    """The bytes the brokers count against their limits."""
-
-    @classmethod
-    def of(cls, topic: str, key: bytes, value: bytes, headers: Headers, message: dict[str, Any]) -> Record:
-        size = RECORD_OVERHEAD + len(key) + len(value) + sum(len(name) + len(v or b"") for name, v in headers)
-        return cls(topic, key, value, headers, message, size)
-
-
-@dataclass(frozen=True)
-class _Table:
-    """What every data record of one table shares in a cycle."""
-
-    topic: str
-    keys: tuple[tuple[str, str], ...]
-    schema_id: bytes
-    avro: SingleObjectEncoder | None
-
-
-@dataclass
-class _Encoders:
-    options: MessagesConfig
-    versions: Mapping[str, TableVersion]
-    tables: dict[str, _Table] = field(default_factory=dict)
-
-    def _table(self, message: dict[str, Any]) -> _Table:
-        found = self.tables.get(message["table"])
-        if found is None:
-            version = self.versions.get(message["table"])
-            if version is None:
-                raise BrokerError(f"{described(message)}: table {message['table']!r} has no version in this cycle")
-            avro = SingleObjectEncoder(version.data_schema) if self.options.encoding == "avro" else None
-            found = self.tables[message["table"]] = _Table(
-                subject_of(message, self.options.broker_subject), key_fields(version.table),
-                version.schema_id.encode(), avro)
-        return found
-
-    def record(self, raw: bytes, message: dict[str, Any]) -> Record:
-        if "lineage" in message:
-            schema_id = str(message["schemaId"])
-            headers: Headers = [("schemaId", schema_id.encode()),
-                                ("fingerprint", fingerprint(message["dataSchema"]).hex().encode())]
-            return Record.of(subject_of(message, self.options.broker_subject), schema_id.encode(), raw, headers,
-                             message)
-        table = self._table(message)
-        head, data = message["headers"], message["data"]
-        headers = [
-            ("operation", head["operation"].encode()),
-            ("changeSequence", head["changeSequence"].encode()),
-            ("event-id", head["streamPosition"].encode()),
-            ("schemaId", table.schema_id),
-        ]
-        key = "+".join(f"{name}={data.get(field)}" for name, field in table.keys)
-        value = raw if table.avro is None else table.avro.encode(message)
-        return Record.of(table.topic, key.encode(), value, headers, message)
-
-
-def key_fields(table: TableInfo) -> tuple[tuple[str, str], ...]:
-    """The table's key columns in key order, each with its field name: what a record's key is
-    made of, as `messages.message_key` makes it."""
-    fields = field_names(table)
-    keys = sorted((c for c in table.data_columns if c.key_position), key=lambda c: c.key_position)
-    return tuple((c.name, fields[c.name]) for c in keys)
-
-
-def _records(path: Path, encoders: _Encoders, describe: Describe) -> Iterator[Record]:
-    with open(path, "rb") as handle:
-        for line in handle:
-            raw = line.rstrip(b"\n")
-            message = json.loads(raw) if _LONG_NUMBER.search(raw) else orjson.loads(raw)
-            try:
-                yield encoders.record(raw, message)
-            except (ValueError, TypeError, OverflowError) as exc:
-                encoding = encoders.options.encoding
-                raise BrokerError(f"{describe(message)} cannot be encoded as {encoding}: {exc}") from exc
 
 
 def client_settings(options: MessagesConfig) -> dict[str, Any]:
@@ -157,15 +46,41 @@ def client_settings(options: MessagesConfig) -> dict[str, Any]:
     return settings
 
 
+PRODUCER_SETTINGS: dict[str, Any] = {
+    "enable.idempotence": True,
+    "acks": "all",
+    "linger.ms": 20,
+    "batch.size": 1_000_000,
+    "batch.num.messages": 10_000,
+    "delivery.report.only.error": True,
+}
+"""Idempotent, every in-sync replica; records wait up to 20 ms to fill batches of up to 1 MB
+or 10,000 records, so a cycle goes in few requests."""
+
+
 def publish_to_kafka(
-    path: Path, options: MessagesConfig, versions: Mapping[str, TableVersion],
-    place: Callable[[], Path] | None = None, describe: Describe = described,
+    records: RecordColumns, place: Callable[[], Path], message_at: Callable[[int], dict[str, Any]],
+    describe: Describe = described,
 ) -> Published:
-    """Send every message of the file, in order, and wait for the brokers to acknowledge each.
-    Nothing is sent unless the brokers answer, the topics exist and every record fits; then
-    `place`, when given, makes the file visible before the first record goes."""
+    """Send the cycle's records and wait for the brokers to acknowledge each. Nothing is sent
+    unless the brokers answer, the topics exist and every record fits; then the producer is given
+    every record and, while it sends them, `place` writes the cycle's message file and makes it
+    visible. `message_at` gives the message of a record by its place, for an error."""
+    options = records.options
+    sending = _Sending(options, describe)
+    _one_line(options, lambda: sending.start(records, message_at))
     try:
-        return _Sending(options, describe).publish(path, versions, place)
+        place()
+    except BaseException:
+        sending.abandon()
+        raise
+    return Published(_one_line(options, sending.wait), 0)
+
+
+def _one_line(options: MessagesConfig, step: Callable[[], T]) -> T:
+    """A step of the sending, any failure of it said in one line naming the broker."""
+    try:
+        return step()
     except BrokerError as exc:
         raise BrokerError(_hidden(f"broker {options.broker}: {exc}", options)) from None
     except Exception as exc:  # noqa: BLE001 - any client failure is the broker's, reported in one line
@@ -186,6 +101,10 @@ class _Sending:
         self.describe = describe
         self.errors: list[str] = []
         self.settings = {**client_settings(options), "error_cb": self._error}
+        self.failed = _Failed()
+        self.producer: Any = None
+        self.progress: _Progress | None = None
+        self.expected = self.produced = 0
 
     def _error(self, error: Any) -> None:
         self.errors.append(str(error.str() if hasattr(error, "str") else error))
@@ -193,17 +112,15 @@ class _Sending:
     def _cause(self, fallback: object) -> str:
         return self.errors[-1] if self.errors else str(fallback)
 
-    def publish(self, path: Path, versions: Mapping[str, TableVersion], place: Callable[[], Path] | None) -> Published:
+    def start(self, records: RecordColumns, message_at: Callable[[int], dict[str, Any]]) -> None:
+        """Reach the brokers, prepare the topics, check every record's size, then give the
+        producer every record."""
         from confluent_kafka.admin import AdminClient
 
-        records = list(_records(path, _Encoders(self.options, versions), self.describe))
         admin = AdminClient(self.settings)
-        topics = sorted({record.topic for record in records})
-        limits = self._prepare_topics(admin, topics)
-        self._check_sizes(records, limits)
-        if place is not None:
-            place()
-        return Published(self._produce(records), 0)
+        limits = self._prepare_topics(admin, sorted(set(records.topics)))
+        self._check_sizes(records, limits, message_at)
+        self._produce(records)
 
     def _prepare_topics(self, admin: Any, topics: list[str]) -> dict[str, int]:
         """Reach the brokers, create the missing topics, and say each topic's limit."""
@@ -241,19 +158,24 @@ class _Sending:
                     limits[resource.name] = int(entry.value)
         return limits
 
-    def _check_sizes(self, records: list[Record], limits: Mapping[str, int]) -> None:
+    def _check_sizes(self, records: RecordColumns, limits: Mapping[str, int],
+                     message_at: Callable[[int], dict[str, Any]]) -> None:
         """Refuse the cycle, naming its first record too large, before any is sent."""
         producer_limit = self.options.kafka_max_message_bytes
-        over = [(record, min(producer_limit, limits.get(record.topic, producer_limit))) for record in records]
-        over = [(record, limit) for record, limit in over if record.size > limit]
+        if not records or max(records.sizes) <= min([producer_limit, *limits.values()]):
+            return
+        over = [(index, size, min(producer_limit, limits.get(topic, producer_limit)))
+                for index, (topic, size) in enumerate(zip(records.topics, records.sizes, strict=True))]
+        over = [(index, size, limit) for index, size, limit in over if size > limit]
         if not over:
             return
-        record, limit = over[0]
-        largest = max(r.size for r, _ in over)
-        topic_limit = limits.get(record.topic, producer_limit)
+        index, size, limit = over[0]
+        topic = records.topics[index]
+        largest = max(size for _, size, _ in over)
+        topic_limit = limits.get(topic, producer_limit)
         if topic_limit < producer_limit:
-            limited_by = f"topic {record.topic}'s {TOPIC_LIMIT}"
-            remedy = f"{TOPIC_LIMIT} of topic {record.topic} (and the brokers' message.max.bytes)"
+            limited_by = f"topic {topic}'s {TOPIC_LIMIT}"
+            remedy = f"{TOPIC_LIMIT} of topic {topic} (and the brokers' message.max.bytes)"
         else:
             limited_by = _PRODUCER_LIMIT
             remedy = ("output.messages.kafka_max_message_bytes (with the topics' max.message.bytes and the "
@@ -261,68 +183,109 @@ class _Sending:
         others = "" if len(over) == 1 else (
             f" (one of {len(over)} messages of the cycle over it, the largest {largest} bytes)")
         raise BrokerError(
-            f"{self.describe(record.message)} is {record.size} bytes as sent, over {limited_by} of {limit} bytes"
+            f"{self.describe(message_at(index))} is {size} bytes as sent, over {limited_by} of {limit} bytes"
             f"{others}; nothing of the cycle was sent. Raise {remedy} to {largest} bytes or more, or turn the broker "
             'off for this output (output.messages.broker = "") to publish the messages to files only'
         )
 
-    def _produce(self, records: list[Record]) -> int:
+    def _produce(self, records: RecordColumns) -> None:
         from confluent_kafka import Producer
 
         options = self.options
-        timeout = options.kafka_timeout
         settings = {
             **self.settings,
-            "enable.idempotence": True,
-            "acks": "all",
-            "message.timeout.ms": max(1, int(timeout * 1000)),
+            **PRODUCER_SETTINGS,
+            "message.timeout.ms": max(1, int(options.kafka_timeout * 1000)),
             "message.max.bytes": options.kafka_max_message_bytes + RECORD_OVERHEAD,
-            "linger.ms": 5,
+            "on_delivery": self.failed,
         }
         if options.transactional:
             settings["transactional.id"] = f"{options.kafka_client_id}.{options.broker_subject}"
-        producer = Producer(settings)
+        self.producer = producer = Producer(settings)
         if options.transactional:
-            producer.init_transactions(timeout)
+            producer.init_transactions(options.kafka_timeout)
             producer.begin_transaction()
-        delivered = _Delivered()
-        for record in records:
-            while not delivered.stalled(timeout):
-                try:
-                    producer.produce(record.topic, record.value, record.key, headers=record.headers,
-                                     on_delivery=delivered)
-                    break
-                except BufferError:  # the client's queue is full: wait for the brokers to take some
-                    producer.poll(0.1)
-        while producer.flush(1.0) and not delivered.stalled(timeout):
-            pass
-        if delivered.failed or delivered.count < len(records):
+        self.progress = _Progress(producer, self.failed, options.kafka_timeout)
+        self.expected = len(records)
+        self.produced = _produced(producer, records, self.progress)
+
+    def wait(self) -> int:
+        """Wait for every record to be acknowledged (then commit the transaction) or to fail
+        (then abort it); how many were acknowledged."""
+        options, producer, timeout = self.options, self.producer, self.options.kafka_timeout
+        assert self.progress is not None, "wait() follows start()"
+        left = self.progress.flushed()
+        acknowledged = self.produced - self.failed.count - left
+        if self.failed.first or acknowledged < self.expected:
             if options.transactional:
                 producer.abort_transaction(timeout)
-            cause = delivered.failed or self._cause("no answer")
-            raise BrokerError(f"the brokers acknowledged {delivered.count} of {len(records)} messages "
+            cause = self.failed.first or self._cause("no answer")
+            raise BrokerError(f"the brokers acknowledged {acknowledged} of {self.expected} messages "
                               f"(output.messages.kafka_timeout = {timeout:g} s): {cause}")
         if options.transactional:
             producer.commit_transaction(timeout)
-        return delivered.count
+        return acknowledged
+
+    def abandon(self) -> None:
+        """The cycle failed while the records were being sent: drop what is not sent yet."""
+        if self.options.transactional:
+            self.producer.abort_transaction(self.options.kafka_timeout)
+        else:
+            self.producer.purge()
+            self.producer.flush(0)
 
 
-class _Delivered:
-    """The delivery reports: how many records the brokers acknowledged, and the first failure."""
+def _produced(producer: Any, records: RecordColumns, progress: _Progress) -> int:
+    """Give the producer every record, in order; how many it took before nothing moved."""
+    produce = producer.produce
+    produced = 0
+    for topic, value, key, headers in zip(records.topics, records.values, records.keys, records.headers,
+                                          strict=True):
+        while True:
+            try:
+                produce(topic, value, key, headers=headers)
+                break
+            except BufferError:  # the client's queue is full: wait for the brokers to take some
+                producer.poll(0.1)
+                if progress.stalled():
+                    return produced
+        produced += 1
+    return produced
+
+
+class _Failed:
+    """The deliveries that failed (the producer reports no other): how many, and the first reason."""
 
     def __init__(self) -> None:
         self.count = 0
-        self.failed = ""
-        self._reported = time.monotonic()
+        self.first = ""
 
     def __call__(self, error: Any, _message: Any) -> None:
-        self._reported = time.monotonic()
-        if error is None:
+        if error is not None:
             self.count += 1
-        elif not self.failed:
-            self.failed = error.str()
+            self.first = self.first or error.str()
 
-    def stalled(self, timeout: float) -> bool:
-        """Whether no report has come for `timeout` seconds: a large cycle may take longer than
-        that in all, as long as the brokers keep acknowledging."""
-        return time.monotonic() - self._reported > timeout
+
+class _Progress:
+    """Whether the brokers still take records: the producer's queue shrinks, or failures come."""
+
+    def __init__(self, producer: Any, failed: _Failed, timeout: float) -> None:
+        self.producer = producer
+        self.failed = failed
+        self.timeout = timeout
+        self._seen = (len(producer), failed.count)
+        self._moved = time.monotonic()
+
+    def stalled(self) -> bool:
+        """Whether nothing moved for `timeout` seconds: a large cycle may take longer than that
+        in all, as long as the brokers keep acknowledging."""
+        now = (len(self.producer), self.failed.count)
+        if now != self._seen:
+            self._seen, self._moved = now, time.monotonic()
+        return time.monotonic() - self._moved > self.timeout
+
+    def flushed(self) -> int:
+        """Wait until every record is acknowledged or failed, or nothing moves; the records left."""
+        while (left := self.producer.flush(1.0)) and not self.stalled():
+            pass
+        return int(left)

@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     chosen = [name for name in ("capture", "snapshot", "triggerless") if getattr(args, name)]
     if len(chosen) > 1:
         raise BenchArgumentError(f"bench: --{' and --'.join(chosen)} measure different things; choose one")
+    _check_broker(args, chosen)
     if args.triggerless:
         return _bench_triggerless(args)
     if args.capture:
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
         database=database, url=args.url, rows=args.rows or 100_000, events=args.events, query_limit=args.query_limit,
         latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
         cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog), subscribers=args.subscribers,
-        cold=args.cold, small_cycle_events=args.small_cycle_events,
+        cold=args.cold, small_cycle_events=args.small_cycle_events, broker=args.broker,
+        encoding=args.encoding or "json",
     )
     try:
         report = run_benchmark(options)
@@ -52,6 +54,24 @@ def run(args: argparse.Namespace) -> int:
         raise BenchArgumentError(str(exc)) from None
     print(json.dumps(report.summary()) if args.json else format_report(report))
     return 0
+
+
+def _check_broker(args: argparse.Namespace, chosen: list[str]) -> None:
+    """--broker measures the drain's messages sent to Kafka: it needs --formats and a kafka:// URL."""
+    from publisher.config.brokers import KAFKA_URL
+    from publisher.config.database import mask_url
+
+    if args.encoding and not args.broker:
+        raise BenchArgumentError("bench --encoding: the encoding of the messages sent to a broker; it needs --broker")
+    if not args.broker:
+        return
+    if chosen:
+        raise BenchArgumentError(f"bench --broker: measures the drain's messages sent to a broker, not --{chosen[0]}")
+    if not args.formats:
+        raise BenchArgumentError("bench --broker: the messages it sends are those of --formats; add --formats")
+    if not KAFKA_URL.match(args.broker):
+        raise BenchArgumentError(
+            f"bench --broker: expected kafka://host:port[,host:port], got {mask_url(args.broker)!r}")
 
 
 def _bench_capture(args: argparse.Namespace) -> int:

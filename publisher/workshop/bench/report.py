@@ -64,6 +64,7 @@ def format_report(report: BenchReport) -> str:
     if report.cold is not None:
         _cold_section(report.cold, section, row)
     _drain_section(report, section, row)
+    _broker_section(report, section, row)
     _subscriber_sections(report, section, row)
     section("memory (peak RSS)")
     row("driver (Python)", format_size(report.memory.driver))
@@ -79,6 +80,8 @@ def format_report(report: BenchReport) -> str:
         row("the same, the log's indexes in the floor", f"{d.seconds / indexed:,.1f}x (warm drain)" + (
             f", {report.cold.seconds / indexed:,.1f}x (cold poll)" if report.cold is not None else ""))
     row("publisher speed / reference speed", f"{report.reference_speedup:,.1f}x")
+    if report.broker_ratio is not None:
+        row("messages to Kafka / files only", f"{report.broker_ratio:,.2f}x (warm drains, {o.encoding})")
     section(f"small-poll latency ({len(lat.to_acknowledged)} cycles of {lat.events_per_cycle} events, warm session)")
     for name, values in (("commit -> documents on disk", lat.to_documents),
                          ("commit -> statuses written", lat.to_acknowledged)):
@@ -132,6 +135,19 @@ def _drain_section(report: BenchReport, section: Callable[[str], None], row: Cal
         share = f" ({spent / d.seconds:.0%})" if d.seconds else ""
         row(f"stage {stage}", format_seconds(spent) + share)
     row("outside the stages", format_seconds(max(0.0, d.seconds - staged)))
+
+
+def _broker_section(report: BenchReport, section: Callable[[str], None], row: Callable[[str, str], None]) -> None:
+    """The backlog drained again with its messages also sent to the broker, beside the files-only drain."""
+    brokered, d = report.brokered, report.drain
+    if brokered is None:
+        return
+    section(f"messages to Kafka ({report.options.encoding}; the backlog set back to new and drained again, "
+            f"{brokered.cycles} cycles)")
+    row("wall time", f"{format_seconds(brokered.seconds)} (files only: {format_seconds(d.seconds)})")
+    row("messages sent", format_count(brokered.messages))
+    row("stage changes", f"{format_seconds(brokered.stage_seconds.get('changes', 0.0))} (files only: "
+        f"{format_seconds(d.stage_seconds.get('changes', 0.0))})")
 
 
 def _subscriber_sections(report: BenchReport, section: Callable[[str], None], row: Callable[[str, str], None]) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine
@@ -69,6 +69,16 @@ class BenchOptions:
     """Time a `publisher poll` process started cold on the whole backlog first (`bench.cold`)."""
     small_cycle_events: int | None = None
     """`spark.small_cycle_events` of the cold poll and the drain; None: the publisher's default."""
+    broker: str | None = None
+    """With `formats`: a Kafka broker the backlog's messages go to in a second drain, timed beside the first."""
+    encoding: Literal["json", "avro"] = "json"
+    """What the messages go to `broker` as."""
+
+
+def with_broker(config: Config, broker: str, encoding: Literal["json", "avro"]) -> Config:
+    """The configuration with its messages also sent to `broker`, in `encoding`."""
+    messages = dataclasses.replace(config.output.messages, broker=broker, encoding=encoding)
+    return dataclasses.replace(config, output=dataclasses.replace(config.output, messages=messages))
 
 
 def with_formats(config: Config) -> Config:
@@ -100,6 +110,13 @@ class BenchReport:
     warm_up_seconds: float = 0.0
     cold: ColdPoll | None = None
     """A poll process started cold on the same backlog, before the warm drain."""
+    brokered: DrainResult | None = None
+    """With `options.broker`: the same backlog drained again, its messages also sent to the broker."""
+
+    @property
+    def broker_ratio(self) -> float | None:
+        """How many times the files-only drain's time the drain sending to the broker took."""
+        return self.brokered.seconds / self.drain.seconds if self.brokered is not None and self.drain.seconds else None
 
     @property
     def floor_ratio(self) -> float:
@@ -150,6 +167,9 @@ class BenchReport:
             "cold": None if self.cold is None else self.cold.summary(),
             "cold_floor_ratio": _rounded(self.cold_ratio),
             "reference_speedup": round(self.reference_speedup, 3),
+            "broker": None if self.brokered is None else {
+                "encoding": self.options.encoding, "drain": self.brokered.summary(),
+                "ratio": _rounded(self.broker_ratio)},
         }
 
 
@@ -208,8 +228,8 @@ def _run(
         reference = run_reference(config, engine, options.reference_sample, workdir / "reference")
         log.info("reference: %d events one at a time in %.1f s", reference.events, reference.seconds)
         cold = None
+        generated = last_record_id(config, engine)
         if options.cold:
-            generated = last_record_id(config, engine)
             cold = cold_poll(config, workdir, workload.events)
             log.info("cold poll: %d events in %.1f s, %.1f s of it before the cycle", workload.events, cold.seconds,
                      cold.before_cycle)
@@ -230,11 +250,16 @@ def _run(
             latency = measure_latency(spark, engine, config, workload, options.latency_cycles,
                                       options.latency_events)
         left = count_new(config, engine)
+        brokered = None
+        if options.broker:
+            renew_backlog(config, engine, generated)
+            brokered = drain(spark, engine, with_broker(config, options.broker, options.encoding), workload.events,
+                             "drain to the broker")
     finally:
         engine.dispose()
     return BenchReport(
         options, workload, floor, reference, drained, latency, sampler.memory(), left, checked_out, spark_seconds,
-        warm_up_seconds, cold,
+        warm_up_seconds, cold, brokered,
     )
 
 
@@ -268,6 +293,8 @@ def warm_up(spark: SparkSession, options: BenchOptions, workdir: Path) -> None:
     config = dataclasses.replace(config, spark=dataclasses.replace(config.spark, small_cycle_events=0))
     if options.formats:
         config = with_formats(config)
+    if options.broker:
+        config = with_broker(config, options.broker, options.encoding)
     engine = connect(config)
     try:
         drain(spark, engine, config, workload.events, "warm-up")
