@@ -58,7 +58,7 @@ examples:
   publisher bench --url {served_url} --query-limit 100000
   publisher bench --json > bench.json
   publisher bench --cluster --events 200000      the same drain on a standalone cluster
-  publisher bench --database sqlite --formats --broker kafka://127.0.0.1:9092 --encoding avro
+  publisher bench --database {filed} --formats --broker kafka://127.0.0.1:9092 --encoding avro
                                                  what sending the messages to Kafka costs
 
 reading the --capture report:
