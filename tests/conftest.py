@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hunting import load_profile
 from sqlalchemy import Engine, create_engine, make_url, text
 
 TESTS = Path(__file__).resolve().parent
@@ -25,6 +26,8 @@ sys.path[:0] = [str(folder) for folder in sorted({path.parent for path in TESTS.
 """The tests mirror the package, a folder per part (and per database, `databases/<name>/`); a
 test may take a fixture's helpers from a test module of another folder
 (`from test_crash import kill_session`), as a module by its name."""
+
+load_profile()
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 """The pytest-xdist worker this process is (gw0, gw1, ...), empty when the run is not distributed."""

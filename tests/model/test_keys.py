@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
+from hunting import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -447,7 +448,7 @@ def _fast_parts(columns: list[tuple[str, KeyKind]]) -> st.SearchStrategy[list[tu
     return in_order | st.lists(st.tuples(names, _FAST_VALUES), min_size=1, max_size=3)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget(300))
 @given(_FAST_COLUMNS.flatmap(lambda cols: st.tuples(st.just(cols), _fast_parts(cols))))
 def test_a_key_taken_as_already_canonical_is_what_parsing_it_gives(
     case: tuple[list[tuple[str, KeyKind]], list[tuple[str, str]]],
@@ -537,7 +538,7 @@ KEY_TEXTS = st.sampled_from(["idu=1", "idu=01", "idu=-0", "idu=-12", "IDU=1", "i
     max_size=12)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget(300))
 @given(st.lists(KEY_TEXTS, max_size=20),
        st.sampled_from([[("idu", INT)], [("idu", TEXT)], [("idu", INT), ("s", TEXT)]]))
 def test_keys_values_are_key_values_one_by_one(texts: list[str], columns: list[tuple[str, KeyKind]]) -> None:

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 from conftest import TestDatabase
+from hunting import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -487,7 +488,7 @@ _LOGGED_SAMPLE_TEXTS = (
 _LOGGED_SAMPLES = st.sampled_from(_LOGGED_SAMPLE_TEXTS)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=budget(400))
 @given(st.lists(st.tuples(st.sampled_from(COLUMN_VALUE_TYPES), st.none() | _LOGGED_SAMPLES | st.text(max_size=6)),
                 max_size=20))
 def test_logged_values_vouched_for_as_columns_are_what_encoding_them_gives(
@@ -525,7 +526,7 @@ _DATE_TIME_TEXTS = st.builds(
     st.none() | st.tuples(st.integers(0, 25), st.integers(0, 61), st.integers(0, 61)), st.booleans())
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=budget(500))
 @given(st.lists(st.none() | _DATE_TIME_TEXTS | _LOGGED_SAMPLES | st.text(max_size=20), max_size=20))
 def test_date_times_encoded_as_columns_are_what_encoding_them_one_by_one_gives(texts: list[str | None]) -> None:
     """`logged_times` publishes a date-time as `encode_logged` does, or leaves it to it (null)."""

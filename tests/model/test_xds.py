@@ -5,6 +5,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hunting import budget
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from lxml import etree
@@ -429,7 +430,7 @@ def test_document_head_and_heartbeat_match_lxml(version: str, monkeypatch: pytes
         xds._document_head.cache_clear()
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=budget(80))
 @given(st.lists(VALID_OPERATION, max_size=30), st.integers(1, 7), st.integers(0, 3))
 def test_documents_cut_from_a_column_are_those_built_from_the_operations(
     tmp_path_factory: pytest.TempPathFactory, ops: list[Operation], batch_size: int, before: int,

@@ -7,6 +7,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from hunting import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +40,7 @@ def expected_next(names: set[str], counter: str | None) -> int:
     return max([last, *cycles]) + 1
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=budget(200))
 @given(st.sets(documents, max_size=30), st.sets(temporaries, max_size=8), st.sets(others, max_size=8),
        st.one_of(st.none(), st.integers(0, 10**12).map(str), st.just("garbage")))
 def test_the_next_cycle_is_above_every_document_and_the_counter_and_temporaries_are_gone(

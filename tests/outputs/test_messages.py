@@ -17,6 +17,7 @@ from typing import Any
 import fastavro
 import fastavro.validation
 import pytest
+from hunting import budget
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -463,7 +464,7 @@ class TestJsonLine:
     def test_compact_utf8(self) -> None:
         assert json_line({"a": "Zoë", "b": [1, None]}) == '{"a":"Zoë","b":[1,null]}\n'.encode()
 
-    @settings(max_examples=400, deadline=None)
+    @settings(max_examples=budget(400))
     @given(st.recursive(
         st.none() | st.booleans() | st.integers() | st.text(),
         lambda inner: st.dictionaries(st.text(), inner, max_size=4) | st.lists(inner, max_size=4), max_leaves=12,

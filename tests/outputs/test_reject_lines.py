@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pyarrow as pa
+from hunting import budget
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,7 @@ ROWS = st.lists(st.fixed_dictionaries({
 }), max_size=6)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=budget(300))
 @given(ROWS)
 @example([{"record_id": 1, "event_type": "2", "event_time": dt.datetime(2026, 1, 1, 0, 0, 0, 5000, tzinfo=dt.UTC),
            "old_value": None, "reason": "x"}])

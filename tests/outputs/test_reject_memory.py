@@ -11,6 +11,7 @@ import tracemalloc
 import pyarrow as pa
 from conftest import spark_on_one_database
 from harness import Harness
+from hunting import budget
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -134,7 +135,7 @@ _STATUS = st.sampled_from([Status.SUCCESS, Status.SUCCESS, Status.ERROR])
 _DECIDED = st.sampled_from([None, Status.WARNING, Status.WARNING, Status.ERROR])
 
 
-@settings(max_examples=200, deadline=None, database=None)
+@settings(max_examples=budget(200))
 @given(
     st.lists(st.tuples(st.sampled_from([1, 1, 1, 2]), _STATUS, _DECIDED, st.integers(0, 1)), min_size=1,
              max_size=60),

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from harness import Harness
+from hunting import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +19,7 @@ from publisher.pipeline import planning
 from publisher.pipeline.acknowledge import AcknowledgeError, acknowledge_runs
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=budget(300))
 @given(st.sets(st.integers(min_value=-5, max_value=200)))
 def test_id_runs_cover_exactly_the_ids_in_maximal_runs(ids: set[int]) -> None:
     runs = id_runs(ids)
@@ -97,7 +98,7 @@ def runs_of(outcomes) -> Iterator[StatusRun]:
 OUTCOMES = st.sampled_from([Status.SUCCESS, Status.WARNING, Status.ERROR])
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=budget(300))
 @given(st.dictionaries(st.integers(min_value=-5, max_value=200), OUTCOMES))
 def test_status_runs_give_every_read_id_its_status_in_maximal_runs(outcomes: dict[int, Status]) -> None:
     exceptions = {rid: status for rid, status in outcomes.items() if status is not Status.SUCCESS}
@@ -351,7 +352,7 @@ def test_on_postgresql_a_cycle_marks_while_it_writes_and_a_failed_write_leaves_t
     assert [kind for kind, *_ in h.published().describe()] == ["add", "add", "add"]
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=budget(300))
 @given(st.dictionaries(st.integers(min_value=-5, max_value=60), st.tuples(OUTCOMES, OUTCOMES)))
 def test_changed_runs_name_exactly_the_ids_whose_status_changed_in_maximal_runs(pairs) -> None:
     """The rows an early acknowledgement marks again once the outcomes are known."""

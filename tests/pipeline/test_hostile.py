@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from conftest import spark_on_one_database
 from harness import TEST_TABLES, Harness, assert_mirrored
+from hunting import budget
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lxml import etree
@@ -447,7 +448,7 @@ def test_generated_rows_publish_or_are_rejected_and_the_cycle_goes_on(spark, cyc
     )
     examples = iter(range(100, 10_000))
 
-    @settings(max_examples=15, deadline=None, database=None,
+    @settings(max_examples=budget(15),
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(rows=st.lists(event_rows(h.dialect), min_size=1, max_size=6), data=st.data())
     def cycle(rows: list[tuple[Any, ...]], data: st.DataObject) -> None:
@@ -492,7 +493,7 @@ CONTEXT = ClassifyContext(
 ANYTHING = st.none() | st.text() | st.text(st.sampled_from(SPECIALS + "\x00")) | st.integers() | st.binary()
 
 
-@settings(max_examples=400, deadline=None, database=None)
+@settings(max_examples=budget(400))
 @given(st.fixed_dictionaries(
     {role: ANYTHING for role in EVENT_LOG_COLUMNS},
     optional={UNREADABLE: st.none() | st.text()},
@@ -521,7 +522,7 @@ def test_classify_never_raises_and_publishes_only_what_xml_can_carry(row: dict[s
     etree.fromstring(xml)
 
 
-@settings(max_examples=400, deadline=None, database=None)
+@settings(max_examples=budget(400))
 @given(st.text() | st.text(st.sampled_from(SPECIALS + "\x00")), st.sampled_from([KeyKind.INTEGER, KeyKind.TEXT]))
 def test_key_parser_answers_any_text_with_a_key_or_a_value_error(key: str, kind: KeyKind) -> None:
     try:
@@ -568,7 +569,7 @@ def _update(record_id: int, column: str, old: str | None, new: str | None, **oth
             "transaction_id": None, UNREADABLE: None, **other}
 
 
-@settings(max_examples=150, deadline=None, database=None)
+@settings(max_examples=budget(150))
 @given(st.lists(st.lists(read_rows_of(TEXT_OR_NONE), min_size=1, max_size=30), min_size=1, max_size=3),
        st.booleans(), st.sampled_from([2, 10**6]))
 @example(  # an old value that cannot be published turns an update into type 3; a bad new value rejects it

@@ -6,6 +6,7 @@ import base64
 from urllib.parse import quote
 
 import pytest
+from hunting import budget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
@@ -51,7 +52,7 @@ def test_integer_keys_beyond_the_column_are_simply_not_found(database):
     assert all(not row.problems for row in found.values())
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget(25), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(KEY_TEXTS, min_size=1, max_size=20, unique=True))
 def test_any_text_key_is_found_by_query_back(postgresql_database, keys: list[str]):
     database = postgresql_database

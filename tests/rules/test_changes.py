@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from hunting import budget
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -40,7 +41,7 @@ def changes(draw: st.DrawFn) -> Change:
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget(300))
 @given(changes())
 def test_a_change_arrives_as_it_left(change: Change) -> None:
     assert Change.from_bytes(change.to_bytes()) == change

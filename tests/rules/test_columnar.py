@@ -10,7 +10,8 @@ from unittest.mock import patch
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hunting import budget
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.objects import StatusNote, publish_objects, publish_read
 from oracle.operations import PublishedOperation
@@ -104,7 +105,7 @@ def context(insert_row_operation: str = "modify", changes: bool = False) -> Obje
     return ObjectsContext(QueryBackContext("sqlite://", None, TABLES), operations)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=budget(300))
 @given(events(), st.sampled_from(["modify", "add"]), st.booleans())
 def test_columnar_operations_equal_the_per_object_rules(
     rows: list[dict[str, Any]], insert_row_operation: str, changes: bool
@@ -121,7 +122,7 @@ def test_columnar_operations_equal_the_per_object_rules(
     assert _operations(made) == _outcomes(expected)[0]
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=budget(200))
 @given(events(types=(1, 2, 3, 4, 5, 6, 7, 8)))
 def test_split_sends_every_object_with_a_query_back_event_to_the_per_object_rules(rows: list[dict[str, Any]]):
     table = by_object(rows)
@@ -154,7 +155,7 @@ def test_a_text_xml_cannot_carry_is_named_as_the_per_object_rules_name_it(code: 
     assert "fname" in str(made.value) and "XML 1.0 cannot carry" in str(made.value)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=budget(150))
 @given(events(), st.integers(1, 7), st.integers(1, 9))
 def test_resolving_in_chunks_keeps_each_object_whole(rows: list[dict[str, Any]], batch_rows: int, chunk_rows: int):
     """However the stream is cut into batches and chunks, an object's events are merged as if
@@ -216,7 +217,7 @@ def _operations(made: pa.Table) -> set[tuple[Any, ...]]:
             for r in rows}
 
 
-@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=budget(400))
 @given(st.data(), events(types=(1, 2, 3, 4, 5, 5, 6, 6, 7, 8)), st.sampled_from(["modify", "add"]), st.booleans())
 def test_query_back_objects_as_columns_equal_the_per_object_rules(
     data: st.DataObject, rows: list[dict[str, Any]], insert_row_operation: str, changes: bool

@@ -14,7 +14,8 @@ from unittest.mock import patch
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hunting import budget
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.objects import StatusNote, publish_objects
 from oracle.operations import PublishedOperation
@@ -187,7 +188,7 @@ def resolved(table: pa.Table, reader: Rows, ctx: ObjectsContext, slice_events: i
     return operations, notes
 
 
-@settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=budget(500))
 @given(st.data(), events(), st.sampled_from(["modify", "add"]), st.booleans(), st.integers(1, 30))
 def test_logical_classes_as_columns_equal_the_per_object_rules(
     data: st.DataObject, rows: list[dict[str, Any]], insert_row_operation: str, changes: bool, slice_events: int
@@ -203,7 +204,7 @@ def test_logical_classes_as_columns_equal_the_per_object_rules(
     assert resolved(table, reader, ctx, slice_events) == oracle(table, reader, ctx)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=budget(150))
 @given(st.data(), events(classes=("usr", "plain", "g&rp")), st.integers(1, 7))
 def test_logical_and_other_classes_resolve_together(data: st.DataObject, rows: list[dict[str, Any]], batch_rows: int):
     """Objects of logical classes among others, the stream cut into small batches: each object

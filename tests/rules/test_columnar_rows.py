@@ -8,6 +8,7 @@ import datetime as dt
 
 import pyarrow as pa
 import pytest
+from hunting import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,7 +80,7 @@ def by_the_rules(table: TableInfo, keys: list[str], texts: list[list[str | None]
 
 
 @pytest.mark.parametrize("operation", list(InsertRowOperation))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=budget(150))
 @given(case=rows())
 def test_rows_written_directly_are_what_their_row_query_backs_publish(operation, case) -> None:
     table, keys, texts = case

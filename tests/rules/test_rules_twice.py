@@ -9,7 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from hypothesis import HealthCheck, given, settings
+from hunting import budget
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from publisher.pipeline.distributed import placed_changes, time_prefix_of
@@ -41,7 +42,7 @@ def _operation(event_id: int, op_time: Any, change_time: Any, transaction: str |
             "change_time": change_time, "records": change.records}
 
 
-@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=budget(8))
 @given(operations(), st.integers(1, 3))
 def test_spark_places_and_orders_changes_as_the_driver_does(spark, ops: list[dict[str, Any]], partitions: int):
     table = pa.Table.from_pylist(ops, schema=pa.schema([("op_time", pa.timestamp("us", tz="UTC")),
@@ -66,7 +67,7 @@ def test_spark_places_and_orders_changes_as_the_driver_does(spark, ops: list[dic
 SCHEMA_NAMES = tuple(part.split()[0] for part in SCHEMA.split(", "))
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=budget(200))
 @given(st.lists(TIMES, max_size=30).flatmap(lambda times: st.permutations(list(enumerate(times)))))
 def test_processing_order_sorts_alike_in_python_and_arrow(events: list[tuple[int, Any]]):
     """Shared and missing times, ids in any order: one order, whichever spells it."""

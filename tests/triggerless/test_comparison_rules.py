@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from hunting import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -49,7 +50,7 @@ def objects(draw):
     return columns, found
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget(300))
 @given(objects())
 def test_compared_operations_equal_the_oracle(drawn):
     columns, found = drawn
@@ -65,7 +66,7 @@ def test_compared_operations_equal_the_oracle(drawn):
     assert built.to_pylist() == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=budget(200))
 @given(st.lists(st.tuples(st.text(max_size=40), st.text(max_size=3)), min_size=1, max_size=30), st.integers(0, 29))
 def test_a_keys_hash_is_its_own_whatever_rows_it_is_hashed_with(rows, start):
     """A row lands in the same bucket in every cycle: its hash depends on its key texts alone,
@@ -138,7 +139,7 @@ def compared_oracle(old_names, old, new_names, new, also):
     return found, sorted(left_out, key=repr)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget(300))
 @given(buckets())
 def test_a_bucket_compared_equals_the_rows_compared_one_by_one(drawn):
     assert_compared_as_one_by_one(*drawn)

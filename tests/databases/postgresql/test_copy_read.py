@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from harness import Harness
+from hunting import budget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
@@ -54,7 +55,7 @@ def test_copy_reads_what_the_rows_read(spark, postgresql_database, tmp_path, zon
     for column in (c.event_time, c.perpetrator, c.table_name, c.table_key, c.column_name, c.old_value, c.new_value):
         h.db.execute(f"ALTER TABLE {log} ALTER COLUMN {column} DROP NOT NULL")
 
-    @settings(max_examples=25, deadline=None, database=None,
+    @settings(max_examples=budget(25),
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(st.lists(st.tuples(TIMES, *(CSV_TEXT | st.none() for _ in range(7))), min_size=1, max_size=8))
     def check(rows: list[tuple[Any, ...]]) -> None:

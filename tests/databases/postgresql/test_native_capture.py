@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from harness import Harness, drain
+from hunting import budget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
@@ -153,7 +154,7 @@ def _statements(key: list[str], values: list[str], writes) -> tuple[str, ...]:
     return (*statements, "UPDATE {t} SET k0 = k0", "DELETE FROM {t}")  # an UPDATE that changes nothing
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=budget(20), suppress_health_check=list(HealthCheck))
 @given(case=schemas_and_writes(), style=st.sampled_from(["field", "row"]))
 def test_native_capture_equals_the_plpgsql_capture_on_generated_tables(case, style, postgresql_database):
     """Keys of one or two columns of assorted types (each spelled as its table_key spells it),
