@@ -1,5 +1,8 @@
 """MariaDB and MySQL capture: three row triggers per table (see `rows`), logging what the
-PostgreSQL and SQLite triggers log for the same changes.
+PostgreSQL and SQLite triggers log for the same changes. They check keys row by row, as SQLite's
+do, but log binary values as base64 (no query-backs, but for large ones: below). Their
+transaction_id names the statement, not the transaction (no transaction id a trigger can read is
+reliable here): the cycle's window keeps it together, as it keeps PostgreSQL's transactions.
 
 What these databases do otherwise, and how capture meets it:
 
@@ -15,7 +18,12 @@ What these databases do otherwise, and how capture meets it:
   from its parent: the parent's delete is logged, and takes the object's values with it.
 - A column whose value has no text (BIT, spatial and other types SQLAlchemy does not know) is
   refused.
-- DDL commits implicitly, so `execute` undoes a failed install by hand (`restore`).
+- Trigger statements commit one by one, so a table's shape row (`capture.shape_history`) is taken
+  before them.
+- DDL commits implicitly, so `execute` undoes a failed install by hand (`restore`), finding the
+  capture table it made by its quoted name (`capture.shape`).
+- A column dropped or renamed after `install` makes the triggers fail the application's writes
+  until the next cycle's reinstall (`capture.shape`).
 - TO_BASE64 breaks its text every 76 characters, and REPLACE takes the breaks out in time that
   grows with the square of the text's length: a binary value of more than 64 KiB is logged as
   a field query-back (7 or 8), as SQLite logs every binary value, and published as read.
@@ -84,6 +92,7 @@ class MariaDBCapture(RowTriggers):
         return str(self.preparer.quote_identifier(name))
 
     lexis = Lexis(hash_comments=True, backslash_escapes=True)
+    """MariaDB and MySQL: `#` comments, and backslash escapes in quoted text."""
     transactional_ddl = False
     """Each DDL statement commits on its own: a migration holds its tables with LOCK TABLES
     instead, which DDL and trigger statements keep (the locks go with UNLOCK TABLES alone), so

@@ -18,6 +18,9 @@ the changing session's back, and query-back's sessions run with it."""
 
 
 class MariaDB(Dialect):
+    """InnoDB's UPDATE locks the gap after the rows it marks, holding back the triggers' inserts:
+    a cycle writes its statuses once its output is durable (`Dialect.marks_beside_writes`)."""
+
     name = "mysql"
     title = "MariaDB/MySQL"
     capture = "publisher.databases.mariadb.capture.MariaDBCapture"
@@ -26,7 +29,8 @@ class MariaDB(Dialect):
     """MariaDB uses an index for `a > x OR (a = x AND b > y)`, not for `(a, b) > (x, y)`."""
     lock = "publisher.databases.mariadb.lock.NamedLock"
     gives_way_codes = frozenset({"1205", "1213"})
-    """Lock wait timeout, and deadlock (InnoDB picks the transaction with less to undo)."""
+    """Lock wait timeout, and deadlock (InnoDB picks the transaction with less to undo: a snapshot's
+    chunk rather than the application's)."""
 
     def boolean_type(self, sql_type: Any) -> bool:
         """MySQL and MariaDB make a BOOLEAN column TINYINT(1), and reflect it so."""

@@ -1,4 +1,15 @@
-"""PostgreSQL capture: a row trigger for inserts and deletes, a statement trigger for updates."""
+"""PostgreSQL capture: a row trigger for inserts and deletes, a statement trigger for updates.
+
+An UPDATE is logged per statement, from its transition tables, pairing the old and new rows by
+table_key: the keys only among the old rows are deleted first, the keys in both are updated, the
+keys only among the new rows are inserted last. So a statement that swaps or renumbers keys updates
+each kept key in place and never logs an object's insert ahead of its delete, which row triggers
+would; a logical class's child rows are paired by their links and value, so a swap logs nothing.
+Inserts and deletes are logged per row. The triggers spell binary values too: no field query-back
+event (7, 8) for a binary column. A table's shape row (`capture.shape_history`) is taken in the
+install's transaction after its trigger statements, or by the event trigger in the migration's, past
+the event log's sequence's last value.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -36,6 +47,7 @@ class PostgreSQLCapture(NativeCapture, FollowingCapture):
 
     name = "postgresql"
     lexis = Lexis(dollar_quotes=True)
+    """PostgreSQL: `$tag$ … $tag$` bodies, `E'…'` texts with backslash escapes, nested `/* */`."""
 
     def carriers(self, conn: Connection, any_trigger: bool) -> tuple[str, ...]:
         """A table's row trigger (its switch: dropped, capture is off), or with `any_trigger`

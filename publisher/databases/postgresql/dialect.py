@@ -53,13 +53,26 @@ def function_settings_sql() -> str:
 
 
 class PostgreSQL(Dialect):
+    """A text holds at most 1 GiB (`config.checks.MAX_ROW_BYTES_CEILING`); octet_length() reads its
+    length from the TOAST header, without reading the value out (`Dialect.octets`); a timestamp
+    may be ±infinity, which no driver hands over (`Dialect.readable_time`). psycopg reads % as a
+    placeholder even without parameters: `Capture.execute` doubles it."""
+
     name = "postgresql"
     title = "PostgreSQL"
     capture = "publisher.databases.postgresql.capture.PostgreSQLCapture"
     workshop = "publisher.databases.postgresql.workshop.PostgreSQLWorkshop"
     transaction_snapshots = True
+    """The triggers log `txid_current()`, 64 bits (`subscriptions.tables.TRANSACTION_DIGITS`); a
+    snapshot's text is `xmin:xmax:active,…`, as txid_current_snapshot() spells it (a window's
+    `planned_in`, a check-out's `Snapshot`). A check-out's constant list of checked-in transactions
+    is hashed, which costs its read less than a lookup of the check-in table per event."""
     marks_beside_writes = True
     id_arrays = True
+    """A chunk of ids or keys goes as one array (`= ANY(…)`): integers as a list, other keys as an
+    array literal; a snapshot's keys as one INSERT … SELECT numbered by its ORDER BY. The sizes and
+    thresholds of `pipeline.acknowledge` (ranges as two arrays joined, TRUSTED_JOIN) were measured
+    here."""
     copy_reader = "publisher.databases.postgresql.copy_read"
     catalog_versions = True
     lock = "publisher.databases.postgresql.lock.AdvisoryLock"
@@ -133,5 +146,7 @@ class PostgreSQL(Dialect):
         return ["SET enable_seqscan = off"]
 
     def begin_reading_rows(self, lock_wait: str) -> list[str]:
-        """lock_timeout, well under deadlock_timeout: the reader gives way, never the writer."""
+        """lock_timeout, well under deadlock_timeout (1 s by default): the reader gives way, never the
+        writer. A LIMIT under that lock could hand back, in a row it waited for, the key a writer just
+        gave it, out of order and far ahead (`snapshots.chunks`)."""
         return [f"SET LOCAL lock_timeout = '{lock_wait}'", *self.settings_sql(local=True)]

@@ -1,4 +1,11 @@
-"""SQLite capture: three row triggers per table (see `rows`)."""
+"""SQLite capture: three row triggers per table (see `rows`), checking keys row by row.
+
+SQLite has no base64 function and triggers cannot use CTEs, so a binary (BLOB) column is logged
+as a field query-back event (type 7 on insert, 8 on update) without values; the publisher reads
+the value back and base64-encodes it. A BLOB of a logical class's child table logs a type 8 of
+the attribute, one per parent an update changes. One writer at a time keeps the application's
+writes out while a table's shape row (`capture.shape_history`) is taken with its triggers.
+"""
 from __future__ import annotations
 
 import sqlite3
@@ -61,6 +68,7 @@ class SQLiteCapture(RowTriggers):
             conn.commit()
 
     lexis = Lexis(bracket_names=True, complete=sqlite3.complete_statement)
+    """SQLite: `[name]` is a quoted name, and trigger bodies hold `;`."""
 
     def begin_migration_sql(self, tables: Sequence[str]) -> list[str]:
         """Python's sqlite3 runs DDL outside any transaction unless one is begun explicitly; an

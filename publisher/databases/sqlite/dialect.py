@@ -23,6 +23,9 @@ _ENCODINGS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"
 
 
 class SQLite(Dialect):
+    """One file, one writer at a time, any value in any column. A statement takes at most 999
+    parameters (query-back's CHUNK stays under it)."""
+
     name = "sqlite"
     title = "SQLite"
     capture = "publisher.databases.sqlite.capture.SQLiteCapture"
@@ -30,9 +33,19 @@ class SQLite(Dialect):
     has_schemas = False
     catalog_versions = True
     one_writer = True
+    """A snapshot's chunk is the one writer from its read to its commit; a read of the whole event
+    log (a metrics scrape's) holds a read lock that delays a cycle's acknowledgement."""
     one_statement_per_call = True
+    """The driver runs one statement per call, where the PostgreSQL driver runs a whole script
+    statement by statement (`service.checkouts`)."""
     text_as_bytes = True
+    """Text may hold any bytes, which the driver fails to decode; an event_time comes back as text,
+    written in UTC."""
     dynamic_typing = True
+    """A TEXT column may be read as a BLOB's bytes or an INTEGER's int, published from what they
+    are; a primary key that is not INTEGER may hold NULL (no object: not read, and counted). The
+    triggers and the rows read back spell a value alike, so only integer keys are spelled by kind,
+    and a REAL's text, not exact, is what query-back compares (`matched_as_text`)."""
     statement_event_time = True
     """'now' is fixed within a statement, and one writer at a time logs a statement's rows
     one after the other."""
@@ -83,9 +96,9 @@ class SQLite(Dialect):
         return url.set(database=os.path.abspath(database))
 
     def readable_time(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
-        """As a Julian day number. SQLite stores whatever text it was given, and compared as
-        text '2026-11-23T01:00:00Z' sorts after every '2026-11-23 …' of that day whatever its
-        offset."""
+        """As a Julian day number (whole milliseconds). SQLite stores whatever text it was given,
+        and compared as text '2026-11-23T01:00:00Z' sorts after every '2026-11-23 …' of that day
+        whatever its offset."""
         return case((column.op("GLOB")(_ISO_DATE), func.julianday(column)), else_=null())
 
     def time_key(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
