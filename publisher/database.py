@@ -18,7 +18,8 @@ class MissingDriverError(RuntimeError):
 
 
 def connect(config: Config) -> Engine:
-    """An engine for the configured URL; SQLite waits on a locked file instead of failing at once.
+    """An engine for the configured URL, which waits for a lock instead of failing at once where the
+    driver lets it say (`Dialect.connect_args`).
 
     A URL scheme SQLAlchemy does not know is a ConfigError; a known one whose driver is not
     installed is a MissingDriverError; a database the publisher does not speak is a ConfigError
@@ -99,7 +100,7 @@ def _nothing(connection: Any) -> None:
 
 
 def table_schema(config: Config, engine: Engine) -> str | None:
-    """The schema that qualifies table names in SQL: none on SQLite, which has no schemas."""
+    """The schema that qualifies table names in SQL: none where the database has no schemas."""
     if not dialect_of(engine).has_schemas:
         return None
     return config.database.schema

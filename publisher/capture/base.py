@@ -83,7 +83,8 @@ class Capture(abc.ABC):
         return literal(text)
 
     def qualify(self, name: str) -> str:
-        """A schema object's name as SQL; SQLite trigger bodies must not name a schema."""
+        """A schema object's name as SQL; without a schema (`Dialect.has_schemas`) the bare name,
+        as trigger bodies there must not name one."""
         if self.schema is None:
             return self.quote(name)
         return f"{self.quote(self.schema)}.{self.quote(name)}"
@@ -147,7 +148,8 @@ class Capture(abc.ABC):
         """Run install statements in one transaction."""
         with self.engine.connect() as conn:
             for statement in statements:
-                # psycopg reads % as a placeholder even without parameters; format() strings have them.
+                # a driver may read % as a placeholder even without parameters (its dialect
+                # says which); format() strings have them.
                 conn.exec_driver_sql(statement.replace("%", "%%"))
             conn.commit()
 
@@ -346,7 +348,7 @@ class Capture(abc.ABC):
         """A child row come or gone, against its parent's key: the attribute's value added or
         removed (type 2 from or to NULL), or in row style or for a value the trigger cannot
         write, a type 8 that has the publisher read the attribute back. A row whose links or
-        value are NULL (SQLite allows NULL key columns) is no value of any object."""
+        value are NULL (where key columns allow it) is no value of any object."""
         assert table.multi_valued
         attribute, value = table.multi_valued.attribute, table.multi_valued.value
         linked = all_of(f"{self.ref(row, c)} IS NOT NULL" for _, c in table.logged_key)

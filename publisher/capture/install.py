@@ -1,7 +1,7 @@
 """The capture side: the event log table and the triggers that fill it (SPEC §1-§3).
 
-SQL lives in ``sql/<dialect>/*.sql`` as ``string.Template`` text; the dialects (`sqlite`,
-`postgresql`, `mariadb`, on `dialect` and `rows`) fill identifiers (quoted by the dialect),
+SQL lives in ``sql/<dialect>/*.sql`` as ``string.Template`` text; each family's capture
+(`Dialect.capture`, on `dialect` and `rows`) fills identifiers (quoted by the dialect),
 literals and expressions in for the published tables `tables` reflects. This module is the
 public face: what to install, where, and which tables carry triggers.
 
@@ -20,27 +20,20 @@ non-key column counts as changed when its published text changes (``1.5`` to ``1
 counts as changed when its table_key text does, since that text is the object the consumer
 knows.
 
-PostgreSQL logs an UPDATE per statement, from its transition tables, pairing the old and new
-rows by table_key: the keys only among the old rows are deleted first, the keys in both are
-updated, the keys only among the new rows are inserted last. So a statement that swaps or
-renumbers keys updates each kept key in place and never logs an object's insert ahead of its
-delete, which row triggers would. Inserts and deletes are logged per row.
-
-SQLite exception: it has no base64 function and triggers cannot use CTEs, so a binary
-(BLOB) column is logged as a field query-back event (type 7 on insert, 8 on update) without
-values; the publisher reads the value back and base64-encodes it.
-
-MariaDB and MySQL (`mariadb`) have row triggers only and check keys row by row, as SQLite does:
-their triggers log what SQLite's log, but binary values as base64 (no query-backs), and their
-transaction_id names the statement, not the transaction (no transaction id a trigger can read
-is reliable there): the cycle's window keeps it together, as it keeps PostgreSQL's transactions.
+Each family's capture says how its triggers get there (its module's docstring): an UPDATE
+logged per statement, its old and new rows paired by table_key, or row triggers that check keys
+row by row; a binary value the triggers cannot spell logged as a field query-back event (type 7
+on insert, 8 on update) without values, which the publisher reads back and base64-encodes; and
+where no transaction id a trigger can read is reliable, a transaction_id that names the
+statement, which the cycle's window keeps together as it keeps a transaction.
 
 Logical classes (`model.logical`): a class's child tables get triggers with its parent's.
 A child row is a value of the attribute, logged against the parent's table and key (spelled
 as the parent's triggers spell it): a type 2 without an old value when it comes, without a new
 value when it goes; its key is its links and value, so changing either is a removal and an
-addition (PostgreSQL pairs a statement's rows by that key: a swap logs nothing). Row style, or
-a BLOB on SQLite: a type 8 of the attribute, one per parent an update changes.
+addition (a capture that pairs a statement's rows by that key logs nothing for a swap). Row
+style, or a binary value logged as a query-back: a type 8 of the attribute, one per parent an
+update changes.
 """
 from __future__ import annotations
 
@@ -117,8 +110,8 @@ def event_log_ddl(config: Config, engine: Engine) -> list[str]:
 
 
 def subscription_ddl(config: Config, engine: Engine) -> list[str]:
-    """The subscribers' state tables (`subscriber_tables`), and on PostgreSQL the index that
-    finds a check-out's events by their transaction."""
+    """The subscribers' state tables (`subscriber_tables`), and where
+    `Dialect.transaction_snapshots` the index that finds a check-out's events by their transaction."""
     from sqlalchemy import MetaData
     from sqlalchemy.schema import CreateIndex, CreateTable
 
@@ -138,7 +131,7 @@ def trigger_sql(config: Config, engine: Engine, table: str, style: Style, native
     """Statements that (re)install the capture triggers of one table, replacing any earlier ones:
     for a logical class's parent, those of its child tables too; for a child table, its own as
     a child of its class; and the record of what they were installed for (`shape`). `native`:
-    PostgreSQL's C capture (`native`) on every table but a class's child tables."""
+    the family's C capture (`has_native_capture`) on every table but a class's child tables."""
     _check_style(style, table)
     dialect = capture_of(config, engine)
     statements = []
@@ -171,7 +164,7 @@ def capture_ddl(config: Config, engine: Engine) -> list[str]:
 
 def reinstall_capture(config: Config, engine: Engine, table: str, style: Style) -> None:
     """Install one table's capture again, for its shape now: native where it was, and switched
-    off where it was (PostgreSQL: its row trigger disabled or dropped)."""
+    off where it was (as its family's capture switches a table off: `kept_switches`)."""
     _execute(config, engine, reinstall_sql(config, engine, table, style))
 
 
@@ -351,7 +344,8 @@ def install_capture(
 
     Every table is reflected before anything runs, so one bad name installs nothing. With
     ``dry_run`` nothing runs; either way the statements are returned, for printing. ``native``
-    (PostgreSQL): the C capture, or None for what each table has now (PL/pgSQL for a new one).
+    (`has_native_capture`): the C capture, or None for what each table has now (PL/pgSQL for a new
+    one).
     """
     if style is not None:
         _check_style(style)

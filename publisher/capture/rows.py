@@ -1,4 +1,4 @@
-"""Capture by row triggers alone (SQLite, MariaDB and MySQL): three triggers per table.
+"""Capture by row triggers alone, for databases that check keys row by row: three triggers per table.
 
 These databases check a key's uniqueness row by row, so no statement can hand one row's key to
 another, and the row triggers' order is the changes' order: an update that changes a row's key

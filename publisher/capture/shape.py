@@ -1,13 +1,13 @@
 """What each table's capture was made for, kept beside the event log, so that a migration of a
 published table is seen and its capture made anew before the application's writes suffer long.
 
-Triggers name the columns they log. A column dropped or renamed after `install` makes them fail
-the application's writes on MariaDB and MySQL (and makes SQLite refuse the migration); a column
-added is not captured. `install` records, per captured table, the shape it installed for (a
-fingerprint of its columns, their types and its key, with the capture style); every cycle
-compares the tables with it first and reinstalls the capture of a table that changed
-(`follow_shapes`); `publisher install --check` lists them (`stale_captures`). On PostgreSQL an
-event trigger does better, in the migration's own transaction (`follow`).
+Triggers name the columns they log. A column dropped or renamed after `install` makes them fail the
+application's writes, or the database refuse the migration (each family's capture says which); a
+column added is not captured. `install` records, per captured table, the shape it installed for (a
+fingerprint of its columns, their types and its key, with the capture style); every cycle compares
+the tables with it first and reinstalls the capture of a table that changed (`follow_shapes`);
+`publisher install --check` lists them (`stale_captures`). Where an event trigger may follow a
+migration (`Capture.may_follow`), it does better, in the migration's own transaction.
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def _new_capture_table(event_log: str, schema: str | None, metadata: MetaData) -
         SqlColumn("followed_at", DateTime(timezone=True)),
         SqlColumn("installed_at", DateTime(timezone=True), nullable=False),
         schema=schema,
-        quote=True,  # MariaDB's undoing of a failed install finds what it made by the quoted name
+        quote=True,  # a database whose DDL commits undoes a failed install by the quoted name (`restore`)
         quote_schema=True,
     )
 
@@ -106,9 +106,9 @@ def shape_of(table: Table, style: Style) -> Shape:
 
 def record_sql(config: Config, engine: Engine, published_as: str, tables: Sequence[Table], style: Style,
                follow: dict[str, tuple[str, str, str]] | None = None) -> list[str]:
-    """Statements that record the capture of `tables`, installed as `published_as`, in place of
-    any earlier record of them; `follow`: per table, SQL of its shape as the database tells it,
-    the names of its triggers and the arguments of its column-blind capture (PostgreSQL, see `follow`)."""
+    """Statements that record the capture of `tables`, installed as `published_as`, in place of any
+    earlier record of them; `follow`: per table, SQL of its shape as the database tells it, the
+    names of its triggers and the arguments of its column-blind capture (`Capture.follow_records`)."""
     target = capture_table(config.event_log.table, table_schema(config, engine))
     names = [t.name for t in tables]
     statements: list[ClauseElement] = [
@@ -147,7 +147,7 @@ class StaleCapture:
     now: str
     """Its columns now, or why it cannot be captured any more."""
     followed: bool = False
-    """On PostgreSQL: the event trigger put the table on its column-blind capture."""
+    """The event trigger put the table on its column-blind capture (`Capture.may_follow`)."""
 
     def describe(self) -> str:
         followed = "; until then its capture followed the migration" if self.followed else ""

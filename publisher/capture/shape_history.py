@@ -1,13 +1,13 @@
 """Where in the event log each published table's shape begins (`model.shapes`), kept beside it
-in `<event_log>_shapes`: a row per install, per reinstall after a migration, and on PostgreSQL
-per migration, from the event trigger in the migration's own transaction (`follow`).
+in `<event_log>_shapes`: a row per install, per reinstall after a migration, and where an event
+trigger follows migrations (`Capture.may_follow`) per migration, in the migration's own transaction.
 
 The row's record_id divides the table's events exactly where the capture changes under a lock
-that keeps the application's writes of the table out: on PostgreSQL in the install's
-transaction after its trigger statements, or in the migration's, past the last value of the
-event log's sequence; on SQLite one writer at a time. MariaDB's trigger statements commit one
-by one, so its row is taken before them: a write that comes between counts with the new shape,
-whose columns carry all it logs.
+that keeps the application's writes of the table out: where DDL is transactional, in the
+install's transaction after its trigger statements, or in the migration's, past the last value of
+the event log's sequence; or by one writer at a time. Where trigger statements commit one by one,
+the row is taken before them: a write that comes between counts with the new shape, whose columns
+carry all it logs. Each family's capture says which is its own.
 """
 from __future__ import annotations
 

@@ -22,10 +22,10 @@ from publisher.config.database import mask_url
 from publisher.dialects import URL_EXAMPLES
 
 MAX_ROW_BYTES_CEILING = 1 << 30
-"""1 GiB, the longest text PostgreSQL holds."""
+"""1 GiB, the longest text every supported database holds (the lowest limit: see the dialects)."""
 INTEGER_CEILING = (1 << 63) - 1
 """The largest signed 64-bit integer: the most a count setting may be, as the databases' integers
-(SQLite's INTEGER, PostgreSQL's bigint, a LIMIT) and Arrow's lengths hold no more."""
+(the widest integer column, a LIMIT) and Arrow's lengths hold no more."""
 POLLING_INTERVAL_CEILING = 365 * 24 * 3600
 """The longest polling_interval, in seconds (365 days): a wait far longer than the platform
 allows would end the run with an overflow naming no key."""

@@ -23,7 +23,7 @@ class DatabaseConfig:
 
     def sqlalchemy_url(self) -> str:
         """The URL with the password filled in and what its database needs (`Dialect.url`: a
-        relative SQLite path made absolute, MySQL's driver and character set): for connections
+        relative file path made absolute, a driver and character set): for connections
         only, never for display."""
         from sqlalchemy.engine import make_url
 

@@ -20,9 +20,9 @@ class Dialect:
     differs, and says why beside the override."""
 
     name: ClassVar[str]
-    """The family: "postgresql", "mysql" (MySQL and MariaDB) or "sqlite"."""
+    """The family, as the registry (`publisher.dialects`) keys it: SQLAlchemy's name of a dialect."""
     title: ClassVar[str]
-    """The family as its users name it, for messages ("PostgreSQL", "MariaDB/MySQL")."""
+    """The family as its users name it, for messages."""
     capture: ClassVar[str]
     """The dotted name of the family's capture class (a `publisher.capture.base.Capture`: its
     triggers, their SQL templates and what it installs beside them), imported when first asked
@@ -48,7 +48,7 @@ class Dialect:
     marks_beside_writes: ClassVar[bool] = False
     """A cycle's statuses may be written, uncommitted, while its output is written: an open
     UPDATE of the event log's rows holds back no insert of the application's triggers. Not so
-    where the UPDATE locks the gap after the rows it marks (InnoDB), or the whole database (one
+    where the UPDATE locks the gap after the rows it marks, or the whole database (one
     writer): there the statuses are written once the output is durable, in a short transaction."""
     id_arrays: ClassVar[bool] = False
     """Arrays of ids can be bound as one parameter (`= ANY(:ids)`)."""
@@ -154,7 +154,7 @@ class Dialect:
 
     def readable_time(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         """The event_time where it can be read as a time, else NULL. A driver cannot hand over
-        PostgreSQL's ±infinity nor years outside 1..9999, and would fail the whole read on one."""
+        an infinite time nor years outside 1..9999, and would fail the whole read on one."""
         return case((extract("year", column).between(1, 9999), column), else_=null())
 
     def time_key(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
@@ -167,7 +167,7 @@ class Dialect:
 
     def octets(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         """A text value's length in bytes, NULL as 0; the database knows it without reading the
-        value out (PostgreSQL from the TOAST header)."""
+        value out (from a header the value is stored with)."""
         return func.coalesce(func.octet_length(column), 0)
 
     def exact(self, column: ColumnElement[Any]) -> ColumnElement[Any]:

@@ -1,8 +1,8 @@
 """One publisher per event log, enforced by the database itself.
 
-PostgreSQL: a session-level advisory lock on a connection held for the process's lifetime; the
-server drops it when that connection closes, so also when the process dies. MySQL/MariaDB: a
-named lock (GET_LOCK) on such a connection, with the same lifetime. SQLite: a row in
+Where the database has a lock that lasts as long as a session (`Dialect.lock`: an advisory lock, a
+named lock), it is taken on a connection held for the process's lifetime; the server drops it
+when that connection closes, so also when the process dies. Elsewhere (`LeaseRow`): a row in
 `<event_log>_lock` with an owner and a lease that a daemon thread renews; an expired lease, or
 one whose owner is a dead process on this host, may be taken over. Lease times come from the
 clocks of the publishers' hosts, so they should be roughly in step.

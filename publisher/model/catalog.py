@@ -42,13 +42,14 @@ class ColumnInfo:
     key_kind: KeyKind = KeyKind.TEXT
     """How the column's values are spelled in a canonical table_key."""
     matched_as_text: bool = False
-    """Query-back finds a row by the column's text, not its value: SQLite's text of a REAL is
-    not exact, so the value a trigger logged may not compare equal to the stored one; and a
-    column with no declared type keeps each value's own storage class (an integer never equals,
-    nor is greater than, the text a key is spelled in)."""
+    """Query-back finds a row by the column's text, not its value, where a column stores what it
+    is given (`Dialect.dynamic_typing`): its text of a REAL is not exact, so the value a trigger
+    logged may not compare equal to the stored one; and a column with no declared type keeps each
+    value's own storage class (an integer never equals, nor is greater than, the text a key is
+    spelled in)."""
     in_arrays: bool = False
     """A plain type (integer, text, numeric, date-time, date, uuid, boolean) whose values an
-    array literal or list of PostgreSQL carries as they are: query-back binds a chunk of such
+    array literal or list carries as they are (`Dialect.id_arrays`): query-back binds a chunk of such
     keys as one array. Others (arrays, domains, composite types) go one parameter each."""
 
 

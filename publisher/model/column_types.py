@@ -11,8 +11,9 @@ from publisher.model.keys import KeyKind
 
 
 def key_kind_of(sql_type: sqltypes.TypeEngine[Any], dialect: str) -> KeyKind:
-    """The key kind of a column type. SQLite stores what it is given, so its triggers and its
-    rows read back spell a value alike: only integers are spelled by kind there."""
+    """The key kind of a column type. Where a column stores what it is given
+    (`Dialect.dynamic_typing`), its triggers and its rows read back spell a value alike: only
+    integers are spelled by kind there."""
     if isinstance(sql_type, sqltypes.TypeDecorator):
         sql_type = sql_type.impl_instance
     if isinstance(sql_type, sqltypes.Integer):

@@ -144,9 +144,9 @@ def _parser() -> Lark:
 
 
 NULL_KEY_VALUE = "<NULL>"
-"""What a trigger writes for a key column holding NULL (SQLite lets a primary key that is not
-INTEGER hold NULL): a value no table_key can hold, so the application's statement succeeds and
-the event is refused with the reason, rather than the trigger failing on a NULL table_key."""
+"""What a trigger writes for a key column holding NULL (where a primary key may hold NULL:
+`Dialect.dynamic_typing`): a value no table_key can hold, so the application's statement succeeds
+and the event is refused with the reason, rather than the trigger failing on a NULL table_key."""
 
 
 def _reason(text: str, position: int, expected: set[str]) -> str:

@@ -30,15 +30,15 @@ class Lexis:
     """What a database's SQL text means where statements end."""
 
     hash_comments: bool = False
-    """MariaDB and MySQL: `#` opens a comment, and `--` does only before a blank."""
+    """`#` opens a comment, and `--` does only before a blank (each family's capture sets its `lexis`)."""
     backslash_escapes: bool = False
-    """MariaDB and MySQL: a backslash in a quoted text escapes the next character."""
+    """A backslash in a quoted text escapes the next character."""
     dollar_quotes: bool = False
-    """PostgreSQL: `$tag$ … $tag$` bodies, `E'…'` texts with backslash escapes, nested `/* */`."""
+    """`$tag$ … $tag$` bodies, `E'…'` texts with backslash escapes, nested `/* */`."""
     bracket_names: bool = False
-    """SQLite: `[name]` is a quoted name."""
+    """`[name]` is a quoted name."""
     complete: Callable[[str], bool] | None = None
-    """Whether text that ends at a `;` is a whole statement (SQLite's trigger bodies hold `;`)."""
+    """Whether text that ends at a `;` is a whole statement (where trigger bodies hold `;`)."""
 
 
 @dataclass(frozen=True)
@@ -270,6 +270,6 @@ def controls_transaction(statement: str, lexis: Lexis = Lexis()) -> bool:
 
 
 def drops_a_column(statement: str, lexis: Lexis = Lexis()) -> bool:
-    """`ALTER TABLE … DROP [COLUMN] …` (SQLite refuses it while a trigger names the column)."""
+    """`ALTER TABLE … DROP [COLUMN] …` (a database may refuse it while a trigger names the column)."""
     words = [t.value.upper() for t in tokens(statement, lexis) if t.kind == "name"]
     return words[:2] == ["ALTER", "TABLE"] and "DROP" in words

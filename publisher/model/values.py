@@ -45,7 +45,7 @@ COLUMN_VALUE_TYPES = tuple(t for t in ValueType if t is not ValueType.DN)
 
 def _boolean_of_its_database(sql_type: sqltypes.TypeEngine[Any]) -> bool:
     """A type of one database's own (`sqlalchemy.dialects.<name>`) that holds booleans there
-    (`Dialect.boolean_type`: MySQL's and MariaDB's BOOLEAN is a TINYINT(1))."""
+    (`Dialect.boolean_type`: a BOOLEAN made a TINYINT(1), say)."""
     module = type(sql_type).__module__.split(".")
     if module[:2] != ["sqlalchemy", "dialects"] or len(module) < 3:
         return False

@@ -5,8 +5,8 @@ routes to text (the database's cast in the trigger, the driver's Python value in
 one value could publish two spellings, and a later `<remove-value>` would name a value the
 consumer never got. So query-back reads each column through the same SQL expression the
 triggers log it with, under the same session settings, and both texts then go through
-`values.encode_logged`; a binary value the database is slow to spell (MariaDB's base64) or
-cannot (SQLite) is read as its bytes and spelled here the way the trigger spells it.
+`values.encode_logged`; a binary value the database is slow to spell as base64 or cannot
+(`Dialect.read_value_sql`) is read as its bytes and spelled here the way the trigger spells it.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def read_value_sql(dialect: str, ref: str, value_type: ValueType, sql_type: str 
 
 def encode_read(value_type: ValueType, value: object) -> str | None:
     """Published text of a value read through `read_value_sql`: text as a trigger would have
-    logged it, or a binary value's bytes (SQLite's, MariaDB's)."""
+    logged it, or a binary value's bytes (where `read_value_sql` reads them so)."""
     if value is None or isinstance(value, str):
         return encode_logged(value_type, value)
     return encode_current(value_type, value)

@@ -1,7 +1,7 @@
 """Write the outcome of every event back to the event log, in one transaction.
 
 Set-based: W and E rows by chunks of ids, S rows by chunks of record_id ranges, never one
-statement per row (on PostgreSQL the chunks go as arrays, so a cycle takes a statement or two).
+statement per row (where `Dialect.id_arrays` the chunks go as arrays: a statement or two a cycle).
 Only exactly the rows the cycle read are touched, and only while they are still `N`.
 
 The outcome comes as runs of consecutive record_ids with one status each, in record_id order,
@@ -43,18 +43,18 @@ from publisher.pipeline.retention import Readers, delete_purgeable
 RANGES_PER_STATEMENT = 500
 IDS_PER_STATEMENT = 1000
 ARRAY_IDS_PER_STATEMENT = ARRAY_RANGES_PER_STATEMENT = 50_000
-"""On PostgreSQL ranges go as two arrays joined in the statement, and W and E ids as one array
-(a parameter or two however many): the fastest exact way measured, near the time of one UPDATE
-of every row, given statistics that know the cycle's rows (see TRUSTED_JOIN)."""
+"""Where `Dialect.id_arrays`, ranges go as two arrays joined in the statement, and W and E ids as
+one array (a parameter or two however many): the fastest exact way measured, near the time of one
+UPDATE of every row, given statistics that know the cycle's rows (see TRUSTED_JOIN)."""
 ANALYZE_AFTER = 10_000
 """Acknowledged rows from which a cycle refreshes the event log's planner statistics."""
 TRUSTED_JOIN = 1_000_000
-"""Ids spanned × ranges of a PostgreSQL statement from which its W or E rows go as an array of
-ids, and its S ranges are planned on fresh statistics: from statistics taken before the cycle's
-rows arrived the planner expects no `N` row and joins each row with every range (measured:
-65 s for 200k rows in 2,000 ranges, 1.7 s once analysed). Long runs (every row W, say) stay
-ranges, which are faster than ids. One range joins with nothing, and needs no statistics: a
-window of consecutive ids (the common large cycle) is marked without an ANALYZE first."""
+"""Ids spanned × ranges of an array statement (`Dialect.id_arrays`) from which its W or E rows go as
+an array of ids, and its S ranges are planned on fresh statistics: from statistics taken before the
+cycle's rows arrived the planner expects no `N` row and joins each row with every range (measured:
+65 s for 200k rows in 2,000 ranges, 1.7 s once analysed). Long runs (every row W, say) stay ranges,
+which are faster than ids. One range joins with nothing, and needs no statistics: a window of
+consecutive ids (the common large cycle) is marked without an ANALYZE first."""
 
 
 class AcknowledgeError(TransientError):

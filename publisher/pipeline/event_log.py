@@ -69,10 +69,10 @@ def role_columns(table: Table, columns: tuple[str, ...]) -> dict[str, Column[Any
 
 
 def require_exact_comparison(engine: Engine, config: Config, schema: str | None) -> None:
-    """MySQL/MariaDB: the event log's status and table_name compare byte for byte. `install`
-    makes them so; an event log a site made itself may have the server's default collation,
-    case-insensitive, under which `status = 'N'` also reads a site's own 'n' rows and writes
-    them S, and requeue's `--table usr` also takes 'USR'."""
+    """Where text compares by a collation (`Dialect.inexact_text_columns`): the event log's status
+    and table_name compare byte for byte. `install` makes them so; an event log a site made itself
+    may have the server's default collation, case-insensitive, under which `status = 'N'` also
+    reads a site's own 'n' rows and writes them S, and requeue's `--table usr` also takes 'USR'."""
     names = config.event_log.columns
     found = dialect_of(engine).inexact_text_columns(engine, schema, config.event_log.table,
                                                     (names.status, names.table_name))

@@ -28,7 +28,8 @@ from publisher.pipeline.row_reading import LinkedReading, Published, ReadColumns
 from publisher.rules.precedence import CurrentRow
 
 CHUNK = 500
-"""Keys a query-back SELECT names, each a parameter of its own (SQLite takes 999 at most)."""
+"""Keys a query-back SELECT names, each a parameter of its own (under the fewest parameters a
+supported database takes: see its dialect)."""
 ARRAY_CHUNK = 5_000
 """Keys a query-back SELECT names where they go as one array (`RowReading.key_in`): fewer round
 trips, at no parameter's cost."""
@@ -145,8 +146,8 @@ def _read_keys(
 
 def scan_table(ctx: QueryBackContext, table: TableInfo) -> Iterator[Published]:
     """Every current row of `table` as query-back would publish it; what the consumer mirror
-    compares the published documents with. A row with a NULL key column (SQLite, a view) names
-    no object, so none is read."""
+    compares the published documents with. A row with a NULL key column (where a key allows it, or a
+    view) names no object, so none is read."""
     with reading_session(ctx) as conn:
         reading = RowReading(table, ctx.schema, conn.dialect)
         query = reading.select().where(*(reading.sql_table.c[c.name].is_not(None) for c in reading.keys))

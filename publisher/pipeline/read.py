@@ -168,9 +168,9 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
 
 
 def _as_read(column: ColumnElement[Any], role: str, dialect: str) -> Any:
-    """Where text may hold any bytes (SQLite), its driver fails the whole read on one bad value:
-    there every text column is read as bytes and decoded here, row by row. Elsewhere an
-    event_time the driver cannot convert is read as NULL, for the same reason."""
+    """Where text may hold any bytes (`Dialect.text_as_bytes`), its driver fails the whole read on
+    one bad value: there every text column is read as bytes and decoded here, row by row. Elsewhere
+    an event_time the driver cannot convert is read as NULL, for the same reason."""
     if dialect_of(dialect).text_as_bytes:
         return cast(column, LargeBinary)
     if role == "event_type":
@@ -187,7 +187,7 @@ def _event_row(
     """One event as EVENT_SCHEMA has it; a value that is not valid text fills `unreadable`, and
     so do a row over `limit` bytes and, in future mode, an event_time that is not a time.
 
-    `row` holds the values of `names`, then the event_time as a Julian day number (SQLite),
+    `row` holds the values of `names`, then the event_time as `Dialect.readable_time` gives it,
     whether the database reads the event_time as a time, its text where it does not, and the
     row's size in bytes (`row_limit.row_bytes`)."""
     codec, label = encoding
@@ -229,7 +229,8 @@ _UNIX_EPOCH_JULIAN = 2440587.5
 
 
 def _from_julian(day: float) -> dt.datetime | None:
-    """A Julian day number as SQLite computes it (whole milliseconds) as an aware UTC datetime."""
+    """A Julian day number, as a `readable_time` may give it (whole milliseconds), as an aware UTC
+    datetime."""
     try:
         milliseconds = round((float(day) - _UNIX_EPOCH_JULIAN) * 86_400_000)
         return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=milliseconds)
@@ -244,7 +245,7 @@ def _text(value: Any) -> str | None:
 
 
 def as_utc(value: Any) -> dt.datetime | None:
-    """An event_time as an aware UTC datetime; SQLite hands back text, written in UTC.
+    """An event_time as an aware UTC datetime; where the driver hands back text, it was written in UTC.
 
     Unreadable times become None: they only order future events, and a row is never lost for it.
     """

@@ -76,8 +76,8 @@ class RowReading:
     def key_in(self, keys: Sequence[tuple[int | str, ...]]) -> ColumnElement[bool]:
         """Keys bind untyped, so the database reads them as its key columns' types (uuid, date, …);
         SQLAlchemy would otherwise cast text to VARCHAR, which such a column cannot compare with.
-        On PostgreSQL a one-column key goes as one array (`= ANY(…)`): one parameter instead of
-        one per key, which a million-key query-back would spend most of its time binding."""
+        Where `Dialect.id_arrays`, a one-column key goes as one array (`= ANY(…)`): one parameter
+        instead of one per key, which a million-key query-back would spend most of its time binding."""
         compared = [self.texts[c.name] if c.matched_as_text else self.sql_table.c[c.name] for c in self.keys]
         plain = all(c.key_kind is not KeyKind.BINARY for c in self.keys)
         bound = keys if plain else [tuple(bound_value(c.key_kind, v) for c, v in zip(self.keys, key, strict=True))
@@ -89,12 +89,12 @@ class RowReading:
         return tuple_(*compared).in_(bindparam("keys", bound, expanding=True, type_=NullType()))
 
     def _array(self, values: list[int | str | bytes]) -> list[int] | str:
-        """One key column's values as one PostgreSQL array parameter: integers as a list (the
-        driver picks an integer array type that holds them all, which any integer column
-        compares with by its index), others as an array literal of unknown type, which the
-        database reads as the column's own array type, as it reads each untyped value. (Only
-        plain types come here, `in_arrays`: their keys are integers or text. An integer key is
-        64-bit: a longer one is rejected when it is classified.)"""
+        """One key column's values as one array parameter (`Dialect.id_arrays`): integers as a list
+        (the driver picks an integer array type that holds them all, which any integer column
+        compares with by its index), others as an array literal of unknown type, which the database
+        reads as the column's own array type, as it reads each untyped value. (Only plain types come
+        here, `in_arrays`: their keys are integers or text. An integer key is 64-bit: a longer one
+        is rejected when it is classified.)"""
         integers = [v for v in values if type(v) is int]
         if len(integers) == len(values):
             return integers
@@ -215,8 +215,8 @@ class ReadColumns:
 
 
 def _array_element(text: str) -> str:
-    """A value in a PostgreSQL array literal: quoted, so that no text (empty, NULL, with commas
-    or braces) reads as anything but itself."""
+    """A value in the array literal `_array` binds (`Dialect.id_arrays`): quoted, so that no text
+    (empty, NULL, with commas or braces) reads as anything but itself."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
@@ -228,7 +228,7 @@ def published_column(
     encoded one by one; with the rows whose value cannot be published, and why."""
     texts = values if isinstance(values, pa.Array) else as_texts(values)
     count = len(values)
-    if texts is None:  # not all text: SQLite's BLOB as bytes, INTEGER as int, encoded from what they are
+    if texts is None:  # not all text (`Dialect.dynamic_typing`): bytes, ints, encoded from what they are
         encoded: list[str | None] = [None] * count
         problems = {}
         for row, value in enumerate(values):

@@ -72,7 +72,7 @@ class CycleWindow:
     excluded: tuple[int, ...] = ()
     """Rows isolated as poison (`poison`): left out of this window's reading."""
     planned_in: str | None = None
-    """PostgreSQL: the transaction snapshot the window was planned in (`xmin:xmax:active,…`).
+    """Where `Dialect.transaction_snapshots`: the transaction snapshot the window was planned in.
     The rows of transactions it does not see are left to a later cycle, even when one commits
     before the rows are read: its record_ids may lie on both sides of `hi`."""
 
@@ -152,8 +152,9 @@ def plan_window(
 
 
 def _planned_in(engine: Engine, transaction_column: str | None, check_out: CheckOutWindow | None) -> Any:
-    """The snapshot the window's first rows are found in, as text, selected beside them: on
-    PostgreSQL, whose events carry their transaction. A check-out has snapshots of its own."""
+    """The snapshot the window's first rows are found in, as text, selected beside them: where
+    `Dialect.transaction_snapshots`, whose events carry their transaction. A check-out has snapshots
+    of its own."""
     if check_out is not None or transaction_column is None or not dialect_of(engine).transaction_snapshots:
         return null()
     return cast(func.txid_current_snapshot(), Text)

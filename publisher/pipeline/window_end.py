@@ -45,11 +45,11 @@ class WindowEnd:
 
     The rows that follow the window in processing order are read a page at a time. A row of a
     transaction the window holds (among its last LOOK_AROUND rows, or taken since) is taken,
-    with every row before it, whose transactions the window then holds too. On MariaDB/MySQL
-    the triggers' transaction_id names the statement, kept together the same way.
+    with every row before it, whose transactions the window then holds too. Where the triggers
+    cannot name the transaction, their transaction_id names the statement, kept together the same way.
 
-    Rows without a transaction_id: on SQLite one statement's rows follow each other (one writer
-    at a time) with one event_time ('now' is fixed within a statement), and a row of that run
+    Rows without a transaction_id: where `Dialect.statement_event_time` one statement's rows
+    follow each other with one event_time, and a row of that run
     is taken, with the rows before it, when the window holds its object (table_name and
     table_key) from the same run, as a cascade or a logical class's child rows interleave
     objects; elsewhere the rows that directly follow the window's last row for the same object.
@@ -68,8 +68,9 @@ class WindowEnd:
         self.columns = [order.record_id, *(dialect.exact(column) for column in (transaction, *statement))]
 
     def _run(self, row: Any) -> Any:
-        """What rows of one statement without a transaction_id share: where a statement's rows
-        share their event_time (SQLite), that; elsewhere (no statement to tell) the object itself."""
+        """What rows of one statement without a transaction_id share: where a statement's rows share
+        their event_time (`statement_event_time`), that; elsewhere (no statement to tell) the object
+        itself."""
         return row[4] if self.by_event_time else tuple(row[2:4])
 
     def _page(self, after: Any, position: int, limit: int) -> list[Any]:

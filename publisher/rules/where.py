@@ -10,9 +10,10 @@ def condition_problem(condition: str) -> str | None:
     Its text is read as every supported database would read it, and what one of them reads
     otherwise is refused: a parenthesis outside quoted text ('…', "…", `…`) that closes one the
     condition did not open, or that it leaves open; a quote never closed; a comment (--, /* */,
-    and # on MariaDB and MySQL), whose parentheses would not count; a quote after a backslash,
-    which ends the quoted text on SQLite and PostgreSQL but not on MariaDB and MySQL; a
-    PostgreSQL dollar quote ($$…$$); and a quote or parenthesis inside [ ], a name on SQLite."""
+    and # where `Lexis.hash_comments`), whose parentheses would not count; a quote after a
+    backslash, which ends the quoted text but for `Lexis.backslash_escapes`; a dollar quote
+    ($$…$$, `Lexis.dollar_quotes`); and a quote or parenthesis inside [ ], a name where
+    `Lexis.bracket_names` (each family's capture says which are its own)."""
     opened: list[int] = []
     quote: str | None = None
     quote_at = bracket_at = doubled = -1
@@ -83,7 +84,7 @@ def _comment_at(text: str, at: int) -> tuple[str, str] | None:
 
 def _inside_name(text: str, at: int) -> bool:
     """Whether the $ at `text[at]` continues an unquoted name (a$b), rather than beginning a
-    token of its own, as PostgreSQL's dollar quotes and parameters ($1) do."""
+    token of its own, as dollar quotes (`Lexis.dollar_quotes`) and parameters ($1) do."""
     start = at
     while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_$" or ord(text[start - 1]) > 127):
         start -= 1

@@ -8,8 +8,9 @@
 
 Every statement Alembic runs on that connection passes SQLAlchemy's cursor events: one that names
 a published table is run as `publisher migrate` runs it (`service.migration`): its tables taken
-from the application first (MariaDB and MySQL: LOCK TABLES; SQLite: an immediate transaction
-where Alembic has none open; PostgreSQL: Alembic's own transaction), the capture of each table
+from the application first (`Capture.begin_migration_sql`: a lock of the tables where DDL commits
+on its own, else Alembic's own transaction, or one begun where the driver has Alembic's DDL run
+outside any), the capture of each table
 whose shape it changed made anew right after it on the same connection, then the tables given
 back. Once the block has ended (Alembic's transaction committed), the rows of every table that
 gained, renamed or retyped a column are published again, as `migrate` does. `examples/alembic/env.py`
@@ -53,7 +54,7 @@ class _Hook:
         migration = self.migration
         self.step = migration.current = Step(self.number, Statement(statement, 1), captures)
         if migration.dialect.transactional_ddl:
-            if not getattr(migration.held.dbapi, "in_transaction", True):  # SQLite outside a transaction
+            if not getattr(migration.held.dbapi, "in_transaction", True):  # a driver outside a transaction
                 migration.execute(migration.dialect.begin_migration_sql(migration.tables_of(captures)))
                 self.began = True
         else:

@@ -82,9 +82,9 @@ def check_in(engine: Engine, config: Config, subscriber: str) -> Iterator[Connec
 
 
 def statements_of(text: str, dialect: str) -> list[str]:
-    """A script's statements: on SQLite cut where a statement is complete (`model.statements`,
-    with SQLite's own rule, which knows its strings and trigger bodies); elsewhere the script is
-    one call, which the PostgreSQL driver runs statement by statement."""
+    """A script's statements: where `Dialect.one_statement_per_call`, cut where a statement is
+    complete (`model.statements`, with the database's own rule, `Dialect.statement_complete`);
+    elsewhere the script is one call, which the driver runs statement by statement."""
     if not dialect_of(dialect).one_statement_per_call:
         return [text] if text.strip() else []
     lexis = Lexis(complete=dialect_of(dialect).statement_complete)

@@ -1,4 +1,4 @@
-"""`publisher demo`: the whole path on a throwaway SQLite database, in one command."""
+"""`publisher demo`: the whole path on a throwaway database file (`file_url`), in one command."""
 from __future__ import annotations
 
 import json

@@ -60,7 +60,8 @@ def loopback_groups(config: Config, engine: Engine, groups: Iterable[Group] | No
 
 
 NOT_PRINTABLE_ASCII = "[^ -~]"
-"""A character other than a space or printable ASCII, as a regular expression (a GLOB set on SQLite)."""
+"""A character other than a space or printable ASCII, as a regular expression (a GLOB set where
+`Dialect.holds_any` uses GLOB)."""
 
 
 def may_be_loopback(engine: Engine, perpetrator: Any, user: str) -> ColumnElement[bool]:
@@ -81,20 +82,21 @@ def may_be_loopback(engine: Engine, perpetrator: Any, user: str) -> ColumnElemen
 
 
 def _readable(engine: Engine, column: Any) -> Any:
-    """SQLite text may hold any bytes: read it as bytes, so one bad value cannot fail a scrape."""
+    """Text may hold any bytes (`Dialect.text_as_bytes`): read it as bytes, so one bad value cannot
+    fail a scrape."""
     return dialect_of(engine).exact(column)
 
 
 def decoded(value: Any) -> str:
-    """A text column as read, as text: SQLite's is read as bytes (see `backlog`), and bytes that
-    are not UTF-8 are shown escaped. `stats` and the metrics both report with it."""
+    """A text column as read, as text: it may be read as bytes (`Dialect.text_as_bytes`, `backlog`),
+    and bytes that are not UTF-8 are shown escaped. `stats` and the metrics both report with it."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8", errors="backslashreplace")
     return str(value)
 
 
 def utc_of(value: Any) -> dt.datetime | None:
-    """An event time as read (bytes on SQLite), in UTC; None when there is none."""
+    """An event time as read (bytes where `Dialect.text_as_bytes`), in UTC; None when there is none."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         value = decoded(value)
     return as_utc(value)

@@ -19,7 +19,7 @@ RECENT_CYCLES = 10
 
 def own_user_said(config: Config, engine: Engine) -> str | None:
     """Whose changes are taken as the publisher's own, when the configuration does not say (a
-    connection without a user, SQLite's, has none)."""
+    connection without a user, as to a database file, has none)."""
     if config.publisher.allow_loopback or config.database.user or not engine.url.username:
         return None
     return (f"database.user is not set: changes logged by the connection's user {engine.url.username!r} are taken "

@@ -42,7 +42,8 @@ STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60
 """Seconds: a small cycle's stages take milliseconds, a large one's minutes."""
 EVENT_LOG_CACHE_SECONDS = 5.0
 """How long one read of the event log answers scrapes. Each read is a GROUP BY over the whole
-table (on SQLite it also holds a read lock that delays a cycle's acknowledgement), so a burst of
+table (with one writer at a time, `Dialect.one_writer`, it also holds a read lock that delays a
+cycle's acknowledgement), so a burst of
 scrapes (several Prometheus servers, a dashboard refreshing, someone with curl) must cost one
 read; 5 s is well under any scrape interval, so no scrape sees older figures than it would at
 its own pace."""
@@ -50,7 +51,8 @@ SCRAPE_WAIT_SECONDS = 10.0
 """How long a scrape waits for another scrape's read of the event log before it answers
 `publisher_event_log_up 0` instead: a hung database must not pile up scrape threads."""
 SCRAPE_TIMEOUT = 5.0
-"""Seconds a scrape's SQLite connection waits on a locked file (the cycles' wait 30)."""
+"""Seconds a scrape's connection waits for a lock, where the driver lets it say
+(`Dialect.connect_args`; the cycles' wait 30)."""
 
 
 class EventLogCollector(Collector):

@@ -25,7 +25,7 @@ def migrate(config: Config, sql: str, dry_run: bool = False) -> MigrationResult:
     """Run the migration `sql` (statements cut at `;`), each statement that may change a
     published table with the table's writers held and its capture made anew right after it.
     `dry_run`: where DDL is transactional, everything runs and is rolled back, so the SQL
-    printed is exactly what would run; on MariaDB and MySQL nothing runs."""
+    printed is exactly what would run; where it is not (`Capture.transactional_ddl`) nothing runs."""
     started = time.monotonic()
     held = HeldConnection.of(config)
     level = log.level
@@ -58,8 +58,8 @@ def migrate(config: Config, sql: str, dry_run: bool = False) -> MigrationResult:
 
 def resync_reshaped(config: Config, polled: object) -> None:
     """After a cycle that made a table's capture anew for a migration run without `migrate` (the
-    application's own tool; PostgreSQL's event trigger followed it meanwhile), publish the
-    table's rows again, as `migrate` does."""
+    application's own tool; an event trigger, `Capture.may_follow`, followed it meanwhile), publish
+    the table's rows again, as `migrate` does."""
     reshaped: Sequence[str] = getattr(polled, "reshaped", ())
     if not reshaped:
         return
@@ -151,7 +151,7 @@ def run_segment(migration: Migration, steps: list[Step], dry_run: bool) -> None:
     `dry_run`, rolled back); a failure undone where DDL is transactional, and said."""
     captures = sorted({capture for step in steps for capture in step.captures})
     migration.current = steps[0]
-    holds = bool(captures) or migration.dialect.transactional_ddl  # SQLite's DDL commits on its own without
+    holds = bool(captures) or migration.dialect.transactional_ddl  # DDL may commit on its own without it
     try:
         taken = migration.take(migration.tables_of(captures)) if holds else None
         for step in steps:

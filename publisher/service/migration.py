@@ -5,15 +5,16 @@ taken from the application and given back, and the captures made anew right afte
 run their statements through it.
 
 Triggers name the columns they log: between a statement that drops or renames a published column
-and the capture made anew for the new shape, every write of the table would fail on MariaDB and
-MySQL (SQLite refuses the drop itself). So each statement that may change a published table runs
-where its writers cannot: in one transaction on PostgreSQL and SQLite (DDL is transactional
-there; the tables it alters stay locked until it commits), under `LOCK TABLES … WRITE` of the
-table's capture (its class's tables too) and the event log on MariaDB and MySQL, whose DDL commits
-on its own but keeps the locks. Right after the statement, before anything else runs, the capture
-of each table whose shape changed is made anew and the new shape recorded, on the same
-connection. A TRUNCATE, which no trigger sees but PostgreSQL's, is preceded by a DELETE whose
-triggers log each row's delete. Statements on no published table pass through as they are.
+and the capture made anew for the new shape, every write of the table would fail, or the database
+refuses the drop itself (`Capture.before_migration_sql`). So each statement that may change a
+published table runs where its writers cannot: in one transaction where DDL is transactional
+(`Capture.transactional_ddl`: the tables it alters stay locked until it commits), else under a
+lock of the table's capture (its class's tables too) and the event log that DDL keeps though it
+commits on its own (`Capture.begin_migration_sql`). Right after the statement, before anything
+else runs, the capture of each table whose shape changed is made anew and the new shape recorded,
+on the same connection. A TRUNCATE, which only a truncate trigger sees, is run as its family's
+capture says (`Capture.truncate_sql`): where none sees it, a DELETE whose triggers log each row's
+delete. Statements on no published table pass through as they are.
 """
 from __future__ import annotations
 

@@ -273,8 +273,8 @@ def _user() -> str | None:
 
 
 def _text(raw: Any) -> str | None:
-    """A table_name as read (bytes on SQLite, which may hold any): text, or None when it is NULL
-    or not UTF-8 (no table name could match it)."""
+    """A table_name as read (bytes where `Dialect.text_as_bytes`: any bytes): text, or None when it
+    is NULL or not UTF-8 (no table name could match it)."""
     if isinstance(raw, (bytes, bytearray, memoryview)):
         try:
             return bytes(raw).decode("utf-8")

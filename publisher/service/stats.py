@@ -26,7 +26,8 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
     names = config.event_log.columns
 
     def readable(name: str) -> Any:
-        """SQLite text may hold any bytes: read it as bytes, so one bad value cannot fail the report."""
+        """Text may hold any bytes (`Dialect.text_as_bytes`): read it as bytes, so one bad value cannot
+        fail the report."""
         return dialect_of(engine).exact(table.c[name])
 
     status, table_name = readable(names.status), readable(names.table_name)

@@ -49,8 +49,9 @@ from publisher.snapshots.state import TablePart
 class EventLogger:
     """Writes a snapshot's (or a repair's) events: one event per key, in the given order.
 
-    PostgreSQL takes a call's keys as one array in one statement, numbered in their order by the
-    ORDER BY of its INSERT … SELECT; the others take one INSERT per key, as one executemany."""
+    Where `Dialect.id_arrays`, a call's keys go as one array in one statement, numbered in their
+    order by the ORDER BY of its INSERT … SELECT; the others take one INSERT per key, as one
+    executemany."""
 
     def __init__(self, config: Config, engine: Engine, perpetrator: str) -> None:
         schema = table_schema(config, engine)
@@ -165,7 +166,7 @@ class KeyOrder:
         """Where a chunk of up to `rows` rows after `after` ends, read without a lock: the
         `rows`th row, or where there are fewer, the last (no key but that one is sent). Its rows
         are then read up to that key, under the lock (`locked`): a LIMIT under the lock would
-        let PostgreSQL hand back, in a row it waited for, the key a writer just gave it, out
+        let a database hand back, in a row it waited for, the key a writer just gave it, out
         of order and far ahead, and the rows in between would be passed over."""
         found = conn.execute(self.query(select(*self.texts), after, 1).offset(rows - 1)).fetchall()
         if found:
@@ -199,8 +200,8 @@ class KeyOrder:
     def query(self, columns: Select[Any], after: Sequence[Any] | None, rows: int | None,
               descending: bool = False) -> Select[Any]:
         """`columns` of up to `rows` rows (None: all) after `after`, in key order (the last
-        first, `descending`), without a lock. A row with a NULL key column (SQLite, a view)
-        names no object: none is read (the snapshot counts them apart)."""
+        first, `descending`), without a lock. A row with a NULL key column (where a key allows it, or a
+        view) names no object: none is read (the snapshot counts them apart)."""
         query = columns.select_from(self.reading.sql_table)
         query = query.where(*(self.reading.sql_table.c[c.name].is_not(None) for c in self.keys))
         if self.condition:
@@ -306,10 +307,10 @@ def giving_way(engine: Engine, work: Callable[[Connection], Done]) -> Done:
 
 
 CHUNK_LOCK_WAIT = "200ms"
-"""How long a chunk waits for a writer's lock where the database lets it say (PostgreSQL): well
-under deadlock_timeout (1 s by default), so that in a deadlock with the application the chunk
-gives way, never the application's transaction. MariaDB picks the transaction with less to
-undo, the chunk's; SQLite's chunk is the one writer from its read to its commit."""
+"""How long a chunk waits for a writer's lock where the database lets it say
+(`Dialect.begin_reading_rows`): well under its deadlock detection, so that in a deadlock with the
+application the chunk gives way, never the application's transaction. Elsewhere the database
+picks the chunk itself, or the chunk is the one writer from its read to its commit (`one_writer`)."""
 
 
 def _begin_chunk(conn: Connection) -> None:

@@ -64,7 +64,7 @@ class TableSnapshot:
     """Taken in key ranges: how many, of them how many an earlier run finished and how many it
     had begun (continued after their last chunk). None: taken whole."""
     null_keys: int = 0
-    """Of `total`, rows with a NULL key column (SQLite allows one, a view may hold one): no
+    """Of `total`, rows with a NULL key column (a database may allow one, a view may hold one): no
     object has their key, so none is published; counted so the summary says so."""
 
 

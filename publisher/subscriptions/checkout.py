@@ -3,11 +3,11 @@ exactly the events committed since its previous check-out, and never writes the 
 
 A check-out is bounded by two snapshots of the database: the one its previous check-out took
 (`since`) and one taken when it begins (`until`). It publishes the events visible in `until`
-and not in `since`. On PostgreSQL that is decided per event by the transaction that logged it
-(the triggers write `txid_current()`), against the transaction snapshots, as PgQ's ticks do: a
-transaction left open across a check-out is delivered by the first check-out after it
-commits, whatever its record_ids. On SQLite, where one writer commits at a time, commit order
-is record_id order, and a snapshot is the highest record_id.
+and not in `since`. Where `Dialect.transaction_snapshots` that is decided per event by the
+transaction that logged it (the triggers write its id), against the transaction snapshots, as
+PgQ's ticks do: a transaction left open across a check-out is delivered by the first check-out
+after it commits, whatever its record_ids. Where one writer commits at a time (`one_writer`),
+commit order is record_id order, and a snapshot is the highest record_id.
 
 `until` is kept in the subscriber's state row before anything is written, and the check-out
 is published in windows of `query_limit` events like the status mode's cycles. After each
@@ -64,8 +64,8 @@ NOTHING_SEEN = "1:1:"
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What a check-out saw: the highest record_id committed, and on PostgreSQL the transaction
-    snapshot (`xmin:xmax:active,…`, as txid_current_snapshot() spells it)."""
+    """What a check-out saw: the highest record_id committed, and where
+    `Dialect.transaction_snapshots` the transaction snapshot, as the database spells it."""
 
     record_id: int
     transactions: str | None = None
@@ -109,9 +109,9 @@ class CheckOutWindow:
     event_log: str
     """Whose check-in table names the subscriber's own transactions."""
     checked_in: tuple[int, ...] = ()
-    """PostgreSQL: the transactions between the snapshots the subscriber checked in, read once
-    per window (a constant list, which PostgreSQL hashes, costs the read less than a lookup of
-    the check-in table per event)."""
+    """Where `Dialect.transaction_snapshots`: the transactions between the snapshots the subscriber
+    checked in, read once per window (a constant list, which the database hashes, costs the read
+    less than a lookup of the check-in table per event)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckOutWindow:
@@ -139,13 +139,13 @@ def check_out_predicate(
 ) -> ColumnElement[bool]:
     """The events of the check-out not yet published (after `window.after`) and not checked in by
     its subscriber. Events without a transaction id (a site's own triggers) are taken by
-    record_id, as on SQLite.
+    record_id, as where one writer commits at a time.
 
-    On PostgreSQL an event new to the check-out belongs to a transaction no older than the
-    oldest running at `since` (every older one is visible in it), or, without a transaction id,
-    has a record_id above `since`'s: the transaction index and the primary key find those rows,
-    whatever order the record_ids were given in (a cached sequence, ids set by hand). Each is
-    then tested once, in one CASE."""
+    Where `Dialect.transaction_snapshots` an event new to the check-out belongs to a transaction no
+    older than the oldest running at `since` (every older one is visible in it), or, without a
+    transaction id, has a record_id above `since`'s: the transaction index and the primary key find
+    those rows, whatever order the record_ids were given in (a cached sequence, ids set by hand).
+    Each is then tested once, in one CASE."""
     since, until = window.since, window.until
     if not dialect_of(dialect).transaction_snapshots or transaction is None:
         checkins = checkin_table(window.event_log, schema)
@@ -189,9 +189,9 @@ def checked_in(engine: Engine, event_log: str, schema: str | None, subscriber: s
     """A transaction whose events are checked in by `subscriber`: never delivered to it, and
     delivered to every other subscriber. All or nothing: the record commits with the changes.
 
-    On PostgreSQL the transaction's id is recorded; on SQLite, which lets one writer in at a
-    time, the record_ids its events took (the transaction begins IMMEDIATE, so no other writer
-    logs between its first and last event)."""
+    Where `Dialect.transaction_snapshots` the transaction's id is recorded; where one writer is
+    let in at a time (`one_writer`), the record_ids its events took (the transaction begins alone,
+    `Dialect.begin_alone`, so no other writer logs between its first and last event)."""
     require_state_tables(engine, event_log, schema)
     checkins = checkin_table(event_log, schema)
     subscribers = subscriber_table(event_log, schema)
@@ -233,8 +233,8 @@ def require_state_tables(engine: Engine, event_log: str, schema: str | None) -> 
 
 def require_increasing_ids(conn: Connection, event_log: str) -> None:
     """A check-out by record_id takes the record_ids above the last one's, so an id must never be
-    given twice: where the database may give a deleted row's id again (SQLite without
-    AUTOINCREMENT, `Dialect.ids_given_again`), that event would never be checked out."""
+    given twice: where the database may give a deleted row's id again
+    (`Dialect.ids_given_again`), that event would never be checked out."""
     found = dialect_of(conn)
     if found.ids_given_again(conn, event_log):
         raise MissingStateError(
@@ -281,8 +281,9 @@ class CheckOutState:
         return CheckOutWindow(self.subscriber, state.since, state.pending, state.after, self.log_table, checked_in)
 
     def checked_in(self, conn: Connection, since: Snapshot, until: Snapshot) -> tuple[int, ...]:
-        """PostgreSQL: the transactions the subscriber checked in that a check-out from `since` to
-        `until` could see (on SQLite the check-out looks the record_ids up itself)."""
+        """Where `Dialect.transaction_snapshots`: the transactions the subscriber checked in that a
+        check-out from `since` to `until` could see (elsewhere the check-out looks the record_ids
+        up itself)."""
         if not self.by_transaction:
             return ()
         checkins = checkin_table(self.log_table, self.schema)

@@ -99,8 +99,9 @@ def _texts(column: pa.Array | list[Any]) -> pa.Array:
 
 
 def _read_texts(table: TableInfo, column: ColumnInfo, values: pa.Array | list[Any]) -> pa.Array:
-    """A value column as text: as read where it is text (a published text read again publishes
-    the same), else (SQLite's BLOB as bytes, INTEGER as int) published from what was read."""
+    """A value column as text: as read where it is text (a published text read again publishes the
+    same), else (`Dialect.dynamic_typing`: a BLOB as bytes, an INTEGER as int) published from what
+    was read."""
     if isinstance(values, pa.Array):
         return values
     texts = as_texts(values)

@@ -10,8 +10,9 @@ row, and the table keeps its size.
 
 The mix runs without triggers, with field-style capture and with row-style capture, installed
 by `install_capture` as `publisher install` does; the three alternate, round after round, in a
-rotating order, and each run starts from a fresh table and an emptied event log. PostgreSQL
-runs it through pgbench; MariaDB through Python threads, one connection each. A failed
+rotating order, and each run starts from a fresh table and an emptied event log. Each database
+runs it its own way (its workshop's mix: a benchmark client's scripts, or Python threads, one
+connection each). A failed
 transaction stops the benchmark: it would make the transactions per second lie.
 """
 from __future__ import annotations

@@ -56,7 +56,7 @@ class BenchOptions:
     warm_up: bool = True
     """Drain a tiny backlog before the measured drain; off only where the session is known to be warm."""
     workdir: Path | None = None
-    """Where the documents (and the SQLite file) go; default: a temporary directory, removed afterwards."""
+    """Where the documents (and a database file) go; default: a temporary directory, removed afterwards."""
     cluster: bool = False
     """Start a standalone master and worker on loopback and drain on them instead of `master`."""
     formats: bool = False

@@ -2,8 +2,8 @@
 
 A snapshot costs twice: the `snapshot` command logs a row query-back per row, and the cycles
 then drain those events, reading each row back. The bench's `usr` table is filled with no
-trigger, so no event exists, then captured; the floor is PostgreSQL handing the whole table
-over with COPY, the least any publisher needs to read every row once.
+trigger, so no event exists, then captured; the floor is the database handing the whole table
+over with COPY (`Dialect.copy_out`), the least any publisher needs to read every row once.
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """`publisher bench --triggerless`: what a triggerless cycle costs, against the floor.
 
-Every triggerless cycle reads its tables whole, so the floor is PostgreSQL handing the whole
-table over with COPY, measured in the same run. The bench's `usr` table is filled, a first
-cycle records it (startup_option "future": nothing published), a first comparison finds nothing
-changed (on a cluster it starts the workers' Python, once for the life of a `run`), then 1% of
-the rows change and a cycle publishes them, then a cycle finds nothing changed (idle).
+Every triggerless cycle reads its tables whole, so the floor is the database handing the whole table
+over with COPY (`Dialect.copy_out`), measured in the same run. The bench's `usr` table is filled, a
+first cycle records it (startup_option "future": nothing published), a first comparison finds
+nothing changed (on a cluster it starts the workers' Python, once for the life of a `run`), then 1%
+of the rows change and a cycle publishes them, then a cycle finds nothing changed (idle).
 """
 from __future__ import annotations
 

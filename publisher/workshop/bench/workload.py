@@ -1,9 +1,10 @@
 """The benchmark's backlog: tables, capture triggers and events made through real DML.
 
 `usr` carries field-style triggers (one event per changed column), `grp` row-style ones (query-back
-events 5 and 6). The triggers of this project never write field query-back events on PostgreSQL
-(7, 8) nor malformed rows, so those are inserted into the event log directly; loopback rows are
-real DML attributed afterwards to the publisher's own user, as if its account had made them.
+events 5 and 6). The triggers of this project never write field query-back events where they spell
+every value (7, 8; each family's capture says) nor malformed rows, so those are inserted into the
+event log directly; loopback rows are real DML attributed afterwards to the publisher's own user,
+as if its account had made them.
 Every database writes the rows the way it takes them fastest (its `backlog`: set-based in the
 server, or executemany batches), and the events come in rounds, so one object's events spread
 over the backlog as they do at a site.

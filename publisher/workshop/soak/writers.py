@@ -208,7 +208,8 @@ class Generator:
         return [(f"DELETE FROM {self.member} WHERE tid = :tid AND member = :member", params)]
 
     def delete_team(self) -> list[Statement]:
-        """Members first: the foreign key has no action (MariaDB's would fire no trigger)."""
+        """Members first: the foreign key has no action (where an action fires no trigger, the
+        capture refuses it)."""
         params = self.tid()
         return [(f"DELETE FROM {self.member} WHERE tid = :tid", params),
                 (f"DELETE FROM {self.team} WHERE tid = :tid", params)]
