@@ -1,9 +1,10 @@
-"""The capture side: the event log table and the triggers that fill it (SPEC §1-§3).
+"""The capture side: the event log table and the triggers that fill it (docs/concepts/event-log.md,
+keys-and-values.md and event-types.md).
 
-SQL lives in ``sql/<dialect>/*.sql`` as ``string.Template`` text; each family's capture
-(`Dialect.capture`, on `dialect` and `rows`) fills identifiers (quoted by the dialect),
-literals and expressions in for the published tables `tables` reflects. This module is the
-public face: what to install, where, and which tables carry triggers.
+SQL lives in each database's folder, ``publisher/databases/<name>/sql/*.sql``, as
+``string.Template`` text; each family's capture (`Dialect.capture`, on `dialect` and `rows`) fills
+identifiers (quoted by the dialect), literals and expressions in for the published tables `tables`
+reflects. This module is the public face: what to install, where, and which tables carry triggers.
 
 Triggers log one of two styles:
 

@@ -5,7 +5,7 @@ import enum
 
 
 class EventType(enum.IntEnum):
-    """The eight event types a trigger may log (SPEC §3)."""
+    """The eight event types a trigger may log (docs/concepts/event-types.md)."""
 
     INSERT_FIELD = 1
     UPDATE_FIELD = 2

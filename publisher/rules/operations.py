@@ -1,4 +1,4 @@
-"""What building operations needs (SPEC §4): the tables and settings of the cycle's operations,
+"""What building operations needs (docs/concepts/xds.md): the tables and settings of the cycle's operations,
 and how a reference's value is published.
 
 The operations themselves are built as column operations (`rules.columnar`); `tests/oracle/operations.py`

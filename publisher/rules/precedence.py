@@ -1,4 +1,4 @@
-"""What precedence (SPEC §3) and its oracle share: an object's current row as query-back reads
+"""What precedence (docs/concepts/event-types.md) and its oracle share: an object's current row as query-back reads
 it, and the reasons of the events that publish nothing (processing order is `rules.order`).
 
 The rules themselves run as column operations over a batch of objects (`rules.columnar`,

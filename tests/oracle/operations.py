@@ -1,5 +1,5 @@
 """Surviving events into XDS operations one object at a time, merged per object and kind
-(SPEC §4). The oracle of `rules.columnar`'s runs."""
+(docs/concepts/xds.md). The oracle of `rules.columnar`'s runs."""
 from __future__ import annotations
 
 import datetime as dt

@@ -1,4 +1,4 @@
-"""Precedence (SPEC §3) one object at a time: which of an object's events survive, which are
+"""Precedence (docs/concepts/event-types.md) one object at a time: which of an object's events survive, which are
 redundant, which lost their object. The oracle of `rules.columnar`'s group operations."""
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A publisher killed at any step of a cycle loses nothing and publishes nothing twice unrecognisably (SPEC §5).
+"""A publisher killed at any step of a cycle loses nothing and publishes nothing twice unrecognisably
+(docs/concepts/delivery.md).
 
 Each test builds one workload through the real triggers, starts `publisher poll` as its own
 process with one failpoint armed, SIGKILLs every process of it (driver, JVM, Python workers)

@@ -1,6 +1,6 @@
 """Every event type end to end on a real database, against the XML the spec prescribes.
 
-Expected XML is written by hand from SPEC §4 and the vendor examples (seed 004, tables
+Expected XML is written by hand from the XDS rules (docs/concepts/xds.md) and the vendor examples (seed 004, tables
 5-16 to 5-20); each scenario uses its own object so one polling cycle covers several.
 """
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Cycle features end to end on a real database (SPEC §1, §2, §4, §5, §6): loopback, future
-events, query limit, batch size, deleting processed rows, post-polling statements, renamed
-event-log columns, foreign statuses, compound and quoted keys, views, and the real triggers.
+"""Cycle features end to end on a real database (docs/concepts: the event log, keys, XDS, delivery,
+loopback): loopback, future events, query limit, batch size, deleting processed rows, post-polling
+statements, renamed event-log columns, foreign statuses, compound and quoted keys, views, and the
+real triggers.
 
 Cycles are expensive, so each test runs as few as its point needs.
 """

@@ -1,4 +1,4 @@
-"""Malformed event log rows (SPEC §1, §2, §5.3): each gets status E, is not published, and
+"""Malformed event log rows (docs/concepts/keys-and-values.md): each gets status E, is not published, and
 has a line in rejects.jsonl with its record_id and a reason naming the problem; none of them
 stops the cycle, and the valid rows read with them still publish.
 

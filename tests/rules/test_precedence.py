@@ -1,4 +1,5 @@
-"""SPEC §3 precedence and §4 merging end to end, with the status every event ends up with.
+"""Precedence (docs/concepts/event-types.md) and merging (docs/concepts/xds.md) end to end, with the
+status every event ends up with.
 
 Each test runs one polling cycle over several objects (one scenario per idu); expected
 XML is written by hand from the spec.

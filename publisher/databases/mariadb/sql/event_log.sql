@@ -1,4 +1,4 @@
--- The event log table (SPEC §1) on MariaDB and MySQL. event_time is UTC: a DATETIME holds no
+-- The event log table (docs/concepts/event-log.md) on MariaDB and MySQL. event_time is UTC: a DATETIME holds no
 -- zone, and UTC_TIMESTAMP() does not depend on the changing session's time_zone. The table is
 -- utf8mb4 with a binary collation, so a logged value keeps every character and byte.
 CREATE TABLE IF NOT EXISTS ${event_log} (

@@ -1,4 +1,4 @@
--- One table_key value (SPEC §2), quoted when empty or holding any of , ; ' + " = \ < >.
+-- One table_key value (docs/concepts/keys-and-values.md), quoted when empty or holding any of , ; ' + " = \ < >.
 -- The value is read in the "C" collation: a nondeterministic one (case-insensitive ICU)
 -- supports neither regular expressions nor replace(). $$$$ is string.Template's spelling of $$.
 CREATE OR REPLACE FUNCTION ${function}(value text) RETURNS text

@@ -1,4 +1,4 @@
--- The event log table (SPEC §1); event_time is UTC text with milliseconds.
+-- The event log table (docs/concepts/event-log.md); event_time is UTC text with milliseconds.
 CREATE TABLE IF NOT EXISTS ${event_log} (
     ${record_id} INTEGER PRIMARY KEY AUTOINCREMENT,
     ${status} CHAR(1) NOT NULL DEFAULT 'N',

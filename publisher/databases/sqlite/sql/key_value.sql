@@ -1,4 +1,4 @@
--- One table_key value (SPEC §2), quoted when empty or holding any of , ; ' + " = \ < >.
+-- One table_key value (docs/concepts/keys-and-values.md), quoted when empty or holding any of , ; ' + " = \ < >.
 CASE
     WHEN CAST(${value} AS TEXT) = '' OR CAST(${value} AS TEXT) GLOB '*[,;''+"=\<>]*'
     THEN '"' || replace(replace(CAST(${value} AS TEXT), '\', '\\'), '"', '\"') || '"'
