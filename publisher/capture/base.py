@@ -172,6 +172,11 @@ class Capture(abc.ABC):
         hold the tables now: it is tried again a moment later."""
         return False
 
+    def lock_gone_stale(self, error: Exception) -> bool:
+        """Whether a statement run with the tables taken failed, undone, only because of the lock
+        it ran under: it runs again once they are given back and taken anew."""
+        return False
+
     def end_migration_sql(self) -> list[str]:
         return []
 

@@ -46,6 +46,10 @@ log = logging.getLogger("publisher")
 TAKE_SECONDS = 60.0
 """How long a migration tries to take its tables from the application's transactions."""
 
+RETAKES = 3
+"""How often a statement the database refused for the lock it ran under (`Capture.lock_gone_stale`)
+runs again, each time with the tables given back and taken anew."""
+
 
 class MigrationError(RuntimeError):
     """A statement the database refused, or one the publisher refuses before running anything:
@@ -89,6 +93,9 @@ class MigrationResult:
     """How long the migration waited for the application's transactions to let go of its tables."""
     writers_held: float = 0.0
     """The longest time the migrated tables' writers had to wait for it (its tables locked)."""
+    retaken: int = 0
+    """How often a statement the database refused for the lock it ran under ran again, the tables
+    given back and taken anew (`Migration.execute_taken`)."""
     dry_run: bool = False
     sql: list[str] = field(default_factory=list)
 
@@ -117,6 +124,8 @@ class Migration:
         self.result = MigrationResult()
         self.ran: list[Step] = []
         self.current: Step | None = None
+        self.taken: list[str] | None = None
+        """The tables `take` holds, until `give_back`."""
 
     def captures_of(self, statement: str) -> tuple[str, ...]:
         """The captures (by the name each was installed as, in lower case) of the published
@@ -171,11 +180,31 @@ class Migration:
                 pause = min(pause * 2, 0.05)
         taken = time.monotonic()
         self.result.waited_for_writers += taken - started
+        self.taken = list(tables)
         return taken
 
     def give_back(self, taken: float) -> None:
         self.execute(self.dialect.end_migration_sql())
+        self.taken = None
         self.result.writers_held = max(self.result.writers_held, time.monotonic() - taken)
+
+    def execute_taken(self, statements: Sequence[str]) -> None:
+        """Statements run one by one with the tables taken. One the database refused for the
+        lock it ran under (`Capture.lock_gone_stale`; nothing of it done) runs again, up to
+        RETAKES times, with the tables given back and taken anew: a step boundary, where every
+        capture already fits its table, so the application's writes between are captured."""
+        for statement in statements:
+            for retake in range(RETAKES + 1):
+                try:
+                    self.execute([statement])
+                    break
+                except Exception as exc:
+                    if self.taken is None or retake == RETAKES or not self.dialect.lock_gone_stale(exc):
+                        raise
+                    self.result.retaken += 1
+                    tables = self.taken
+                    self.execute(self.dialect.end_migration_sql())
+                    self.take(tables)
 
     def before(self, statement: str, captures: Sequence[str]) -> bool:
         """Run what goes before a statement on published tables (`before_migration_sql`), and
@@ -189,7 +218,7 @@ class Migration:
         emptied = [t for t in self.tables_of(captures) if t.lower() in named]
         self.result.truncated += emptied
         instead = self.dialect.truncate_sql(statement, emptied)
-        self.execute([s for s in instead if s != statement])
+        self.execute_taken([s for s in instead if s != statement])
         return statement in instead
 
     def after(self, statement: str, captures: Sequence[str]) -> None:

@@ -46,6 +46,7 @@ from publisher.model.statements import Lexis
 from publisher.model.values import ValueType
 
 LOCK_WAIT_TIMEOUT = 1205
+TABLE_USED_BY_STATEMENT = 1442
 """The server's error for a lock not granted in time (at once, with NOWAIT)."""
 MARIADB_NAME_CHARACTERS = 64
 """The longest trigger name MariaDB and MySQL accept."""
@@ -111,6 +112,13 @@ class MariaDBCapture(RowTriggers):
 
     def migration_lock_busy(self, error: Exception) -> bool:
         return bool(error.args) and error.args[0] == LOCK_WAIT_TIMEOUT
+
+    def lock_gone_stale(self, error: Exception) -> bool:
+        """Now and then, with the application writing, a DELETE under LOCK TABLES has its
+        trigger's INSERT refused ("Can't update table 'event_log' in stored function/trigger
+        because it is already used by statement which invoked this stored function/trigger"),
+        again under the same lock; the statement is undone, and runs once the lock is taken anew."""
+        return bool(error.args) and error.args[0] == TABLE_USED_BY_STATEMENT
 
     def end_migration_sql(self) -> list[str]:
         return ["UNLOCK TABLES"]
