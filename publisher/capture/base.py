@@ -173,9 +173,13 @@ class Capture(abc.ABC):
         return False
 
     def lock_gone_stale(self, error: Exception) -> bool:
-        """Whether a statement run with the tables taken failed, undone, only because of the lock
-        it ran under: it runs again once they are given back and taken anew."""
+        """Whether a statement run with the tables taken failed, undone, only because of how
+        they were taken: it runs again after `retake_sql`."""
         return False
+
+    def retake_sql(self, tables: Sequence[str]) -> list[str]:
+        """What takes the tables anew, for a statement `lock_gone_stale` refused."""
+        return [*self.end_migration_sql(), *self.begin_migration_sql(tables)]
 
     def end_migration_sql(self) -> list[str]:
         return []

@@ -48,7 +48,7 @@ TAKE_SECONDS = 60.0
 
 RETAKES = 3
 """How often a statement the database refused for the lock it ran under (`Capture.lock_gone_stale`)
-runs again, each time with the tables given back and taken anew."""
+runs again, each time with the tables taken anew."""
 
 
 class MigrationError(RuntimeError):
@@ -95,7 +95,7 @@ class MigrationResult:
     """The longest time the migrated tables' writers had to wait for it (its tables locked)."""
     retaken: int = 0
     """How often a statement the database refused for the lock it ran under ran again, the tables
-    given back and taken anew (`Migration.execute_taken`)."""
+    taken anew (`Migration.execute_taken`)."""
     dry_run: bool = False
     sql: list[str] = field(default_factory=list)
 
@@ -191,8 +191,7 @@ class Migration:
     def execute_taken(self, statements: Sequence[str]) -> None:
         """Statements run one by one with the tables taken. One the database refused for the
         lock it ran under (`Capture.lock_gone_stale`; nothing of it done) runs again, up to
-        RETAKES times, with the tables given back and taken anew: a step boundary, where every
-        capture already fits its table, so the application's writes between are captured."""
+        RETAKES times, with the tables taken anew (`Capture.retake_sql`)."""
         for statement in statements:
             for retake in range(RETAKES + 1):
                 try:
@@ -202,9 +201,7 @@ class Migration:
                     if self.taken is None or retake == RETAKES or not self.dialect.lock_gone_stale(exc):
                         raise
                     self.result.retaken += 1
-                    tables = self.taken
-                    self.execute(self.dialect.end_migration_sql())
-                    self.take(tables)
+                    self.execute(self.dialect.retake_sql(self.taken))
 
     def before(self, statement: str, captures: Sequence[str]) -> bool:
         """Run what goes before a statement on published tables (`before_migration_sql`), and

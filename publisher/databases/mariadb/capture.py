@@ -104,11 +104,13 @@ class MariaDBCapture(RowTriggers):
         NOWAIT; `migration_lock_busy`): a LOCK TABLES that waited, holding the event log, for an
         application transaction that read the table and is about to write it would be a deadlock
         whose victim the server picks among the application's transactions, never the lock."""
+        nowait = " NOWAIT" if getattr(self.engine.dialect, "is_mariadb", False) else ""
+        return ["LOCK TABLES " + ", ".join(f"{name} WRITE" for name in self._locked(tables)) + nowait]
+
+    def _locked(self, tables: Sequence[str]) -> list[str]:
         log = self.config.event_log.table
         helpers = (log, f"{log}{CAPTURE_TABLE_SUFFIX}", f"{log}{SHAPES_TABLE_SUFFIX}")
-        locked = dict.fromkeys([*tables, *helpers])
-        nowait = " NOWAIT" if getattr(self.engine.dialect, "is_mariadb", False) else ""
-        return ["LOCK TABLES " + ", ".join(f"{self.qualify(name)} WRITE" for name in locked) + nowait]
+        return [self.qualify(name) for name in dict.fromkeys([*tables, *helpers])]
 
     def migration_lock_busy(self, error: Exception) -> bool:
         return bool(error.args) and error.args[0] == LOCK_WAIT_TIMEOUT
@@ -117,8 +119,14 @@ class MariaDBCapture(RowTriggers):
         """Now and then, with the application writing, a DELETE under LOCK TABLES has its
         trigger's INSERT refused ("Can't update table 'event_log' in stored function/trigger
         because it is already used by statement which invoked this stored function/trigger"),
-        again under the same lock; the statement is undone, and runs once the lock is taken anew."""
+        again after UNLOCK TABLES and LOCK TABLES on the same connection: an instance of the
+        table the server keeps open still counts as used by an earlier statement. The
+        statement is undone; `retake_sql` closes and reopens the locked tables."""
         return bool(error.args) and error.args[0] == TABLE_USED_BY_STATEMENT
+
+    def retake_sql(self, tables: Sequence[str]) -> list[str]:
+        """FLUSH TABLES of write-locked tables closes and reopens them, the locks kept."""
+        return ["FLUSH TABLES " + ", ".join(self._locked(tables))]
 
     def end_migration_sql(self) -> list[str]:
         return ["UNLOCK TABLES"]
