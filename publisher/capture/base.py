@@ -155,8 +155,7 @@ class Capture(abc.ABC):
 
     # --- a migration of published tables (`publisher migrate`) ------------------------------
 
-    lexis = Lexis()
-    """Where its SQL text's statements end."""
+    lexis = Lexis()  # where its SQL text's statements end
     transactional_ddl = True
     """A migration runs in one transaction, its DDL and the captures made anew with it, undone
     whole if a statement fails; the tables it alters stay locked until it commits. Where each
@@ -172,13 +171,10 @@ class Capture(abc.ABC):
         hold the tables now: it is tried again a moment later."""
         return False
 
-    def lock_gone_stale(self, error: Exception) -> bool:
-        """Whether a statement run with the tables taken failed, undone, only because of how
-        they were taken: it runs again after `retake_sql`."""
+    def lock_gone_stale(self, error: Exception) -> bool:  # the statement, undone, runs after `retake_sql`
         return False
 
     def retake_sql(self, tables: Sequence[str]) -> list[str]:
-        """What takes the tables anew, for a statement `lock_gone_stale` refused."""
         return [*self.end_migration_sql(), *self.begin_migration_sql(tables)]
 
     def end_migration_sql(self) -> list[str]:

@@ -43,13 +43,14 @@ def install_command(config: Config, args: argparse.Namespace) -> int:
     engine = connect(config)
     if args.check:
         return _check_capture(config, engine, args.config)
-    statements = install_capture(config, engine, args.table, args.style, args.dry_run, args.native)
+    tables = args.table or list(config.publisher.tables)  # the tables it publishes, when none is named
+    statements = install_capture(config, engine, tables, args.style, args.dry_run, args.native)
     if args.dry_run:
         print(dialect_of(engine).client_script(statements), end="")
     else:
-        names = ", ".join(args.table) or "no tables"
+        names = ", ".join(tables) or "no tables (name them with --table, or as [publisher] tables)"
         children = [f"{child} (values of {table}.{attribute})" for table, attribute, child in
-                    installed_children(config.classes, args.table)]
+                    installed_children(config.classes, tables)]
         native = "native " if args.native else ""
         print(f"installed the event log {config.event_log.table} and the {native}{args.style or 'capture'} triggers "
               f"of {names}"

@@ -66,6 +66,21 @@ def test_install_dry_run_prints_sql_and_changes_nothing(tmp_path, capsys):
     assert "event_log" not in names
 
 
+def test_install_without_table_captures_the_configured_tables(tmp_path, capsys):
+    config = sqlite_config(tmp_path, '[publisher]\ntables = ["usr"]\n')
+    assert main(["install", "-c", str(config)]) == 0
+    assert "triggers of usr" in capsys.readouterr().err
+    engine = create_engine(f"sqlite:///{tmp_path / 'cli.db'}")
+    with engine.connect() as conn:
+        captured = {r[0] for r in conn.execute(text("SELECT tbl_name FROM sqlite_master WHERE type = 'trigger'"))}
+    assert captured == {"usr"}
+
+
+def test_install_without_any_table_says_how_to_name_one(tmp_path, capsys):
+    assert main(["install", "-c", str(sqlite_config(tmp_path))]) == 0
+    assert "no tables (name them with --table, or as [publisher] tables)" in capsys.readouterr().err
+
+
 def test_install_unknown_table_is_a_usage_error(tmp_path, capsys):
     config = sqlite_config(tmp_path)
     assert main(["install", "-c", str(config), "--table", "nosuch"]) == 2
