@@ -90,7 +90,8 @@ def _add_install(commands: Any) -> None:
         "([classes.NAME]) gets the triggers of its child tables too, which log their rows as values of "
         "the parent's multi-valued attributes (docs: Concepts, \"Logical classes\").",
     ))
-    install.add_argument("--table", action="append", default=[], metavar="T", help="table to capture (repeatable). Default: the tables of [publisher] tables, "
+    install.add_argument("--table", action="append", default=[], metavar="T",
+                         help="table to capture (repeatable). Default: the tables of [publisher] tables, "
                          "else none (the event log alone)")
     install.add_argument(
         "--style", choices=("field", "row"), default=None,
