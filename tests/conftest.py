@@ -29,6 +29,29 @@ test may take a fixture's helpers from a test module of another folder
 
 load_profile()
 
+
+def share_one_tls_context() -> None:
+    """PyMySQL builds a TLS context for every connection it opens, loading the system's CA
+    certificates (about 30 ms), even where no TLS option is given and the server has none; the
+    tests open thousands (a quarter of a MariaDB property's time). They share one: what a
+    connection does with it, or without it, is the same."""
+    from pymysql.connections import Connection
+
+    build = Connection._create_ssl_ctx
+    shared: list[object] = []
+
+    def create_ssl_ctx(self: Connection, options: object) -> object:
+        if options != {}:
+            return build(self, options)
+        if not shared:
+            shared.append(build(self, options))
+        return shared[0]
+
+    Connection._create_ssl_ctx = create_ssl_ctx  # type: ignore[method-assign]
+
+
+share_one_tls_context()
+
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 """The pytest-xdist worker this process is (gw0, gw1, ...), empty when the run is not distributed."""
 
