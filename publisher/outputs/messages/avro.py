@@ -17,6 +17,8 @@ from typing import Any
 from fastavro import parse_schema, schemaless_writer
 from fastavro.schema import to_parsing_canonical_form
 
+from publisher.outputs.messages.avro_binary import compile_writer
+
 MARKER = b"\xc3\x01"
 _EMPTY = 0xC15D213AA4D7A795
 """CRC-64-AVRO's initial value (the fingerprint of no bytes)."""
@@ -52,14 +54,27 @@ def fingerprint(schema: Mapping[str, Any] | str) -> bytes:
 
 
 class SingleObjectEncoder:
-    """Encodes messages of one data schema; built once per table version and cycle."""
+    """Encodes messages of one data schema; built once per table version and cycle. A writer
+    compiled for the schema (`avro_binary`) encodes the messages it takes; fastavro the others,
+    and any message of a schema the compiler does not cover."""
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
-        self._parsed = parse_schema(dict(schema))
+        named: dict[str, Any] = {}
+        self._parsed = parse_schema(dict(schema), named)
         self.fingerprint = fingerprint(schema)
         self._prefix = MARKER + self.fingerprint
+        self._compiled = compile_writer(self._parsed, named, self._prefix)
 
     def encode(self, message: Mapping[str, Any]) -> bytes:
+        if self._compiled is not None:
+            try:
+                return self._compiled(message)
+            except Exception:  # fastavro says what such a message is: its bytes, or the error
+                pass
+        return self.encode_generic(message)
+
+    def encode_generic(self, message: Mapping[str, Any]) -> bytes:
+        """The encoding by fastavro alone."""
         out = io.BytesIO()
         out.write(self._prefix)
         schemaless_writer(out, self._parsed, dict(message))
