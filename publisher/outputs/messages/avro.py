@@ -9,9 +9,10 @@ describes, so the Avro and the JSON of one change say the same.
 """
 from __future__ import annotations
 
+import functools
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastavro import parse_schema, schemaless_writer
@@ -53,17 +54,24 @@ def fingerprint(schema: Mapping[str, Any] | str) -> bytes:
     return crc64_avro(canonical.encode("utf-8")).to_bytes(8, "little")
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(schema: str, prefix: bytes) -> Callable[[Any], bytes] | None:
+    """The writer compiled for a schema (as JSON text), kept across cycles: compiling takes about
+    a millisecond, more than a small cycle's messages take to encode."""
+    named: dict[str, Any] = {}
+    return compile_writer(parse_schema(json.loads(schema), named), named, prefix)
+
+
 class SingleObjectEncoder:
     """Encodes messages of one data schema; built once per table version and cycle. A writer
     compiled for the schema (`avro_binary`) encodes the messages it takes; fastavro the others,
     and any message of a schema the compiler does not cover."""
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
-        named: dict[str, Any] = {}
-        self._parsed = parse_schema(dict(schema), named)
+        self._parsed = parse_schema(dict(schema))
         self.fingerprint = fingerprint(schema)
         self._prefix = MARKER + self.fingerprint
-        self._compiled = compile_writer(self._parsed, named, self._prefix)
+        self._compiled = _compiled(json.dumps(dict(schema)), self._prefix)
 
     def encode(self, message: Mapping[str, Any]) -> bytes:
         if self._compiled is not None:
