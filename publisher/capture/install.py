@@ -182,7 +182,7 @@ def reinstall_sql(config: Config, engine: Engine, table: str, style: Style) -> l
 
 def _on_native_alone(config: Config, engine: Engine, found: StaleCapture, native: set[str]) -> list[Table] | None:
     """The tables of a capture that is native throughout (no class's child tables, which keep
-    PL/pgSQL), whose shape changed: the native capture reads the new shape already, and only the
+    the capture in SQL), whose shape changed: the native capture reads the new shape already, and only the
     record of it is behind. None for any other capture."""
     if found.published_as.lower() not in native:
         return None
@@ -345,7 +345,7 @@ def install_capture(
 
     Every table is reflected before anything runs, so one bad name installs nothing. With
     ``dry_run`` nothing runs; either way the statements are returned, for printing. ``native``
-    (`has_native_capture`): the C capture, or None for what each table has now (PL/pgSQL for a new
+    (`has_native_capture`): the C capture, or None for what each table has now (the capture in SQL for a new
     one).
     """
     if style is not None:
