@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement, LargeBinary, case, cast, extract, func, null
+from sqlalchemy import ColumnElement, LargeBinary, case, cast, extract, func, null, tuple_
 from sqlalchemy.engine import URL, Connection, Engine
 
 
@@ -63,8 +63,6 @@ class Dialect:
     dynamic_typing: ClassVar[bool] = False
     """A column stores the value as given whatever its declared type, so its text is the one it
     was written with."""
-    row_value_index: ClassVar[bool] = True
-    """An index serves a row-value comparison `(a, b) > (x, y)`; else it is spelled out."""
     statement_event_time: ClassVar[bool] = False
     """Every row a statement logs carries the same event_time: a window can keep a statement's
     rows together by it when they carry no transaction."""
@@ -173,6 +171,12 @@ class Dialect:
     def exact(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         """A text column as compared byte for byte and read without decoding."""
         return cast(column, LargeBinary) if self.text_as_bytes else column
+
+    def keys_after(self, columns: Sequence[ColumnElement[Any]],
+                   values: Sequence[ColumnElement[Any]]) -> ColumnElement[bool]:
+        """Whether a row's key (`columns`, two or more) comes after `values` in key order, as a
+        condition the key's index serves: a row-value comparison `(a, b) > (x, y)`."""
+        return tuple_(*columns) > tuple_(*values)
 
     def analyze(self, table: str) -> str:
         """The statement that refreshes a table's statistics (`table` already quoted)."""
