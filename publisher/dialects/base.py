@@ -43,8 +43,6 @@ class Dialect:
     one_writer: ClassVar[bool] = False
     """One writer at a time, for the whole database: a transaction that must see no other
     commit until it ends begins as the writer."""
-    one_statement_per_call: ClassVar[bool] = False
-    """The driver runs one statement per call: a script is split into its statements first."""
     marks_beside_writes: ClassVar[bool] = False
     """A cycle's statuses may be written, uncommitted, while its output is written: an open
     UPDATE of the event log's rows holds back no insert of the application's triggers. Not so
@@ -89,10 +87,10 @@ class Dialect:
         raised where the publisher uses the driver directly (COPY), not through SQLAlchemy."""
         return ()
 
-    def statement_complete(self, script: str) -> bool:
-        """Whether `script` ends where a statement does, by the database's own rule, where
-        `one_statement_per_call` has a script cut into its statements."""
-        raise NotImplementedError(f"{self.name} runs a script in one call")
+    def script_calls(self, script: str) -> list[str]:
+        """A script (`publisher checkin -f`) as the calls the driver takes: the whole script in
+        one, which the driver runs statement by statement (none where it is blank)."""
+        return [script] if script.strip() else []
 
     def ids_given_again(self, conn: Connection, table: str) -> bool:
         """Whether the database may give a new row of `table` the id of a deleted one (the

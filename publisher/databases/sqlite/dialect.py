@@ -35,9 +35,6 @@ class SQLite(Dialect):
     one_writer = True
     """A snapshot's chunk is the one writer from its read to its commit; a read of the whole event
     log (a metrics scrape's) holds a read lock that delays a cycle's acknowledgement."""
-    one_statement_per_call = True
-    """The driver runs one statement per call, where the PostgreSQL driver runs a whole script
-    statement by statement (`service.checkouts`)."""
     text_as_bytes = True
     """Text may hold any bytes, which the driver fails to decode; an event_time comes back as text,
     written in UTC."""
@@ -54,9 +51,13 @@ class SQLite(Dialect):
     def environment_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.OperationalError,)
 
-    def statement_complete(self, script: str) -> bool:
-        """SQLite's own rule, which knows its strings and trigger bodies."""
-        return sqlite3.complete_statement(script)
+    def script_calls(self, script: str) -> list[str]:
+        """A statement a call: the driver runs one statement per call, where the PostgreSQL driver
+        runs a whole script statement by statement. Cut where a statement is complete by SQLite's
+        own rule, which knows its strings and trigger bodies (`model.statements`)."""
+        from publisher.model.statements import Lexis, split_statements
+
+        return [statement.text for statement in split_statements(script, Lexis(complete=sqlite3.complete_statement))]
 
     def ids_given_again(self, conn: Connection, table: str) -> bool:
         """Without AUTOINCREMENT SQLite gives the highest id again once its row is deleted (as
