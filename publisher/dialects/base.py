@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement, LargeBinary, case, cast, extract, func, null, tuple_
+from sqlalchemy import ColumnElement, LargeBinary, case, cast, extract, func, null, text, tuple_
 from sqlalchemy.engine import URL, Connection, Engine
 
 
@@ -35,7 +35,6 @@ class Dialect:
     soak` (its default URLs, private server, workload SQL and mix; the protocol is
     `publisher.workshop.databases.DatabaseWorkshop`), imported when first asked for: the workshop
     sits above the product. None: the workshop does not drive this database."""
-    has_schemas: ClassVar[bool] = True
     transaction_snapshots: ClassVar[bool] = False
     """The triggers log the transaction's id and the database shows which transactions a
     snapshot holds: check-outs select events by transaction, as PgQ's ticks do. Elsewhere by
@@ -188,6 +187,16 @@ class Dialect:
     def current_schema_sql(self) -> str:
         """A query for the connection's default schema."""
         return "SELECT current_schema()"
+
+    def table_schema(self, configured: str | None) -> str | None:
+        """The schema that qualifies table names in SQL: the configured one (None: the
+        connection's default)."""
+        return configured
+
+    def default_schema(self, engine: Engine) -> str:
+        """The schema a table is in when its name is not qualified, as associations name it."""
+        with engine.connect() as conn:
+            return str(conn.execute(text(self.current_schema_sql())).scalar_one())
 
     def value_text_sql(self, ref: str, binary: bool, sql_type: str) -> str:
         """SQL for the text of the value `ref` (an already quoted column reference), as the

@@ -8,7 +8,7 @@ import sqlite3
 from typing import Any
 
 from sqlalchemy import ColumnElement, LargeBinary, case, cast, func, literal_column, null, select, text
-from sqlalchemy.engine import URL, Connection
+from sqlalchemy.engine import URL, Connection, Engine
 
 from publisher.dialects.base import Dialect
 
@@ -30,7 +30,6 @@ class SQLite(Dialect):
     title = "SQLite"
     capture = "publisher.databases.sqlite.capture.SQLiteCapture"
     workshop = "publisher.databases.sqlite.workshop.SQLiteWorkshop"
-    has_schemas = False
     catalog_versions = True
     one_writer = True
     """A snapshot's chunk is the one writer from its read to its commit; a read of the whole event
@@ -84,6 +83,15 @@ class SQLite(Dialect):
         counter = conn.exec_driver_sql("PRAGMA schema_version").scalar()
         rows = conn.exec_driver_sql("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")
         return f"{counter}:{hashlib.sha256(repr(rows.all()).encode('utf-8')).hexdigest()}"
+
+    def table_schema(self, configured: str | None) -> str | None:
+        """None, whatever is configured: SQLite has no schemas, and its trigger bodies must not
+        qualify a name (`Capture.qualify`)."""
+        return None
+
+    def default_schema(self, engine: Engine) -> str:
+        """The main database's name, which stands for a schema in SQLAlchemy's reflection."""
+        return "main"
 
     def connect_args(self, timeout: float) -> dict[str, Any]:
         """Wait on a locked file instead of failing at once."""
