@@ -63,8 +63,6 @@ class Dialect:
     statement_event_time: ClassVar[bool] = False
     """Every row a statement logs carries the same event_time: a window can keep a statement's
     rows together by it when they carry no transaction."""
-    catalog_versions: ClassVar[bool] = False
-    """The database says in one statement whether its catalog changed (`catalog_version`)."""
     gives_way_codes: ClassVar[frozenset[str]] = frozenset()
     gives_way_message: ClassVar[str | None] = None
     """The error codes (or message) of a statement that met another transaction's lock and gave way."""
@@ -232,10 +230,10 @@ class Dialect:
         events about them, waiting at most `lock_wait` for a writer's lock before giving way."""
         return [*self.begin_alone(), *self.settings_sql(local=True)]
 
-    def catalog_version(self, conn: Connection, schema: str | None) -> str | None:
+    def catalog_version(self, engine: Engine, schema: str | None) -> str | None:
         """A text that changes whenever a table, view, column, key or index of `schema` does,
-        read in one cheap statement (where `catalog_versions`); None where the database offers
-        none, or none as cheap for this schema, and every reflection asks the catalog again."""
+        read in one cheap statement; None where the database offers none (asked without a
+        connection), or none as cheap for this schema, and every reflection asks the catalog again."""
         return None
 
     def begin_alone(self) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import ColumnElement, case, func, literal_column, null, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from publisher.dialects.base import Dialect
 
@@ -74,7 +74,6 @@ class PostgreSQL(Dialect):
     thresholds of `pipeline.acknowledge` (ranges as two arrays joined, TRUSTED_JOIN) were measured
     here."""
     copy_reader = "publisher.databases.postgresql.copy_read"
-    catalog_versions = True
     lock = "publisher.databases.postgresql.lock.AdvisoryLock"
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""
@@ -109,8 +108,9 @@ class PostgreSQL(Dialect):
             encoding = conn.exec_driver_sql("SHOW server_encoding").scalar()
         return str(encoding)
 
-    def catalog_version(self, conn: Connection, schema: str | None) -> str | None:
-        version = conn.execute(_CATALOG_VERSION, {"schema": schema}).scalar_one()
+    def catalog_version(self, engine: Engine, schema: str | None) -> str | None:
+        with engine.connect() as conn:
+            version = conn.execute(_CATALOG_VERSION, {"schema": schema}).scalar_one()
         return None if version is None else str(version)
 
     def time_key(self, column: ColumnElement[Any]) -> ColumnElement[Any]:

@@ -30,7 +30,6 @@ class SQLite(Dialect):
     title = "SQLite"
     capture = "publisher.databases.sqlite.capture.SQLiteCapture"
     workshop = "publisher.databases.sqlite.workshop.SQLiteWorkshop"
-    catalog_versions = True
     one_writer = True
     """A snapshot's chunk is the one writer from its read to its commit; a read of the whole event
     log (a metrics scrape's) holds a read lock that delays a cycle's acknowledgement."""
@@ -74,15 +73,16 @@ class SQLite(Dialect):
         name = str(conn.exec_driver_sql("PRAGMA encoding").scalar())
         return _ENCODINGS.get(name, "utf-8"), name
 
-    def catalog_version(self, conn: Connection, schema: str | None) -> str | None:
+    def catalog_version(self, engine: Engine, schema: str | None) -> str | None:
         """The file's counter of schema changes, which a change undone still moves, with a digest
         of the schema's own statements, which another file at the same path cannot share unless
         its schema is the same (an attached database's is not asked)."""
         if schema is not None:
             return None
-        counter = conn.exec_driver_sql("PRAGMA schema_version").scalar()
-        rows = conn.exec_driver_sql("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")
-        return f"{counter}:{hashlib.sha256(repr(rows.all()).encode('utf-8')).hexdigest()}"
+        with engine.connect() as conn:
+            counter = conn.exec_driver_sql("PRAGMA schema_version").scalar()
+            rows = conn.exec_driver_sql("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name").all()
+        return f"{counter}:{hashlib.sha256(repr(rows).encode('utf-8')).hexdigest()}"
 
     def table_schema(self, configured: str | None) -> str | None:
         """None, whatever is configured: SQLite has no schemas, and its trigger bodies must not
