@@ -60,9 +60,6 @@ class Dialect:
     dynamic_typing: ClassVar[bool] = False
     """A column stores the value as given whatever its declared type, so its text is the one it
     was written with."""
-    statement_event_time: ClassVar[bool] = False
-    """Every row a statement logs carries the same event_time: a window can keep a statement's
-    rows together by it when they carry no transaction."""
     gives_way_codes: ClassVar[frozenset[str]] = frozenset()
     gives_way_message: ClassVar[str | None] = None
     """The error codes (or message) of a statement that met another transaction's lock and gave way."""
@@ -166,6 +163,12 @@ class Dialect:
     def exact(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         """A text column as compared byte for byte and read without decoding."""
         return cast(column, LargeBinary) if self.text_as_bytes else column
+
+    def statement_mark(self, event_time: ColumnElement[Any]) -> ColumnElement[Any] | None:
+        """What every event one statement logs shares and the next statement's do not, by which a
+        window keeps a statement's events together when they carry no transaction (given the
+        event log's `event_time`): none where no column tells a statement."""
+        return None
 
     def keys_after(self, columns: Sequence[ColumnElement[Any]],
                    values: Sequence[ColumnElement[Any]]) -> ColumnElement[bool]:

@@ -41,9 +41,6 @@ class SQLite(Dialect):
     are; a primary key that is not INTEGER may hold NULL (no object: not read, and counted). The
     triggers and the rows read back spell a value alike, so only integer keys are spelled by kind,
     and a REAL's text, not exact, is what query-back compares (`matched_as_text`)."""
-    statement_event_time = True
-    """'now' is fixed within a statement, and one writer at a time logs a statement's rows
-    one after the other."""
     gives_way_message = "database is locked"
 
     def environment_errors(self) -> tuple[type[BaseException], ...]:
@@ -116,6 +113,11 @@ class SQLite(Dialect):
         bare day number, a time without a date) is ordered by what it reads, and rejected when
         read."""
         return func.coalesce(func.julianday(column), _NO_TIME)
+
+    def statement_mark(self, event_time: ColumnElement[Any]) -> ColumnElement[Any] | None:
+        """The event_time: 'now' is fixed within a statement, and one writer at a time logs a
+        statement's rows one after the other."""
+        return event_time
 
     def time_now(self) -> ColumnElement[Any]:
         return func.julianday("now")
