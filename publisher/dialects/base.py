@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement, LargeBinary, case, cast, extract, func, null, text, tuple_
+from sqlalchemy import ColumnElement, String, case, cast, extract, func, null, text, tuple_
 from sqlalchemy.engine import URL, Connection, Engine
 
 
@@ -54,9 +54,6 @@ class Dialect:
     cursor's rows (`can_copy`, `copy_batches`, `copy_texts`, `copy_blocks`,
     `text_columns_options`), imported when first asked for (`copy_reading`); None where the
     database has no COPY."""
-    text_as_bytes: ClassVar[bool] = False
-    """A text column may hold any bytes, which the driver fails to decode: read it and compare
-    it as bytes."""
     dynamic_typing: ClassVar[bool] = False
     """A column stores the value as given whatever its declared type, so its text is the one it
     was written with."""
@@ -161,8 +158,26 @@ class Dialect:
         return func.coalesce(func.octet_length(column), 0)
 
     def exact(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
-        """A text column as compared byte for byte and read without decoding."""
-        return cast(column, LargeBinary) if self.text_as_bytes else column
+        """A text column as compared byte for byte and read without decoding: the column itself,
+        where the driver can decode every text the database holds."""
+        return column
+
+    def text_as_read(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """A column as its text, read where one bad value must not fail the whole read (an
+        isolated row's line, an event's type): cast to text, which the driver decodes."""
+        return cast(column, String)
+
+    def event_time_as_read(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """The event log's event_time as the cycle's read takes it: as `readable_time` gives it,
+        since a driver fails the whole read on a time it cannot hand over."""
+        return self.readable_time(column)
+
+    def event_time_apart(self, column: ColumnElement[Any],
+                         readable: ColumnElement[Any]) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+        """What the cycle's read takes beside the event_time (`event_time_as_read`), given its
+        `readable_time`: its time where the event_time is not read as one (none here), and its
+        text where it is no time, which the message that rejects it shows."""
+        return null(), case((readable.is_(None), cast(column, String)), else_=null())
 
     def statement_mark(self, event_time: ColumnElement[Any]) -> ColumnElement[Any] | None:
         """What every event one statement logs shares and the next statement's do not, by which a

@@ -33,9 +33,6 @@ class SQLite(Dialect):
     one_writer = True
     """A snapshot's chunk is the one writer from its read to its commit; a read of the whole event
     log (a metrics scrape's) holds a read lock that delays a cycle's acknowledgement."""
-    text_as_bytes = True
-    """Text may hold any bytes, which the driver fails to decode; an event_time comes back as text,
-    written in UTC."""
     dynamic_typing = True
     """A TEXT column may be read as a BLOB's bytes or an INTEGER's int, published from what they
     are; a primary key that is not INTEGER may hold NULL (no object: not read, and counted). The
@@ -121,6 +118,24 @@ class SQLite(Dialect):
 
     def time_now(self) -> ColumnElement[Any]:
         return func.julianday("now")
+
+    def exact(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """As bytes: text may hold any bytes, which the driver fails to decode."""
+        return cast(column, LargeBinary)
+
+    def text_as_read(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """As bytes, decoded row by row: text may hold any bytes, which the driver fails to decode."""
+        return cast(column, LargeBinary)
+
+    def event_time_as_read(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """As bytes, as every text: an event_time comes back as text, written in UTC."""
+        return cast(column, LargeBinary)
+
+    def event_time_apart(self, column: ColumnElement[Any],
+                         readable: ColumnElement[Any]) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+        """Its time as `readable_time` gives it (a Julian day number), since the event_time is read
+        as its text (bytes), which is also what a rejection shows."""
+        return readable, null()
 
     def octets(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         return func.coalesce(func.length(cast(column, LargeBinary)), 0)
