@@ -54,9 +54,6 @@ class Dialect:
     cursor's rows (`can_copy`, `copy_batches`, `copy_texts`, `copy_blocks`,
     `text_columns_options`), imported when first asked for (`copy_reading`); None where the
     database has no COPY."""
-    dynamic_typing: ClassVar[bool] = False
-    """A column stores the value as given whatever its declared type, so its text is the one it
-    was written with."""
     gives_way_codes: ClassVar[frozenset[str]] = frozenset()
     gives_way_message: ClassVar[str | None] = None
     """The error codes (or message) of a statement that met another transaction's lock and gave way."""
@@ -71,6 +68,17 @@ class Dialect:
     def boolean_type(self, sql_type: Any) -> bool:
         """Whether a column of this SQLAlchemy type (one of the database's own, as reflected)
         holds booleans though its type is no `Boolean`: none by default."""
+        return False
+
+    def keys_spelled_by_type(self) -> bool:
+        """Whether a key column's values are spelled by its declared type in a table_key (a date,
+        a boolean, a number as its type prints it): a column holds values of its type. An integer
+        key is spelled as one everywhere."""
+        return True
+
+    def matched_as_text(self, sql_type: Any) -> bool:
+        """Whether query-back finds a row by the text of a column of this SQLAlchemy type rather
+        than by its value: no, a column holds values of its type, which compare as logged."""
         return False
 
     def environment_errors(self) -> tuple[type[BaseException], ...]:

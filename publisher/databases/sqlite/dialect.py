@@ -8,6 +8,7 @@ import sqlite3
 from typing import Any
 
 from sqlalchemy import ColumnElement, LargeBinary, case, cast, func, literal_column, null, select, text
+from sqlalchemy import types as sqltypes
 from sqlalchemy.engine import URL, Connection, Engine
 
 from publisher.dialects.base import Dialect
@@ -33,12 +34,21 @@ class SQLite(Dialect):
     one_writer = True
     """A snapshot's chunk is the one writer from its read to its commit; a read of the whole event
     log (a metrics scrape's) holds a read lock that delays a cycle's acknowledgement."""
-    dynamic_typing = True
-    """A TEXT column may be read as a BLOB's bytes or an INTEGER's int, published from what they
-    are; a primary key that is not INTEGER may hold NULL (no object: not read, and counted). The
-    triggers and the rows read back spell a value alike, so only integer keys are spelled by kind,
-    and a REAL's text, not exact, is what query-back compares (`matched_as_text`)."""
     gives_way_message = "database is locked"
+
+    def keys_spelled_by_type(self) -> bool:
+        """No: a column stores the value as given, whatever its declared type (a TEXT column may be
+        read as a BLOB's bytes or an INTEGER's int, published from what they are; a primary key
+        that is not INTEGER may hold NULL: no object, not read, and counted). The triggers and
+        the rows read back spell a value alike, so only integer keys are spelled by kind."""
+        return False
+
+    def matched_as_text(self, sql_type: Any) -> bool:
+        """A REAL or NUMERIC column's, and one of no declared type: a REAL's text is not exact, so
+        the value a trigger logged may not compare equal to the stored one; and a column with no
+        type keeps each value's own storage class (an integer never equals, nor is greater than,
+        the text a key is spelled in)."""
+        return isinstance(sql_type, (sqltypes.Numeric, sqltypes.Float, sqltypes.NullType))
 
     def environment_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.OperationalError,)
