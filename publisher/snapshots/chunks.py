@@ -301,7 +301,7 @@ CHUNK_LOCK_WAIT = "200ms"
 """How long a chunk waits for a writer's lock where the database lets it say
 (`Dialect.begin_reading_rows`): well under its deadlock detection, so that in a deadlock with the
 application the chunk gives way, never the application's transaction. Elsewhere the database
-picks the chunk itself, or the chunk is the one writer from its read to its commit (`one_writer`)."""
+picks the chunk itself, or the chunk is the one writer from its read to its commit (`Dialect.begin_alone`)."""
 
 
 def _begin_chunk(conn: Connection) -> None:

@@ -1,9 +1,10 @@
 """PostgreSQL."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, func, literal_column, null, text
+from sqlalchemy import ColumnElement, Text, case, cast, func, literal_column, null, text
 from sqlalchemy.engine import Connection, Engine
 
 from publisher.dialects.base import Dialect
@@ -77,6 +78,17 @@ class PostgreSQL(Dialect):
     lock = "publisher.databases.postgresql.lock.AdvisoryLock"
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""
+
+    def current_transaction(self) -> ColumnElement[Any]:
+        return func.txid_current()
+
+    def transaction_snapshot(self) -> ColumnElement[Any]:
+        return cast(func.txid_current_snapshot(), Text)
+
+    def none_of(self, transaction: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
+        """`<> ALL` of a constant array, which the database hashes: a window's read pays it on
+        every row, less than a lookup per event."""
+        return transaction != func.all(literal_column(f"'{{{','.join(map(str, ids))}}}'::bigint[]"))
 
     def environment_errors(self) -> tuple[type[BaseException], ...]:
         import psycopg

@@ -31,9 +31,6 @@ class SQLite(Dialect):
     title = "SQLite"
     capture = "publisher.databases.sqlite.capture.SQLiteCapture"
     workshop = "publisher.databases.sqlite.workshop.SQLiteWorkshop"
-    one_writer = True
-    """A snapshot's chunk is the one writer from its read to its commit; a read of the whole event
-    log (a metrics scrape's) holds a read lock that delays a cycle's acknowledgement."""
     gives_way_message = "database is locked"
 
     def keys_spelled_by_type(self) -> bool:
@@ -49,6 +46,17 @@ class SQLite(Dialect):
         type keeps each value's own storage class (an integer never equals, nor is greater than,
         the text a key is spelled in)."""
         return isinstance(sql_type, (sqltypes.Numeric, sqltypes.Float, sqltypes.NullType))
+
+    def begin_alone(self) -> list[str]:
+        """As the writer: one writer at a time, for the whole database. A snapshot's chunk is the
+        one writer from its read to its commit; a read of the whole event log (a metrics
+        scrape's) holds a read lock that delays a cycle's acknowledgement."""
+        return ["BEGIN IMMEDIATE"]
+
+    def serves_subscribers(self) -> bool:
+        """By record_id: one writer commits at a time, so commit order is record_id order and a
+        snapshot is the highest record_id (a check-in's transaction begins alone, `begin_alone`)."""
+        return True
 
     def environment_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.OperationalError,)
