@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import make_url
 
 from publisher.config import Config, ConfigError
@@ -100,21 +100,16 @@ def _nothing(connection: Any) -> None:
 
 
 def table_schema(config: Config, engine: Engine) -> str | None:
-    """The schema that qualifies table names in SQL: none where the database has no schemas."""
-    if not dialect_of(engine).has_schemas:
-        return None
-    return config.database.schema
+    """The schema that qualifies table names in SQL: none where the database has no schemas
+    (`Dialect.table_schema`)."""
+    return dialect_of(engine).table_schema(config.database.schema)
 
 
 def association_schema(config: Config, engine: Engine) -> str:
     """The `schema=` of associations: the configured one, else the database's default."""
     if config.database.schema:
         return config.database.schema
-    dialect = dialect_of(engine)
-    if not dialect.has_schemas:
-        return "main"
-    with engine.connect() as conn:
-        return str(conn.execute(text(dialect.current_schema_sql())).scalar_one())
+    return dialect_of(engine).default_schema(engine)
 
 
 def publisher_user(config: Config, engine: Engine) -> str | None:

@@ -83,7 +83,7 @@ class Capture(abc.ABC):
         return literal(text)
 
     def qualify(self, name: str) -> str:
-        """A schema object's name as SQL; without a schema (`Dialect.has_schemas`) the bare name,
+        """A schema object's name as SQL; without a schema (`Dialect.table_schema`) the bare name,
         as trigger bodies there must not name one."""
         if self.schema is None:
             return self.quote(name)

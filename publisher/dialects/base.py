@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement, LargeBinary, case, cast, extract, func, null
+from sqlalchemy import ColumnElement, String, case, cast, extract, func, null, text, tuple_
 from sqlalchemy.engine import URL, Connection, Engine
 
 
@@ -35,16 +35,11 @@ class Dialect:
     soak` (its default URLs, private server, workload SQL and mix; the protocol is
     `publisher.workshop.databases.DatabaseWorkshop`), imported when first asked for: the workshop
     sits above the product. None: the workshop does not drive this database."""
-    has_schemas: ClassVar[bool] = True
     transaction_snapshots: ClassVar[bool] = False
     """The triggers log the transaction's id and the database shows which transactions a
-    snapshot holds: check-outs select events by transaction, as PgQ's ticks do. Elsewhere by
-    record_id, with one writer committing at a time."""
-    one_writer: ClassVar[bool] = False
-    """One writer at a time, for the whole database: a transaction that must see no other
-    commit until it ends begins as the writer."""
-    one_statement_per_call: ClassVar[bool] = False
-    """The driver runs one statement per call: a script is split into its statements first."""
+    snapshot holds: check-outs select events by transaction, as PgQ's ticks do, in the SQL the
+    dialect gives (`current_transaction`, `transaction_snapshot`, `none_of`). Elsewhere by
+    record_id, with one writer committing at a time (`serves_subscribers`)."""
     marks_beside_writes: ClassVar[bool] = False
     """A cycle's statuses may be written, uncommitted, while its output is written: an open
     UPDATE of the event log's rows holds back no insert of the application's triggers. Not so
@@ -57,19 +52,6 @@ class Dialect:
     cursor's rows (`can_copy`, `copy_batches`, `copy_texts`, `copy_blocks`,
     `text_columns_options`), imported when first asked for (`copy_reading`); None where the
     database has no COPY."""
-    text_as_bytes: ClassVar[bool] = False
-    """A text column may hold any bytes, which the driver fails to decode: read it and compare
-    it as bytes."""
-    dynamic_typing: ClassVar[bool] = False
-    """A column stores the value as given whatever its declared type, so its text is the one it
-    was written with."""
-    row_value_index: ClassVar[bool] = True
-    """An index serves a row-value comparison `(a, b) > (x, y)`; else it is spelled out."""
-    statement_event_time: ClassVar[bool] = False
-    """Every row a statement logs carries the same event_time: a window can keep a statement's
-    rows together by it when they carry no transaction."""
-    catalog_versions: ClassVar[bool] = False
-    """The database says in one statement whether its catalog changed (`catalog_version`)."""
     gives_way_codes: ClassVar[frozenset[str]] = frozenset()
     gives_way_message: ClassVar[str | None] = None
     """The error codes (or message) of a statement that met another transaction's lock and gave way."""
@@ -86,15 +68,26 @@ class Dialect:
         holds booleans though its type is no `Boolean`: none by default."""
         return False
 
+    def keys_spelled_by_type(self) -> bool:
+        """Whether a key column's values are spelled by its declared type in a table_key (a date,
+        a boolean, a number as its type prints it): a column holds values of its type. An integer
+        key is spelled as one everywhere."""
+        return True
+
+    def matched_as_text(self, sql_type: Any) -> bool:
+        """Whether query-back finds a row by the text of a column of this SQLAlchemy type rather
+        than by its value: no, a column holds values of its type, which compare as logged."""
+        return False
+
     def environment_errors(self) -> tuple[type[BaseException], ...]:
         """The driver's own exceptions that say the database is away rather than a row wrong:
         raised where the publisher uses the driver directly (COPY), not through SQLAlchemy."""
         return ()
 
-    def statement_complete(self, script: str) -> bool:
-        """Whether `script` ends where a statement does, by the database's own rule, where
-        `one_statement_per_call` has a script cut into its statements."""
-        raise NotImplementedError(f"{self.name} runs a script in one call")
+    def script_calls(self, script: str) -> list[str]:
+        """A script (`publisher checkin -f`) as the calls the driver takes: the whole script in
+        one, which the driver runs statement by statement (none where it is blank)."""
+        return [script] if script.strip() else []
 
     def ids_given_again(self, conn: Connection, table: str) -> bool:
         """Whether the database may give a new row of `table` the id of a deleted one (the
@@ -171,8 +164,38 @@ class Dialect:
         return func.coalesce(func.octet_length(column), 0)
 
     def exact(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
-        """A text column as compared byte for byte and read without decoding."""
-        return cast(column, LargeBinary) if self.text_as_bytes else column
+        """A text column as compared byte for byte and read without decoding: the column itself,
+        where the driver can decode every text the database holds."""
+        return column
+
+    def text_as_read(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """A column as its text, read where one bad value must not fail the whole read (an
+        isolated row's line, an event's type): cast to text, which the driver decodes."""
+        return cast(column, String)
+
+    def event_time_as_read(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """The event log's event_time as the cycle's read takes it: as `readable_time` gives it,
+        since a driver fails the whole read on a time it cannot hand over."""
+        return self.readable_time(column)
+
+    def event_time_apart(self, column: ColumnElement[Any],
+                         readable: ColumnElement[Any]) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+        """What the cycle's read takes beside the event_time (`event_time_as_read`), given its
+        `readable_time`: its time where the event_time is not read as one (none here), and its
+        text where it is no time, which the message that rejects it shows."""
+        return null(), case((readable.is_(None), cast(column, String)), else_=null())
+
+    def statement_mark(self, event_time: ColumnElement[Any]) -> ColumnElement[Any] | None:
+        """What every event one statement logs shares and the next statement's do not, by which a
+        window keeps a statement's events together when they carry no transaction (given the
+        event log's `event_time`): none where no column tells a statement."""
+        return None
+
+    def keys_after(self, columns: Sequence[ColumnElement[Any]],
+                   values: Sequence[ColumnElement[Any]]) -> ColumnElement[bool]:
+        """Whether a row's key (`columns`, two or more) comes after `values` in key order, as a
+        condition the key's index serves: a row-value comparison `(a, b) > (x, y)`."""
+        return tuple_(*columns) > tuple_(*values)
 
     def analyze(self, table: str) -> str:
         """The statement that refreshes a table's statistics (`table` already quoted)."""
@@ -186,6 +209,16 @@ class Dialect:
     def current_schema_sql(self) -> str:
         """A query for the connection's default schema."""
         return "SELECT current_schema()"
+
+    def table_schema(self, configured: str | None) -> str | None:
+        """The schema that qualifies table names in SQL: the configured one (None: the
+        connection's default)."""
+        return configured
+
+    def default_schema(self, engine: Engine) -> str:
+        """The schema a table is in when its name is not qualified, as associations name it."""
+        with engine.connect() as conn:
+            return str(conn.execute(text(self.current_schema_sql())).scalar_one())
 
     def value_text_sql(self, ref: str, binary: bool, sql_type: str) -> str:
         """SQL for the text of the value `ref` (an already quoted column reference), as the
@@ -221,16 +254,36 @@ class Dialect:
         events about them, waiting at most `lock_wait` for a writer's lock before giving way."""
         return [*self.begin_alone(), *self.settings_sql(local=True)]
 
-    def catalog_version(self, conn: Connection, schema: str | None) -> str | None:
+    def catalog_version(self, engine: Engine, schema: str | None) -> str | None:
         """A text that changes whenever a table, view, column, key or index of `schema` does,
-        read in one cheap statement (where `catalog_versions`); None where the database offers
-        none, or none as cheap for this schema, and every reflection asks the catalog again."""
+        read in one cheap statement; None where the database offers none (asked without a
+        connection), or none as cheap for this schema, and every reflection asks the catalog again."""
         return None
 
     def begin_alone(self) -> list[str]:
         """Statements that begin a transaction no other writer commits in, where the database
-        has one writer at a time."""
-        return ["BEGIN IMMEDIATE"] if self.one_writer else []
+        has one writer at a time: none where writers commit side by side."""
+        return []
+
+    def current_transaction(self) -> ColumnElement[Any]:
+        """The id of the transaction a statement runs in, as the triggers log it, where
+        `transaction_snapshots` (a check-in and a finished check-out record theirs)."""
+        raise NotImplementedError(f"{self.name} shows no transaction snapshots")
+
+    def transaction_snapshot(self) -> ColumnElement[Any]:
+        """The transactions a statement sees, as text `xmin:xmax:active,…`, where
+        `transaction_snapshots` (a check-out's bounds, a window's `planned_in`)."""
+        raise NotImplementedError(f"{self.name} shows no transaction snapshots")
+
+    def none_of(self, transaction: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
+        """Whether a transaction id (a BIGINT) is none of `ids` (those running at a snapshot, those
+        a subscriber checked in), where `transaction_snapshots`."""
+        raise NotImplementedError(f"{self.name} shows no transaction snapshots")
+
+    def serves_subscribers(self) -> bool:
+        """Whether a check-out's snapshot can tell the events committed before it from those
+        committed after: by their transactions (`transaction_snapshots`)."""
+        return self.transaction_snapshots
 
 
 def named_class(dotted: str) -> type:

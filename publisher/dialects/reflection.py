@@ -35,10 +35,9 @@ def reflection(bind: Engine | Connection, schema: str | None) -> Inspector:
     if not isinstance(bind, Engine):
         return inspect(bind)
     dialect = dialect_of(bind)
-    if not dialect.catalog_versions or schema in _UNVERSIONED.get(bind, ()):
+    if schema in _UNVERSIONED.get(bind, ()):
         return inspect(bind)
-    with bind.connect() as conn:
-        version = dialect.catalog_version(conn, schema)
+    version = dialect.catalog_version(bind, schema)
     inspector = inspect(bind)
     if version is None:
         with _LOCK:

@@ -43,10 +43,7 @@ class ColumnInfo:
     """How the column's values are spelled in a canonical table_key."""
     matched_as_text: bool = False
     """Query-back finds a row by the column's text, not its value, where a column stores what it
-    is given (`Dialect.dynamic_typing`): its text of a REAL is not exact, so the value a trigger
-    logged may not compare equal to the stored one; and a column with no declared type keeps each
-    value's own storage class (an integer never equals, nor is greater than, the text a key is
-    spelled in)."""
+    is given and the two may not compare equal (`Dialect.matched_as_text`)."""
     in_arrays: bool = False
     """A plain type (integer, text, numeric, date-time, date, uuid, boolean) whose values an
     array literal or list carries as they are (`Dialect.id_arrays`): query-back binds a chunk of such
@@ -363,7 +360,7 @@ def _reflect_table(inspector, dialect: str, schema: str | None, name: str, is_vi
         order = list(inspector.get_pk_constraint(name, schema=schema).get("constrained_columns") or [])
         keys = set(order)
     key_rank = {n: i for i, n in enumerate(order)}
-    as_given = dialect_of(dialect).dynamic_typing
+    found = dialect_of(dialect)
     infos = [
         ColumnInfo(
             c["name"],
@@ -376,7 +373,7 @@ def _reflect_table(inspector, dialect: str, schema: str | None, name: str, is_vi
             scale=int_attribute(c["type"], "scale"),
             key_position=key_rank[c["name"]] + 1 if c["name"] in keys else 0,
             key_kind=key_kind_of(c["type"], dialect),
-            matched_as_text=as_given and isinstance(c["type"], (sqltypes.Numeric, sqltypes.Float, sqltypes.NullType)),
+            matched_as_text=found.matched_as_text(c["type"]),
             in_arrays=isinstance(c["type"], IN_ARRAYS),
         )
         for ordinal, c in enumerate(columns, start=1)

@@ -11,14 +11,14 @@ from publisher.model.keys import KeyKind
 
 
 def key_kind_of(sql_type: sqltypes.TypeEngine[Any], dialect: str) -> KeyKind:
-    """The key kind of a column type. Where a column stores what it is given
-    (`Dialect.dynamic_typing`), its triggers and its rows read back spell a value alike: only
-    integers are spelled by kind there."""
+    """The key kind of a column type. Where a column stores what it is given, its triggers and its
+    rows read back spell a value alike: only integers are spelled by kind there
+    (`Dialect.keys_spelled_by_type`)."""
     if isinstance(sql_type, sqltypes.TypeDecorator):
         sql_type = sql_type.impl_instance
     if isinstance(sql_type, sqltypes.Integer):
         return KeyKind.INTEGER
-    if dialect_of(dialect).dynamic_typing:
+    if not dialect_of(dialect).keys_spelled_by_type():
         return KeyKind.TEXT
     for types, kind in _KEY_KINDS:
         if isinstance(sql_type, types):

@@ -145,7 +145,7 @@ def _parser() -> Lark:
 
 NULL_KEY_VALUE = "<NULL>"
 """What a trigger writes for a key column holding NULL (where a primary key may hold NULL:
-`Dialect.dynamic_typing`): a value no table_key can hold, so the application's statement succeeds
+`Dialect.keys_spelled_by_type`): a value no table_key can hold, so the application's statement succeeds
 and the event is refused with the reason, rather than the trigger failing on a NULL table_key."""
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JNetworkError
-from sqlalchemy import Engine, LargeBinary, String, cast, select
+from sqlalchemy import Engine, select
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError, TimeoutError
 
 from publisher.dialects import dialect_of, families
@@ -135,9 +135,9 @@ def rejects_of(engine: Engine, window: CycleWindow, isolation: Isolation) -> lis
     be what fails): the row's identity and the reason are."""
     table = _table(window)
     c = role_columns(table, window.columns)
-    as_bytes = dialect_of(engine).text_as_bytes
+    found = dialect_of(engine)
     shown = ("event_type", "event_time", "perpetrator", "table_name", "table_key", "column_name")
-    columns = [cast(c[role], LargeBinary if as_bytes else String) for role in shown]
+    columns = [found.text_as_read(c[role]) for role in shown]
     with engine.connect() as conn:
         rows = conn.execute(
             select(c["record_id"], *columns).where(c["record_id"].in_(isolation.record_ids)).order_by(c["record_id"])

@@ -17,17 +17,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from sqlalchemy import (
     ColumnElement,
-    LargeBinary,
-    String,
-    case,
-    cast,
     null,
     select,
 )
 
 from publisher import failpoints
 from publisher.config import EVENT_LOG_COLUMNS
-from publisher.dialects import dialect_of
+from publisher.dialects import Dialect, dialect_of
 from publisher.model.arrow import arrow_schema_of, rows_batch
 from publisher.model.events import EVENT_SCHEMA
 from publisher.model.values import shown
@@ -139,20 +135,21 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
     c = role_columns(table, w.columns)
     engine = engine_for(w.url)
     dialect = engine.dialect.name
-    as_bytes = dialect_of(dialect).text_as_bytes
+    found = dialect_of(dialect)
     transaction = null() if w.transaction_column is None else table.c[w.transaction_column]
-    readable = dialect_of(dialect).readable_time(c["event_time"])
+    readable = found.readable_time(c["event_time"])
+    time_apart, unreadable_text = found.event_time_apart(c["event_time"], readable)
     size = row_bytes(w, table, dialect)
     query = (
         select(
             c["record_id"],
             c["status"],
-            *(within_limit(w, table, role, _as_read(c[role], role, dialect), size, dialect)
+            *(within_limit(w, table, role, _as_read(c[role], role, found), size, dialect)
               for role in EVENT_LOG_COLUMNS[2:]),
-            _as_read(transaction, "transaction_id", dialect),
-            readable if as_bytes else null(),  # the time, since the text is read as bytes
+            _as_read(transaction, "transaction_id", found),
+            time_apart,
             readable.is_not(None),
-            null() if as_bytes else case((readable.is_(None), cast(c["event_time"], String)), else_=null()),
+            unreadable_text,
             size,
         )
         .where(window_predicate(w, table, lo, hi, dialect))
@@ -167,17 +164,15 @@ def read_rows(window: CycleWindow, lo: int, hi: int) -> Iterator[tuple[Any, ...]
 
 
 
-def _as_read(column: ColumnElement[Any], role: str, dialect: str) -> Any:
-    """Where text may hold any bytes (`Dialect.text_as_bytes`), its driver fails the whole read on
-    one bad value: there every text column is read as bytes and decoded here, row by row. Elsewhere
-    an event_time the driver cannot convert is read as NULL, for the same reason."""
-    if dialect_of(dialect).text_as_bytes:
-        return cast(column, LargeBinary)
+def _as_read(column: ColumnElement[Any], role: str, dialect: Dialect) -> Any:
+    """A column as the read takes it, so that one bad value cannot fail the whole read: where text
+    may hold any bytes, every text column as bytes (`Dialect.exact`), decoded here row by row; an
+    event_time the driver cannot convert as NULL (`Dialect.event_time_as_read`)."""
     if role == "event_type":
-        return cast(column, String)
+        return dialect.text_as_read(column)
     if role == "event_time":
-        return dialect_of(dialect).readable_time(column)
-    return column
+        return dialect.event_time_as_read(column)
+    return dialect.exact(column)
 
 
 def _event_row(

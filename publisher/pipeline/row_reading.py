@@ -228,7 +228,7 @@ def published_column(
     encoded one by one; with the rows whose value cannot be published, and why."""
     texts = values if isinstance(values, pa.Array) else as_texts(values)
     count = len(values)
-    if texts is None:  # not all text (`Dialect.dynamic_typing`): bytes, ints, encoded from what they are
+    if texts is None:  # not all text (columns that store what they are given): bytes, ints, encoded from what they are
         encoded: list[str | None] = [None] * count
         problems = {}
         for row, value in enumerate(values):

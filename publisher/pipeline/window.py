@@ -14,7 +14,6 @@ from sqlalchemy import (
     BigInteger,
     Engine,
     Table,
-    Text,
     and_,
     case,
     cast,
@@ -155,9 +154,10 @@ def _planned_in(engine: Engine, transaction_column: str | None, check_out: Check
     """The snapshot the window's first rows are found in, as text, selected beside them: where
     `Dialect.transaction_snapshots`, whose events carry their transaction. A check-out has snapshots
     of its own."""
-    if check_out is not None or transaction_column is None or not dialect_of(engine).transaction_snapshots:
+    found = dialect_of(engine)
+    if check_out is not None or transaction_column is None or not found.transaction_snapshots:
         return null()
-    return cast(func.txid_current_snapshot(), Text)
+    return found.transaction_snapshot()
 
 
 def kept_check_out_window(
@@ -185,7 +185,7 @@ def window_predicate(window: CycleWindow, table: Table, lo: int, hi: int, dialec
     predicate = and_(eligible, c["record_id"] >= lo, c["record_id"] <= hi)
     if window.planned_in is not None and window.transaction_column is not None:
         transaction = table.c[window.transaction_column]
-        planned = visible_in(cast(transaction, BigInteger), Snapshot(0, window.planned_in))
+        planned = visible_in(cast(transaction, BigInteger), Snapshot(0, window.planned_in), dialect_of(dialect))
         predicate = and_(predicate, case((is_transaction(transaction), planned), else_=true()))
     if window.excluded:
         predicate = and_(predicate, c["record_id"].not_in(window.excluded))

@@ -48,8 +48,8 @@ class WindowEnd:
     with every row before it, whose transactions the window then holds too. Where the triggers
     cannot name the transaction, their transaction_id names the statement, kept together the same way.
 
-    Rows without a transaction_id: where `Dialect.statement_event_time` one statement's rows
-    follow each other with one event_time, and a row of that run
+    Rows without a transaction_id: where the dialect names what one statement's rows share
+    (`Dialect.statement_mark`) they follow each other with one such mark, and a row of that run
     is taken, with the rows before it, when the window holds its object (table_name and
     table_key) from the same run, as a cascade or a logical class's child rows interleave
     objects; elsewhere the rows that directly follow the window's last row for the same object.
@@ -62,19 +62,19 @@ class WindowEnd:
         self.order = order
         c = role_columns(order.table, order.columns)
         dialect = dialect_of(order.dialect)
-        self.by_event_time = dialect.statement_event_time
+        mark = dialect.statement_mark(c["event_time"])
+        self.by_statement = mark is not None
         transaction = null() if transaction_column is None else order.table.c[transaction_column]
-        statement = [c["table_name"], c["table_key"]] + ([c["event_time"]] if self.by_event_time else [])
+        statement = [c["table_name"], c["table_key"]] + ([mark] if mark is not None else [])
         self.columns = [order.record_id, *(dialect.exact(column) for column in (transaction, *statement))]
 
     def _run(self, row: Any) -> Any:
-        """What rows of one statement without a transaction_id share: where a statement's rows share
-        their event_time (`statement_event_time`), that; elsewhere (no statement to tell) the object
-        itself."""
-        return row[4] if self.by_event_time else tuple(row[2:4])
+        """What rows of one statement without a transaction_id share: where the dialect names it
+        (`Dialect.statement_mark`), that; elsewhere (no statement to tell) the object itself."""
+        return row[4] if self.by_statement else tuple(row[2:4])
 
     def _page(self, after: Any, position: int, limit: int) -> list[Any]:
-        """`limit` rows (record_id, transaction, table_name, table_key[, event_time]) in
+        """`limit` rows (record_id, transaction, table_name, table_key[, statement mark]) in
         processing order: by record_id after the row `after`, in future mode from `position` on."""
         query = select(*self.columns).where(self.order.eligible)
         if self.order.future:

@@ -12,7 +12,6 @@ from sqlalchemy import Connection, Engine
 from publisher.config import Config, Reader
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
-from publisher.model.statements import Lexis, split_statements
 from publisher.pipeline.cycle import CycleResult, SparkProvider, run_cycle
 from publisher.pipeline.event_log import event_log_table
 from publisher.subscriptions.checkout import CheckOutState, checked_in
@@ -82,10 +81,6 @@ def check_in(engine: Engine, config: Config, subscriber: str) -> Iterator[Connec
 
 
 def statements_of(text: str, dialect: str) -> list[str]:
-    """A script's statements: where `Dialect.one_statement_per_call`, cut where a statement is
-    complete (`model.statements`, with the database's own rule, `Dialect.statement_complete`);
-    elsewhere the script is one call, which the driver runs statement by statement."""
-    if not dialect_of(dialect).one_statement_per_call:
-        return [text] if text.strip() else []
-    lexis = Lexis(complete=dialect_of(dialect).statement_complete)
-    return [statement.text for statement in split_statements(text, lexis)]
+    """A script's statements as the database's driver takes them, a call each
+    (`Dialect.script_calls`)."""
+    return dialect_of(dialect).script_calls(text)

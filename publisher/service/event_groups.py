@@ -82,13 +82,13 @@ def may_be_loopback(engine: Engine, perpetrator: Any, user: str) -> ColumnElemen
 
 
 def _readable(engine: Engine, column: Any) -> Any:
-    """Text may hold any bytes (`Dialect.text_as_bytes`): read it as bytes, so one bad value cannot
+    """Text may hold any bytes (`Dialect.exact`): read it as bytes, so one bad value cannot
     fail a scrape."""
     return dialect_of(engine).exact(column)
 
 
 def decoded(value: Any) -> str:
-    """A text column as read, as text: it may be read as bytes (`Dialect.text_as_bytes`, `backlog`),
+    """A text column as read, as text: it may be read as bytes (`Dialect.exact`, `backlog`),
     and bytes that are not UTF-8 are shown escaped. `stats` and the metrics both report with it."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8", errors="backslashreplace")
@@ -96,7 +96,7 @@ def decoded(value: Any) -> str:
 
 
 def utc_of(value: Any) -> dt.datetime | None:
-    """An event time as read (bytes where `Dialect.text_as_bytes`), in UTC; None when there is none."""
+    """An event time as read (bytes where `Dialect.exact` reads text so), in UTC; None when there is none."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         value = decoded(value)
     return as_utc(value)

@@ -42,7 +42,7 @@ STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60
 """Seconds: a small cycle's stages take milliseconds, a large one's minutes."""
 EVENT_LOG_CACHE_SECONDS = 5.0
 """How long one read of the event log answers scrapes. Each read is a GROUP BY over the whole
-table (with one writer at a time, `Dialect.one_writer`, it also holds a read lock that delays a
+table (with one writer at a time, `Dialect.begin_alone`, it also holds a read lock that delays a
 cycle's acknowledgement), so a burst of
 scrapes (several Prometheus servers, a dashboard refreshing, someone with curl) must cost one
 read; 5 s is well under any scrape interval, so no scrape sees older figures than it would at

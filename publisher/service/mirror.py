@@ -204,7 +204,7 @@ def _source(config: Config, engine: Engine, reader: Reader
                 objects[name].pop(column, None)
                 problems.append(Difference(name, column, f"{CANNOT_PUBLISH}: {reason}", ""))
         for name, count in rows.items():
-            if count > 1:  # a view whose pk_ columns are not unique, 1 and '1' (`dynamic_typing`): no one object
+            if count > 1:  # a view whose pk_ columns are not unique, 1 and '1' (`keys_spelled_by_type`): no one object
                 objects.pop(name)
                 problems.append(Difference(name, None, f"{NO_ONE_OBJECT}: {count} rows of {table.name} share this key",
                                            ""))

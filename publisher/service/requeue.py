@@ -273,7 +273,7 @@ def _user() -> str | None:
 
 
 def _text(raw: Any) -> str | None:
-    """A table_name as read (bytes where `Dialect.text_as_bytes`: any bytes): text, or None when it
+    """A table_name as read (bytes where text may hold any bytes, `Dialect.exact`): text, or None when it
     is NULL or not UTF-8 (no table name could match it)."""
     if isinstance(raw, (bytes, bytearray, memoryview)):
         try:

@@ -26,7 +26,7 @@ def backlog(config: Config, engine: Engine) -> dict[str, Any]:
     names = config.event_log.columns
 
     def readable(name: str) -> Any:
-        """Text may hold any bytes (`Dialect.text_as_bytes`): read it as bytes, so one bad value cannot
+        """Text may hold any bytes (`Dialect.exact`): read it as bytes, so one bad value cannot
         fail the report."""
         return dialect_of(engine).exact(table.c[name])
 

@@ -18,17 +18,14 @@ from sqlalchemy import (
     Select,
     Table,
     Text,
-    and_,
     bindparam,
     cast,
     func,
     insert,
     literal_column,
     not_,
-    or_,
     select,
     text,
-    tuple_,
 )
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.types import NullType
@@ -152,7 +149,7 @@ class KeyOrder:
                          for c in self.keys]
         self.texts = [self.reading.texts[c.name] for c in self.keys]
         self.condition = condition
-        self.expanded = not dialect_of(engine).row_value_index
+        self.dialect = dialect_of(engine)
         self.upto = None if upto is None else self.values_of_key(upto)
         """The last key this order reads (a key range's end), or None: to the table's last row."""
         self.locked = not table.is_view
@@ -246,13 +243,7 @@ class KeyOrder:
         params = [bindparam(f"{name}{i}", value, type_=NullType()) for i, value in enumerate(after)]
         if len(params) == 1:
             return self.compared[0] > params[0]
-        if not self.expanded:
-            return tuple_(*self.compared) > tuple_(*params)
-        alternatives = []
-        for i in range(len(params)):
-            equal = [self.compared[j] == params[j] for j in range(i)]
-            alternatives.append(and_(*equal, self.compared[i] > params[i]))
-        return or_(*alternatives)
+        return self.dialect.keys_after(self.compared, params)
 
 
 LOCK_RETRIES = 100
@@ -310,7 +301,7 @@ CHUNK_LOCK_WAIT = "200ms"
 """How long a chunk waits for a writer's lock where the database lets it say
 (`Dialect.begin_reading_rows`): well under its deadlock detection, so that in a deadlock with the
 application the chunk gives way, never the application's transaction. Elsewhere the database
-picks the chunk itself, or the chunk is the one writer from its read to its commit (`one_writer`)."""
+picks the chunk itself, or the chunk is the one writer from its read to its commit (`Dialect.begin_alone`)."""
 
 
 def _begin_chunk(conn: Connection) -> None:

@@ -6,7 +6,7 @@ A check-out is bounded by two snapshots of the database: the one its previous ch
 and not in `since`. Where `Dialect.transaction_snapshots` that is decided per event by the
 transaction that logged it (the triggers write its id), against the transaction snapshots, as
 PgQ's ticks do: a transaction left open across a check-out is delivered by the first check-out
-after it commits, whatever its record_ids. Where one writer commits at a time (`one_writer`),
+after it commits, whatever its record_ids. Where one writer commits at a time (`Dialect.begin_alone`),
 commit order is record_id order, and a snapshot is the highest record_id.
 
 `until` is kept in the subscriber's state row before anything is written, and the check-out
@@ -32,19 +32,17 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
-    Text,
     and_,
     case,
     cast,
     exists,
     func,
-    literal_column,
     not_,
     or_,
     select,
 )
 
-from publisher.dialects import dialect_of
+from publisher.dialects import Dialect, dialect_of
 from publisher.dialects.reflection import reflection
 from publisher.errors import MissingStateError, OutputStateError
 from publisher.subscriptions.tables import (
@@ -121,16 +119,12 @@ class CheckOutWindow:
         )
 
 
-def _ids(transactions: tuple[int, ...]) -> ColumnElement[Any]:
-    return literal_column(f"'{{{','.join(map(str, transactions))}}}'::bigint[]")
-
-
-def visible_in(transaction: ColumnElement[Any], snapshot: Snapshot) -> ColumnElement[bool]:
+def visible_in(transaction: ColumnElement[Any], snapshot: Snapshot, dialect: Dialect) -> ColumnElement[bool]:
     """A transaction id visible in the snapshot: begun before its `next` and not running then
     (no test of the running ones when none was: a window's read pays it on every row)."""
     if not snapshot.active:
         return transaction < snapshot.next
-    return and_(transaction < snapshot.next, transaction != func.all(_ids(snapshot.active)))
+    return and_(transaction < snapshot.next, dialect.none_of(transaction, snapshot.active))
 
 
 def check_out_predicate(
@@ -147,7 +141,8 @@ def check_out_predicate(
     those rows, whatever order the record_ids were given in (a cached sequence, ids set by hand).
     Each is then tested once, in one CASE."""
     since, until = window.since, window.until
-    if not dialect_of(dialect).transaction_snapshots or transaction is None:
+    found = dialect_of(dialect)
+    if not found.transaction_snapshots or transaction is None:
         checkins = checkin_table(window.event_log, schema)
         checked_in = exists().where(checkins.c.subscriber_name == window.subscriber,
                                     record_id.between(checkins.c.first_record_id, checkins.c.last_record_id))
@@ -155,9 +150,9 @@ def check_out_predicate(
         return and_(record_id > window.after, by_record, not_(checked_in))
     new = or_(transaction_of(transaction) >= since.oldest, record_id > since.record_id)
     tx = cast(transaction, BigInteger)
-    committed_between = and_(visible_in(tx, until), not_(visible_in(tx, since)))
+    committed_between = and_(visible_in(tx, until, found), not_(visible_in(tx, since, found)))
     if window.checked_in:
-        committed_between = and_(committed_between, tx != func.all(_ids(window.checked_in)))
+        committed_between = and_(committed_between, found.none_of(tx, window.checked_in))
     return and_(
         record_id > window.after, new,
         case((is_transaction(transaction), committed_between), else_=record_id <= until.record_id),
@@ -169,9 +164,11 @@ def checked_out_predicate(
 ) -> ColumnElement[bool]:
     """The events a subscriber's finished check-outs have taken (or passed over) up to `since`."""
     by_record = record_id <= since.record_id
-    if not dialect_of(dialect).transaction_snapshots or transaction is None:
+    found = dialect_of(dialect)
+    if not found.transaction_snapshots or transaction is None:
         return by_record
-    return case((is_transaction(transaction), visible_in(cast(transaction, BigInteger), since)), else_=by_record)
+    return case((is_transaction(transaction), visible_in(cast(transaction, BigInteger), since, found)),
+                else_=by_record)
 
 
 @dataclass(frozen=True)
@@ -190,7 +187,7 @@ def checked_in(engine: Engine, event_log: str, schema: str | None, subscriber: s
     delivered to every other subscriber. All or nothing: the record commits with the changes.
 
     Where `Dialect.transaction_snapshots` the transaction's id is recorded; where one writer is
-    let in at a time (`one_writer`), the record_ids its events took (the transaction begins alone,
+    let in at a time, the record_ids its events took (the transaction begins alone,
     `Dialect.begin_alone`, so no other writer logs between its first and last event)."""
     require_state_tables(engine, event_log, schema)
     checkins = checkin_table(event_log, schema)
@@ -204,7 +201,7 @@ def checked_in(engine: Engine, event_log: str, schema: str | None, subscriber: s
         first = None if by_transaction else int(conn.execute(highest).scalar_one())
         yield conn
         if by_transaction:
-            transaction = conn.execute(select(func.txid_current())).scalar_one()
+            transaction = conn.execute(select(dialect_of(conn).current_transaction())).scalar_one()
             conn.execute(checkins.insert().values(subscriber_name=subscriber, transaction_id=transaction,
                                                   checked_in_at=now))
         else:
@@ -250,7 +247,8 @@ class CheckOutState:
     def __init__(self, engine: Engine, event_log: str, schema: str | None, subscriber: str) -> None:
         require_state_tables(engine, event_log, schema)
         self.engine = engine
-        self.by_transaction = dialect_of(engine).transaction_snapshots
+        self.dialect = dialect_of(engine)
+        self.by_transaction = self.dialect.transaction_snapshots
         self.table = subscriber_table(event_log, schema)
         self.log_table = event_log
         self.schema = schema
@@ -337,7 +335,7 @@ class CheckOutState:
         highest = select(func.coalesce(func.max(record_id), 0)).scalar_subquery()
         if not self.by_transaction:
             return Snapshot(int(conn.execute(select(highest)).scalar_one()))
-        row = conn.execute(select(cast(func.txid_current_snapshot(), Text), highest)).one()
+        row = conn.execute(select(self.dialect.transaction_snapshot(), highest)).one()
         return Snapshot(int(row[1]), str(row[0]))
 
     def advance(self, conn: Connection, window: CheckOutWindow, hi: int, finished: bool) -> None:
@@ -354,7 +352,7 @@ class CheckOutState:
             values: dict[str, Any] = {
                 "check_out_record_id": until.record_id, "check_out_snapshot": until.transactions,
                 "check_out_timestamp": dt.datetime.now(dt.UTC),
-                "check_out_transaction_id": func.txid_current() if self.by_transaction else None,
+                "check_out_transaction_id": self.dialect.current_transaction() if self.by_transaction else None,
                 "check_out_oldest_transaction_id": until.oldest if self.by_transaction else None,
                 "check_out_transactions": ",".join(map(str, until.active)) if self.by_transaction else None,
                 "pending_record_id": None, "pending_snapshot": None, "pending_after": None,

@@ -88,8 +88,8 @@ def require_check_outs(dialect: str) -> None:
     """Subscribers need a database that can tell which events a check-out's snapshot holds: by
     their transactions, or by record_id where one writer commits at a time."""
     found = dialect_of(dialect)
-    if not (found.transaction_snapshots or found.one_writer):
-        able = " or ".join(family.title for family in families() if family.transaction_snapshots or family.one_writer)
+    if not found.serves_subscribers():
+        able = " or ".join(family.title for family in families() if family.serves_subscribers())
         raise MissingStateError(
             f"subscribers need {able}: a {found.title} trigger can read no transaction id, and "
             "the server shows no snapshot of the transactions running, so a check-out could not tell an event "

@@ -101,7 +101,7 @@ def keyed_only(rows: pa.Table, unkeyed: pa.Table, keys: list[str]) -> pa.Table:
 def unkeyed_rows(rows: pa.Table, keys: list[str]) -> pa.Table:
     """The key texts of rows that name no one object, with how many rows share each: a key
     other rows have too (a view whose pk_ columns are not unique; key columns that store what they
-    are given, `Dialect.dynamic_typing`, holding 1 and '1') or a NULL in a key column. Such rows
+    are given, `Dialect.keys_spelled_by_type`, holding 1 and '1') or a NULL in a key column. Such rows
     cannot be told apart from one cycle to the next."""
     counted = rows.group_by(keys, use_threads=False).aggregate([([], "count_all")])
     shared = pc.greater(counted.column("count_all"), 1)

@@ -100,7 +100,7 @@ def _texts(column: pa.Array | list[Any]) -> pa.Array:
 
 def _read_texts(table: TableInfo, column: ColumnInfo, values: pa.Array | list[Any]) -> pa.Array:
     """A value column as text: as read where it is text (a published text read again publishes the
-    same), else (`Dialect.dynamic_typing`: a BLOB as bytes, an INTEGER as int) published from what
+    same), else (a column that stores what it is given: a BLOB as bytes, an INTEGER as int) published from what
     was read."""
     if isinstance(values, pa.Array):
         return values

@@ -45,8 +45,7 @@ def _make_item(database) -> str:
 
 
 def _version(database) -> str | None:
-    with database.engine.connect() as conn:
-        return dialect_of(database.engine).catalog_version(conn, database.schema)
+    return dialect_of(database.engine).catalog_version(database.engine, database.schema)
 
 
 def _statements(database, migration: str) -> list[str]:
@@ -93,13 +92,11 @@ def test_rows_statistics_and_vacuum_keep_the_catalog_version(database):
 def test_the_version_of_another_schema_is_its_own(postgresql_database):
     database = postgresql_database
     _make_item(database)
-    with database.engine.connect() as conn:
-        here = dialect_of(database.engine).catalog_version(conn, database.schema)
-        public = dialect_of(database.engine).catalog_version(conn, "public")
+    here = dialect_of(database.engine).catalog_version(database.engine, database.schema)
+    public = dialect_of(database.engine).catalog_version(database.engine, "public")
     assert here != public
     database.execute(f"ALTER TABLE {database.qualified('item')} ADD COLUMN extra INTEGER")
-    with database.engine.connect() as conn:
-        assert dialect_of(database.engine).catalog_version(conn, "public") == public
+    assert dialect_of(database.engine).catalog_version(database.engine, "public") == public
 
 
 def test_a_schema_too_large_for_a_cheap_version_is_reflected_anew_each_time(postgresql_database):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, text
+from sqlalchemy import ColumnElement, and_, func, or_, text
 from sqlalchemy.engine import URL, Engine
 
 from publisher.dialects.base import Dialect
@@ -25,8 +25,6 @@ class MariaDB(Dialect):
     title = "MariaDB/MySQL"
     capture = "publisher.databases.mariadb.capture.MariaDBCapture"
     workshop = "publisher.databases.mariadb.workshop.MariaDBWorkshop"
-    row_value_index = False
-    """MariaDB uses an index for `a > x OR (a = x AND b > y)`, not for `(a, b) > (x, y)`."""
     lock = "publisher.databases.mariadb.lock.NamedLock"
     gives_way_codes = frozenset({"1205", "1213"})
     """Lock wait timeout, and deadlock (InnoDB picks the transaction with less to undo: a snapshot's
@@ -93,6 +91,16 @@ class MariaDB(Dialect):
 
     def octets(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         return func.coalesce(func.length(column), 0)
+
+    def keys_after(self, columns: Sequence[ColumnElement[Any]],
+                   values: Sequence[ColumnElement[Any]]) -> ColumnElement[bool]:
+        """Spelled out, `a > x OR (a = x AND b > y)`: MariaDB uses an index for that, not for
+        `(a, b) > (x, y)`."""
+        alternatives = []
+        for i in range(len(values)):
+            equal = [columns[j] == values[j] for j in range(i)]
+            alternatives.append(and_(*equal, columns[i] > values[i]))
+        return or_(*alternatives)
 
     def analyze(self, table: str) -> str:
         return f"ANALYZE TABLE {table}"

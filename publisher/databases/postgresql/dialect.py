@@ -1,10 +1,11 @@
 """PostgreSQL."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, func, literal_column, null, text
-from sqlalchemy.engine import Connection
+from sqlalchemy import ColumnElement, Text, case, cast, func, literal_column, null, text
+from sqlalchemy.engine import Connection, Engine
 
 from publisher.dialects.base import Dialect
 
@@ -74,10 +75,20 @@ class PostgreSQL(Dialect):
     thresholds of `pipeline.acknowledge` (ranges as two arrays joined, TRUSTED_JOIN) were measured
     here."""
     copy_reader = "publisher.databases.postgresql.copy_read"
-    catalog_versions = True
     lock = "publisher.databases.postgresql.lock.AdvisoryLock"
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""
+
+    def current_transaction(self) -> ColumnElement[Any]:
+        return func.txid_current()
+
+    def transaction_snapshot(self) -> ColumnElement[Any]:
+        return cast(func.txid_current_snapshot(), Text)
+
+    def none_of(self, transaction: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
+        """`<> ALL` of a constant array, which the database hashes: a window's read pays it on
+        every row, less than a lookup per event."""
+        return transaction != func.all(literal_column(f"'{{{','.join(map(str, ids))}}}'::bigint[]"))
 
     def environment_errors(self) -> tuple[type[BaseException], ...]:
         import psycopg
@@ -109,8 +120,9 @@ class PostgreSQL(Dialect):
             encoding = conn.exec_driver_sql("SHOW server_encoding").scalar()
         return str(encoding)
 
-    def catalog_version(self, conn: Connection, schema: str | None) -> str | None:
-        version = conn.execute(_CATALOG_VERSION, {"schema": schema}).scalar_one()
+    def catalog_version(self, engine: Engine, schema: str | None) -> str | None:
+        with engine.connect() as conn:
+            version = conn.execute(_CATALOG_VERSION, {"schema": schema}).scalar_one()
         return None if version is None else str(version)
 
     def time_key(self, column: ColumnElement[Any]) -> ColumnElement[Any]:

@@ -8,7 +8,8 @@ import sqlite3
 from typing import Any
 
 from sqlalchemy import ColumnElement, LargeBinary, case, cast, func, literal_column, null, select, text
-from sqlalchemy.engine import URL, Connection
+from sqlalchemy import types as sqltypes
+from sqlalchemy.engine import URL, Connection, Engine
 
 from publisher.dialects.base import Dialect
 
@@ -30,33 +31,43 @@ class SQLite(Dialect):
     title = "SQLite"
     capture = "publisher.databases.sqlite.capture.SQLiteCapture"
     workshop = "publisher.databases.sqlite.workshop.SQLiteWorkshop"
-    has_schemas = False
-    catalog_versions = True
-    one_writer = True
-    """A snapshot's chunk is the one writer from its read to its commit; a read of the whole event
-    log (a metrics scrape's) holds a read lock that delays a cycle's acknowledgement."""
-    one_statement_per_call = True
-    """The driver runs one statement per call, where the PostgreSQL driver runs a whole script
-    statement by statement (`service.checkouts`)."""
-    text_as_bytes = True
-    """Text may hold any bytes, which the driver fails to decode; an event_time comes back as text,
-    written in UTC."""
-    dynamic_typing = True
-    """A TEXT column may be read as a BLOB's bytes or an INTEGER's int, published from what they
-    are; a primary key that is not INTEGER may hold NULL (no object: not read, and counted). The
-    triggers and the rows read back spell a value alike, so only integer keys are spelled by kind,
-    and a REAL's text, not exact, is what query-back compares (`matched_as_text`)."""
-    statement_event_time = True
-    """'now' is fixed within a statement, and one writer at a time logs a statement's rows
-    one after the other."""
     gives_way_message = "database is locked"
+
+    def keys_spelled_by_type(self) -> bool:
+        """No: a column stores the value as given, whatever its declared type (a TEXT column may be
+        read as a BLOB's bytes or an INTEGER's int, published from what they are; a primary key
+        that is not INTEGER may hold NULL: no object, not read, and counted). The triggers and
+        the rows read back spell a value alike, so only integer keys are spelled by kind."""
+        return False
+
+    def matched_as_text(self, sql_type: Any) -> bool:
+        """A REAL or NUMERIC column's, and one of no declared type: a REAL's text is not exact, so
+        the value a trigger logged may not compare equal to the stored one; and a column with no
+        type keeps each value's own storage class (an integer never equals, nor is greater than,
+        the text a key is spelled in)."""
+        return isinstance(sql_type, (sqltypes.Numeric, sqltypes.Float, sqltypes.NullType))
+
+    def begin_alone(self) -> list[str]:
+        """As the writer: one writer at a time, for the whole database. A snapshot's chunk is the
+        one writer from its read to its commit; a read of the whole event log (a metrics
+        scrape's) holds a read lock that delays a cycle's acknowledgement."""
+        return ["BEGIN IMMEDIATE"]
+
+    def serves_subscribers(self) -> bool:
+        """By record_id: one writer commits at a time, so commit order is record_id order and a
+        snapshot is the highest record_id (a check-in's transaction begins alone, `begin_alone`)."""
+        return True
 
     def environment_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.OperationalError,)
 
-    def statement_complete(self, script: str) -> bool:
-        """SQLite's own rule, which knows its strings and trigger bodies."""
-        return sqlite3.complete_statement(script)
+    def script_calls(self, script: str) -> list[str]:
+        """A statement a call: the driver runs one statement per call, where the PostgreSQL driver
+        runs a whole script statement by statement. Cut where a statement is complete by SQLite's
+        own rule, which knows its strings and trigger bodies (`model.statements`)."""
+        from publisher.model.statements import Lexis, split_statements
+
+        return [statement.text for statement in split_statements(script, Lexis(complete=sqlite3.complete_statement))]
 
     def ids_given_again(self, conn: Connection, table: str) -> bool:
         """Without AUTOINCREMENT SQLite gives the highest id again once its row is deleted (as
@@ -74,15 +85,25 @@ class SQLite(Dialect):
         name = str(conn.exec_driver_sql("PRAGMA encoding").scalar())
         return _ENCODINGS.get(name, "utf-8"), name
 
-    def catalog_version(self, conn: Connection, schema: str | None) -> str | None:
+    def catalog_version(self, engine: Engine, schema: str | None) -> str | None:
         """The file's counter of schema changes, which a change undone still moves, with a digest
         of the schema's own statements, which another file at the same path cannot share unless
         its schema is the same (an attached database's is not asked)."""
         if schema is not None:
             return None
-        counter = conn.exec_driver_sql("PRAGMA schema_version").scalar()
-        rows = conn.exec_driver_sql("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")
-        return f"{counter}:{hashlib.sha256(repr(rows.all()).encode('utf-8')).hexdigest()}"
+        with engine.connect() as conn:
+            counter = conn.exec_driver_sql("PRAGMA schema_version").scalar()
+            rows = conn.exec_driver_sql("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name").all()
+        return f"{counter}:{hashlib.sha256(repr(rows).encode('utf-8')).hexdigest()}"
+
+    def table_schema(self, configured: str | None) -> str | None:
+        """None, whatever is configured: SQLite has no schemas, and its trigger bodies must not
+        qualify a name (`Capture.qualify`)."""
+        return None
+
+    def default_schema(self, engine: Engine) -> str:
+        """The main database's name, which stands for a schema in SQLAlchemy's reflection."""
+        return "main"
 
     def connect_args(self, timeout: float) -> dict[str, Any]:
         """Wait on a locked file instead of failing at once."""
@@ -108,8 +129,31 @@ class SQLite(Dialect):
         read."""
         return func.coalesce(func.julianday(column), _NO_TIME)
 
+    def statement_mark(self, event_time: ColumnElement[Any]) -> ColumnElement[Any] | None:
+        """The event_time: 'now' is fixed within a statement, and one writer at a time logs a
+        statement's rows one after the other."""
+        return event_time
+
     def time_now(self) -> ColumnElement[Any]:
         return func.julianday("now")
+
+    def exact(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """As bytes: text may hold any bytes, which the driver fails to decode."""
+        return cast(column, LargeBinary)
+
+    def text_as_read(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """As bytes, decoded row by row: text may hold any bytes, which the driver fails to decode."""
+        return cast(column, LargeBinary)
+
+    def event_time_as_read(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """As bytes, as every text: an event_time comes back as text, written in UTC."""
+        return cast(column, LargeBinary)
+
+    def event_time_apart(self, column: ColumnElement[Any],
+                         readable: ColumnElement[Any]) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+        """Its time as `readable_time` gives it (a Julian day number), since the event_time is read
+        as its text (bytes), which is also what a rejection shows."""
+        return readable, null()
 
     def octets(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         return func.coalesce(func.length(cast(column, LargeBinary)), 0)
