@@ -4,9 +4,10 @@ messages describe a change logged before a migration by the table version it was
 `install`, the reinstall that follows a migration and an event trigger that follows migrations
 (`Capture.may_follow`, in the migration's own transaction) record where in the event log each shape
 begins: the record_id from which the capture logs for it, and the table's columns as the catalog
-reflects them, or None where the event trigger cannot tell (a trigger function in the database's own
-language does not reflect as the publisher does): then the shape recorded next, or the table's shape now. A cycle's window never
-spans a change of shape (`ShapeHistory.first_change`), so each table has one shape per cycle (`at`).
+reflects them, or None where the event trigger cannot tell (a trigger function in the
+database's own language does not reflect as the publisher does): then the shape recorded next,
+or the table's shape now. A cycle's window never spans a change of shape
+(`ShapeHistory.first_change`), so each table has one shape per cycle (`at`).
 """
 from __future__ import annotations
 
