@@ -42,7 +42,17 @@ With --snapshot it measures what a snapshot of a large table costs, on PostgreSQ
 threads, with --small-cycle-events 0 or on a cluster by Spark's tasks), or with
 --snapshot-logged its logging (a row query-back per row) and the drain of those events by cycles
 of QUERY_LIMIT events on one warm SparkSession; with the peak memory of the driver, the JVM and
-the workers.
+the workers. Beside the COPY, a second floor: the COPY plus as many bytes as the snapshot's
+documents written to one file and fsynced.
+
+With --targets it runs, in turn on PostgreSQL, what the drain's targets name, each with its floor
+measured in the same run, and prints one table: the measure, its seconds, its floor's seconds,
+the ratio, the target and whether it is met, with the machine's cores and load average at the
+start and the end. The capture mix (--seconds, --rounds) comes first, with no Spark running; then
+one backlog of EVENTS events on ROWS rows (default 100000), drained by a cold `publisher poll`
+process, by the warm session, and by it again with change tables and messages on (the backlog set
+back to new in between); the reference and latency phases run at their smallest. Last,
+`snapshot --direct` of a table of ROWS rows (default 1000000) on the same session.
 """
 
 BENCH_EPILOG = """\
@@ -78,6 +88,19 @@ reading the --snapshot report:
   publisher bench --snapshot                             1000000 rows, query_limit 200000
   publisher bench --snapshot --rows 5000000 --json
   publisher bench --triggerless --rows 1000000   a triggerless cycle against COPY of the table
+
+reading the --targets report (each ratio is seconds / floor seconds):
+  cold `poll` process / floor       a poll process from start to exit / the floor (COPY of the new rows
+                                    and one UPDATE marking them, on a vacuumed copy of the log); <= 3x
+  warm drain / floor                the warm session's drain of the same backlog / the same floor; <= 3x
+  change tables + messages / XDS    the backlog drained again with the formats / the drain without; <= 1.3x
+  capture field, capture row        seconds per transaction with the style's triggers / without
+                                    (the --capture mix); <= 1.3x field, <= 1.2x row
+  snapshot --direct / (COPY + write)  the snapshot / COPY of the table plus writing its documents'
+                                    bytes with fsync; <= 2x
+
+  publisher bench --targets --rows 5000 --events 20000 --seconds 5 --rounds 1
+  publisher bench --targets --json > targets.json
 """
 
 
@@ -115,6 +138,11 @@ def add_bench(commands: Any) -> None:
     bench.add_argument("--capture", action="store_true",
                        help="measure what the capture triggers cost the application's transactions instead "
                        "(see above); uses only --database, --url, --seconds, --rounds and --json")
+    bench.add_argument("--targets", action="store_true",
+                       help="run every measurement the targets name, in turn, each with its floor, and print one "
+                       "table of ratios against the targets instead (see above); on "
+                       f"{' or '.join(names(copying()))}; uses --url, --rows, --events, --query-limit, --seconds, "
+                       "--rounds, --master, --small-cycle-events and --json")
     bench.add_argument("--snapshot", action="store_true",
                        help="measure what a snapshot of a table of --rows rows costs instead (see above), on "
                        f"{' or '.join(names(copying()))}; uses only --url, --rows, --query-limit, --master, "

@@ -188,6 +188,11 @@ def test_snapshot_bench_publishes_every_row_once_and_drops_its_schema(spark, tmp
     assert len({op.findtext("association") for op in operations}) == rows
     assert summary["resync"]["drain"]["operations"] == rows and summary["resync"]["snapshot_ratio"] > 0
     assert {a.get("attr-name") for op in operations[rows:] for a in op.iter("modify-attr")} >= {"resynced"}
+    written = summary["write_floor"]["bytes_written"]
+    on_disk = sum(path.stat().st_size for path in (tmp_path / "out").rglob("*") if path.is_file())
+    assert 0 < written < on_disk, "the snapshot's documents, written before the resync's"
+    assert report.copy_and_write_ratio == pytest.approx(
+        report.seconds / (report.floor.seconds + report.written.seconds))
     assert re.search(r"every row published +yes", format_snapshot_report(report))
     assert re.search(r"resync of one column .* the snapshot", format_snapshot_report(report))
 

@@ -25,10 +25,12 @@ def run(args: argparse.Namespace) -> int:
     from publisher.workshop.bench.run import BenchOptions, run_benchmark
     from publisher.workshop.databases import draining, names
 
-    chosen = [name for name in ("capture", "snapshot", "triggerless") if getattr(args, name)]
+    chosen = [name for name in ("targets", "capture", "snapshot", "triggerless") if getattr(args, name)]
     if len(chosen) > 1:
         raise BenchArgumentError(f"bench: --{' and --'.join(chosen)} measure different things; choose one")
     _check_broker(args, chosen)
+    if args.targets:
+        return _bench_targets(args)
     if args.triggerless:
         return _bench_triggerless(args)
     if args.capture:
@@ -101,6 +103,20 @@ def _bench_snapshot(args: argparse.Namespace) -> int:
                               master=args.master, direct=not args.snapshot_logged,
                               small_cycle_events=args.small_cycle_events)
     return _report(args, lambda: run_snapshot_bench(options), format_snapshot_report)
+
+
+def _bench_targets(args: argparse.Namespace) -> int:
+    from publisher.workshop.bench.capture_mix import CaptureBenchError
+    from publisher.workshop.bench.targets import TargetsOptions, format_targets_report, run_targets
+
+    _require_copying(args, "--targets")
+    options = TargetsOptions(url=args.url, rows=args.rows, events=args.events, query_limit=args.query_limit,
+                             seconds=args.seconds, rounds=args.rounds, master=args.master,
+                             small_cycle_events=args.small_cycle_events)
+    try:
+        return _report(args, lambda: run_targets(options), format_targets_report)
+    except CaptureBenchError as exc:
+        raise BenchUnavailableError(str(exc)) from None
 
 
 def _bench_triggerless(args: argparse.Namespace) -> int:

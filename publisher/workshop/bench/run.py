@@ -73,6 +73,9 @@ class BenchOptions:
     """With `formats`: a Kafka broker the backlog's messages go to in a second drain, timed beside the first."""
     encoding: Literal["json", "avro"] = "json"
     """What the messages go to `broker` as."""
+    formats_beside: bool = False
+    """After the drain, set the backlog back to new and drain it again with change tables and
+    messages on: what the formats cost on the same log, against the drain without them."""
 
 
 def with_broker(config: Config, broker: str, encoding: Literal["json", "avro"]) -> Config:
@@ -112,6 +115,15 @@ class BenchReport:
     """A poll process started cold on the same backlog, before the warm drain."""
     brokered: DrainResult | None = None
     """With `options.broker`: the same backlog drained again, its messages also sent to the broker."""
+    formatted: DrainResult | None = None
+    """With `options.formats_beside`: the same backlog drained again with change tables and messages."""
+
+    @property
+    def formats_ratio(self) -> float | None:
+        """How many times the drain's time the same backlog's drain with the formats on took."""
+        if self.formatted is None or not self.drain.seconds:
+            return None
+        return self.formatted.seconds / self.drain.seconds
 
     @property
     def broker_ratio(self) -> float | None:
@@ -170,6 +182,8 @@ class BenchReport:
             "broker": None if self.brokered is None else {
                 "encoding": self.options.encoding, "drain": self.brokered.summary(),
                 "ratio": _rounded(self.broker_ratio)},
+            "formats_beside": None if self.formatted is None else {
+                "drain": self.formatted.summary(), "ratio": _rounded(self.formats_ratio)},
         }
 
 
@@ -255,11 +269,15 @@ def _run(
             renew_backlog(config, engine, generated)
             brokered = drain(spark, engine, with_broker(config, options.broker, options.encoding), workload.events,
                              "drain to the broker")
+        formatted = None
+        if options.formats_beside:
+            renew_backlog(config, engine, generated)
+            formatted = drain(spark, engine, with_formats(config), workload.events, "drain with the formats")
     finally:
         engine.dispose()
     return BenchReport(
         options, workload, floor, reference, drained, latency, sampler.memory(), left, checked_out, spark_seconds,
-        warm_up_seconds, cold, brokered,
+        warm_up_seconds, cold, brokered, formatted,
     )
 
 
@@ -291,7 +309,7 @@ def warm_up(spark: SparkSession, options: BenchOptions, workdir: Path) -> None:
     workload = generate(database.name, url, MIN_ROWS, MIN_EVENTS, f"{options.schema}_warm_up")
     config = workload.config(workdir / "warm-up", options.query_limit, options.batch_size, options.master)
     config = dataclasses.replace(config, spark=dataclasses.replace(config.spark, small_cycle_events=0))
-    if options.formats:
+    if options.formats or options.formats_beside:
         config = with_formats(config)
     if options.broker:
         config = with_broker(config, options.broker, options.encoding)

@@ -4,6 +4,9 @@ A snapshot costs twice: the `snapshot` command logs a row query-back per row, an
 then drain those events, reading each row back. The bench's `usr` table is filled with no
 trigger, so no event exists, then captured; the floor is the database handing the whole table
 over with COPY (`Dialect.copy_out`), the least any publisher needs to read every row once.
+Beside it, the same COPY plus as many bytes as the snapshot's documents written to one file
+and fsynced: the least the database and the disk need together, which the direct path's
+target is set against.
 """
 from __future__ import annotations
 
@@ -81,6 +84,18 @@ class CopyFloor:
 
 
 @dataclass(frozen=True)
+class WriteFloor:
+    """As many bytes as the snapshot's documents, written to one file and fsynced."""
+
+    bytes_written: int
+    seconds: float
+
+    def summary(self) -> dict[str, Any]:
+        return {"method": "one file, written in 1 MiB blocks, fsync", "bytes_written": self.bytes_written,
+                "seconds": round(self.seconds, 3)}
+
+
+@dataclass(frozen=True)
 class ResyncCost:
     """A migration adding one column with a default to the table, through `publisher migrate`,
     which publishes every row again (its logged snapshot), and the drain of what it logged."""
@@ -109,6 +124,18 @@ class SnapshotReport:
     spark_seconds: float | None = None
     warm_up_seconds: float = 0.0
     resync: ResyncCost | None = None
+    written: WriteFloor | None = None
+    """The documents' bytes written and fsynced: with the COPY, the floor of the whole snapshot."""
+
+    @property
+    def copy_and_write_seconds(self) -> float | None:
+        return None if self.written is None else self.floor.seconds + self.written.seconds
+
+    @property
+    def copy_and_write_ratio(self) -> float | None:
+        """The snapshot's time against the COPY and the write of its documents' bytes."""
+        floor = self.copy_and_write_seconds
+        return self.seconds / floor if floor else None
 
     @property
     def resync_ratio(self) -> float:
@@ -167,6 +194,8 @@ class SnapshotReport:
             "drain": self.drain.summary(),
             "seconds": round(self.seconds, 3),
             "floor_ratio": round(self.floor_ratio, 3),
+            "write_floor": None if self.written is None else self.written.summary(),
+            "copy_and_write_ratio": None if self.copy_and_write_ratio is None else round(self.copy_and_write_ratio, 3),
             "rows_per_second": round(self.rows_per_second, 1),
             "memory": self.memory.summary(),
             "left_new": self.left_new,
@@ -187,6 +216,12 @@ def format_snapshot_report(report: SnapshotReport) -> str:
         ("drain (cycles)", f"{format_seconds(d.seconds)} ({d.cycles} cycles, {d.distributed_cycles} as Spark jobs)"),
         ("total", format_seconds(report.seconds)),
         ("total / floor", f"{report.floor_ratio:,.1f}x"),
+    ]
+    if report.written is not None:
+        rows += [("floor: the documents' bytes, fsync", f"{format_seconds(report.written.seconds)} "
+                                                        f"({format_size(report.written.bytes_written)})"),
+                 ("total / (COPY + the write)", f"{report.copy_and_write_ratio or 0:,.2f}x")]
+    rows += [
         ("rows/s end to end", format_count(report.rows_per_second)),
         ("drained operations / documents", f"{format_count(d.operations)} / {format_count(d.documents)}"),
         ("statuses", "  ".join(f"{s} {format_count(n)}" for s, n in sorted(d.statuses.items()))),
@@ -252,9 +287,30 @@ def _run(options: SnapshotOptions, config: Config, engine: Engine, workdir: Path
             logged = snapshot(config, engine, chunk_rows=options.chunk)
         drained = drain(spark, engine, config, options.rows, "snapshot drain")
     left_new = count_new(config, engine)
+    written = measure_write_floor(directory_bytes(Path(config.output.directory)), workdir / "write-floor")
     resync = measure_resync(spark, config, engine, options)
     return SnapshotReport(options, load_seconds, floor, logged, drained, sampler.memory(), left_new,
-                          spark_seconds, warm_up_seconds, resync)
+                          spark_seconds, warm_up_seconds, resync, written)
+
+
+def directory_bytes(directory: Path) -> int:
+    """The bytes of every file under `directory`: what the snapshot wrote."""
+    return sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())
+
+
+def measure_write_floor(size: int, path: Path, block: int = 2**20) -> WriteFloor:
+    """`size` bytes written to one new file and fsynced: the least the disk takes for the documents."""
+    data = b"x" * block
+    started = time.perf_counter()
+    with path.open("wb") as file:
+        left = size
+        while left > 0:
+            left -= file.write(data[:min(block, left)])
+        file.flush()
+        os.fsync(file.fileno())
+    seconds = time.perf_counter() - started
+    path.unlink()
+    return WriteFloor(size, seconds)
 
 
 def measure_resync(spark: SparkSession, config: Config, engine: Engine, options: SnapshotOptions) -> ResyncCost:
