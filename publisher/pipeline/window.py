@@ -19,6 +19,7 @@ from sqlalchemy import (
     cast,
     func,
     null,
+    or_,
     select,
     true,
 )
@@ -29,7 +30,7 @@ from publisher.errors import OutputStateError
 from publisher.model.events import Status
 from publisher.pipeline.event_log import EventLogSource, role_columns
 from publisher.pipeline.processing_order import ProcessingOrder
-from publisher.pipeline.window_end import WindowEnd
+from publisher.pipeline.window_end import LOOK_AROUND, WindowEnd
 from publisher.subscriptions.checkout import CheckOutWindow, Snapshot, check_out_predicate, visible_in
 from publisher.subscriptions.tables import is_transaction
 
@@ -187,12 +188,30 @@ def window_predicate(window: CycleWindow, table: Table, lo: int, hi: int, dialec
         transaction = table.c[window.transaction_column]
         planned = visible_in(cast(transaction, BigInteger), Snapshot(0, window.planned_in), dialect_of(dialect))
         predicate = and_(predicate, case((is_transaction(transaction), planned), else_=true()))
+    elif window.check_out is None and window.transaction_column is not None \
+            and not dialect_of(dialect).transaction_snapshots:
+        predicate = and_(predicate, _ended_within(window, table, window.transaction_column))
     if window.excluded:
         predicate = and_(predicate, c["record_id"].not_in(window.excluded))
     if window.cutoff_record_id is not None:
         order = ProcessingOrder(table, window.columns, dialect, future=True)
         predicate = and_(predicate, order.at_or_before(window.cutoff_record_id))
     return predicate
+
+
+def _ended_within(window: CycleWindow, table: Table, transaction_column: str) -> Any:
+    """Where the database cannot say which transactions the window was planned in (no
+    `Dialect.transaction_snapshots`): the rows of each transaction_id none of whose rows lie past
+    the window's end. One that commits between the window's planning and its reading can have
+    rows on both sides of `hi` (others logged in between); read in part, an insert's first
+    attribute would go out as an `<add>` in this cycle and the rest as another in the next, which
+    a consumer refuses. Its rows wait for a later cycle, as `planned_in` leaves a transaction the
+    planning did not see. Rows up to LOOK_AROUND past the end are looked at (`window_end`)."""
+    later = table.alias("later")
+    transaction, after = table.c[transaction_column], later.c[transaction_column]
+    later_id = later.c[window.columns[0]]
+    beyond = select(after).where(later_id > window.hi, later_id <= window.hi + LOOK_AROUND, after.is_not(None))
+    return or_(transaction.is_(None), transaction.not_in(beyond))
 
 
 def window_pin(window: CycleWindow) -> str:

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from harness import Harness
 from sqlalchemy import text
 
 from publisher.model.events import EVENT_FIELDS
+from publisher.pipeline import cycle
 from publisher.pipeline.read import read_rows
+from publisher.service.mirror import replay
 
 # A user no test database logs in as, so that trigger-logged rows on PostgreSQL are not loopback.
 OTHER_USER = "publisher_app"
@@ -80,3 +83,44 @@ def test_install_gives_an_older_postgresql_event_log_the_column(spark, postgresq
     (transaction,) = set(read_transactions(h).values())
     assert transaction is not None and transaction.isdigit()
     assert h.poll().statuses == {"S": 1}
+
+
+@pytest.mark.parametrize("database", ["postgresql", "mariadb"], indirect=True)
+def test_a_transaction_committed_between_planning_and_reading_waits_whole(spark, database, tmp_path, monkeypatch):
+    """An insert's two attributes logged around another session's row, committed after the
+    cycle found its window (ending at that row, beginning before the insert) and before it
+    read it: read in part, the first
+    would go out as an <add> and the second as another in the next cycle, which a consumer
+    refuses. MariaDB's triggers name the statement, PostgreSQL's the transaction."""
+    h = Harness(spark, database, tmp_path)
+    h.create_usr()
+    h.create_event_log()
+    c = h.config.event_log.columns
+    named = "CAST(txid_current() AS VARCHAR)" if h.dialect == "postgresql" else ":tx"
+    insert = text(f"INSERT INTO {h.table('event_log')} ({c.status}, {c.event_type}, {c.table_name}, "
+                  f"{c.table_key}, {c.column_name}, {c.new_value}, {c.transaction_id}) "
+                  f"VALUES ('N', 1, 'usr', :key, :column, :value, {named})")
+    with h.engine.begin() as conn:
+        conn.execute(insert, {"key": "idu=3", "column": "fname", "value": "Cy", "tx": "6@zero"})
+    pending = h.engine.connect()
+    pending.begin()
+    pending.execute(insert, {"key": "idu=1", "column": "fname", "value": "Ann", "tx": "7@one"})
+    with h.engine.begin() as conn:
+        conn.execute(insert, {"key": "idu=2", "column": "fname", "value": "Bob", "tx": "8@two"})
+    pending.execute(insert, {"key": "idu=1", "column": "lname", "value": "Lee", "tx": "7@one"})
+    planned = cycle.plan_cycle
+
+    def planned_then_committed(*args):  # type: ignore[no-untyped-def]
+        plan = planned(*args)
+        if pending.in_transaction():
+            pending.commit()
+        return plan
+
+    monkeypatch.setattr(cycle, "plan_cycle", planned_then_committed)
+    h.poll()
+    h.poll()
+    pending.close()
+    adds = [(op.findtext("association").split(",")[0], sorted(a.get("attr-name") for a in op.iter("add-attr")))
+            for op in h.published().operations if op.tag == "add"]
+    assert adds == [("idu=3", ["fname"]), ("idu=2", ["fname"]), ("idu=1", ["fname", "lname"])]
+    assert replay(h.output.glob("*.xml")).anomalies == []
