@@ -201,7 +201,18 @@ class Migration:
                     if self.taken is None or retake == RETAKES or not self.dialect.lock_gone_stale(exc):
                         raise
                     self.result.retaken += 1
-                    self.execute(self.dialect.retake_sql(self.taken))
+                    self._retake(statement, exc)
+
+    def _retake(self, statement: str, refusal: Exception) -> None:
+        from publisher.errors import root_cause
+
+        try:
+            self.execute(self.dialect.retake_sql(self.taken or []))
+        except Exception as exc:
+            raise RuntimeError(
+                f"the database refused {statement.split()[0]} under the migration's lock ({root_cause(refusal)}), "
+                f"and taking the tables anew was refused too ({root_cause(exc)}): grant what that names to the "
+                "migration's user, or run the migration again") from None
 
     def before(self, statement: str, captures: Sequence[str]) -> bool:
         """Run what goes before a statement on published tables (`before_migration_sql`), and

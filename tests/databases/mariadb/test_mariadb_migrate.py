@@ -6,6 +6,7 @@ import pymysql
 from harness import drain
 from test_migrate import migrate, site
 
+from publisher.cli import main
 from publisher.database import HeldConnection
 from publisher.service.mirror import verify
 
@@ -39,3 +40,29 @@ def test_a_delete_refused_for_its_lock_runs_again_with_the_tables_taken_anew(spa
     drain(h)
     assert [op.tag for op in h.published().operations] == ["delete"] * 3
     assert [str(d) for d in verify(h.config, h.engine)] == []
+
+
+def test_a_retake_the_user_may_not_run_fails_the_migration_naming_both_refusals(spark, mariadb_database, tmp_path,
+                                                                                capsys, monkeypatch):
+    """FLUSH TABLES needs the RELOAD privilege: where the migration's user lacks it, migrate
+    exits 2 naming the refused DELETE and the refused FLUSH, and nothing is deleted."""
+    h, path = site(spark, mariadb_database, tmp_path)
+    person = h.table("person")
+    h.db.execute(f"INSERT INTO {person} VALUES ('p1', '2026-01-01', 'Lee', '1990-01-01', 1.5, 'x')")
+    run = HeldConnection.run
+
+    def refuse(self: HeldConnection, statement: str) -> None:
+        if statement.startswith("DELETE"):
+            raise pymysql.err.OperationalError(1442, "Can't update table 'event_log' in stored function/trigger")
+        if statement.startswith("FLUSH"):
+            raise pymysql.err.OperationalError(1227, "Access denied; you need (at least one of) the RELOAD "
+                                                     "privilege(s) for this operation")
+        run(self, statement)
+
+    monkeypatch.setattr(HeldConnection, "run", refuse)
+    assert main(["migrate", "-c", str(path), "-e", f"TRUNCATE TABLE {person}"]) == 2
+    err = capsys.readouterr().err
+    assert "refused DELETE under the migration's lock" in err and "1442" in err, err
+    assert "taking the tables anew was refused too" in err and "RELOAD" in err, err
+    assert "no statement of the migration had run" in err, err
+    assert h.db.rows(f"SELECT COUNT(*) FROM {person}") == [(1,)]
