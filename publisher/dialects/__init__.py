@@ -20,8 +20,7 @@ from typing import Any
 
 from publisher.dialects.base import Dialect, UnknownDialectError, named_class
 
-__all__ = ["URL_EXAMPLES", "Dialect", "UnknownDialectError", "dialect_of", "families", "file_url", "is_mysql",
-           "named_class"]
+__all__ = ["URL_EXAMPLES", "Dialect", "UnknownDialectError", "dialect_of", "families", "file_url", "named_class"]
 
 _FAMILIES: dict[str, str] = {
     "postgresql": "publisher.databases.postgresql.dialect.PostgreSQL",
@@ -70,7 +69,3 @@ def file_url(path: str) -> str:
     default and the demo's."""
     return f"sqlite:///{path}"
 
-
-def is_mysql(dialect: str) -> bool:
-    """Whether a SQLAlchemy dialect name is MySQL's or MariaDB's."""
-    return dialect in _FAMILIES and _FAMILIES[dialect] == _FAMILIES["mysql"]
