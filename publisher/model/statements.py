@@ -264,6 +264,18 @@ def is_truncate(statement: str, lexis: Lexis = Lexis()) -> bool:
     return first_word(statement, lexis) == "TRUNCATE"
 
 
+_ROW_WORDS = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE", "MERGE"})
+
+
+def changes_rows(statement: str, lexis: Lexis = Lexis()) -> bool:
+    """Whether a statement inserts, updates or deletes rows (also from a `WITH` ahead of it), so
+    that the triggers of the tables it names log its changes."""
+    first = first_word(statement, lexis)
+    if first == "WITH":
+        return any(word.upper() in _ROW_WORDS for word in words_in(statement, lexis))
+    return first in _ROW_WORDS
+
+
 def controls_transaction(statement: str, lexis: Lexis = Lexis()) -> bool:
     """BEGIN, COMMIT, ROLLBACK and their kin: a migration's transaction is its own."""
     return first_word(statement, lexis) in _TRANSACTION_WORDS

@@ -35,6 +35,7 @@ from publisher.model.statements import (
     Statement,
     TableName,
     altered_tables,
+    changes_rows,
     controls_transaction,
     is_ddl,
     is_truncate,
@@ -150,7 +151,34 @@ class Migration:
                     f"{step.where()}: {step.statement.text.split()[0]} controls a transaction; migrate runs the "
                     "migration in its own (leave out BEGIN, COMMIT, ROLLBACK and the like); nothing has run")
             _refuse_attribute_names(self.config, step)
+            self._refuse_loopback(step)
         return steps
+
+    def _refuse_loopback(self, step: Step) -> None:
+        """A statement whose changes the triggers would log as the publisher's own user: the
+        deletes of a TRUNCATE of a published table, the rows a data statement naming one changes.
+        The cycle would pass them over as loopback, published nowhere: refused before anything
+        runs, naming the way out."""
+        from publisher.database import publisher_user
+        from publisher.rules.classify import is_loopback
+
+        if self.config.publisher.allow_loopback:
+            return
+        own = publisher_user(self.config, self.held.engine)
+        if not is_loopback(self.held.engine.url.username, own):
+            return
+        text, lexis = step.statement.text, self.dialect.lexis
+        if is_truncate(text, lexis) and step.captures:
+            what = "the deletes of this TRUNCATE"
+        elif changes_rows(text, lexis) and any(word.lower() in self.member_of for word in words_in(text, lexis)):
+            what = "the rows this statement changes"
+        else:
+            return
+        raise MigrationError(
+            f"{step.where()}: {what} would be logged by {own!r}, the publisher's own user (database.user, else the "
+            f"URL's user), and passed over as loopback: published nowhere. Run migrate as the application's user "
+            f"(--set database.url=… with that user; PUBLISHER_DATABASE_PASSWORD its password) or set "
+            f"publisher.allow_loopback = true; nothing has run")
 
     def tables_of(self, captures: Sequence[str]) -> list[str]:
         return existing(self.config, self.held, [t for capture in captures for t in self.families[capture]])

@@ -608,3 +608,51 @@ def test_messages_carry_the_rows_published_again_under_the_new_version(spark, sq
     assert "surname" in columns and "family_name" not in columns
     named = [dict(zip(columns, row, strict=True)) for row in rows]
     assert sorted((row["code"], row["surname"]) for row in named) == [("a", "Lee"), ("b", "Ng")]
+
+
+@pytest.mark.parametrize("database", ["postgresql", "mariadb"], indirect=True)
+def test_changes_the_publisher_s_own_user_would_log_are_refused_before_anything_runs(spark, database, tmp_path,
+                                                                                     capsys):
+    """Run with the publisher's own configuration, a TRUNCATE's deletes and a data statement's
+    rows would be logged as the publisher's changes and passed over as loopback: refused, naming
+    the way out; a statement on no published table still runs, and so does all of it once the
+    loopback is allowed."""
+    from sqlalchemy.engine import make_url
+
+    h, path = site(spark, database, tmp_path)
+    person, staging = h.table("person"), h.table("staging")
+    h.db.execute(f"INSERT INTO {person} (code, day, note) VALUES ('a', '2026-01-01', 'x')",
+                 f"CREATE TABLE {staging} (code VARCHAR(20))")
+    own = make_url(h.db.url).username
+    path.write_text(path.read_text(encoding="utf-8").replace(f'user = "{PUBLISHER_USER}"', f'user = "{own}"'),
+                    encoding="utf-8")
+    for statement, what in ((f"TRUNCATE TABLE {person}", "the deletes of this TRUNCATE"),
+                            (f"UPDATE {person} SET note = 'y'", "the rows this statement changes"),
+                            (f"WITH gone AS (DELETE FROM {person} RETURNING code) SELECT * FROM gone"
+                             if h.dialect == "postgresql" else f"DELETE FROM {person}",
+                             "the rows this statement changes")):
+        capsys.readouterr()
+        assert main(["migrate", "-c", str(path), "-e", f"INSERT INTO {staging} VALUES ('s')", "-e", statement]) == 2
+        err = capsys.readouterr().err
+        assert f"statement 2 (line 3): {what} would be logged by {own!r}" in err, err
+        assert "passed over as loopback" in err and "nothing has run" in err, err
+        assert h.db.rows(f"SELECT code, note FROM {person}") == [("a", "x")]
+        assert h.db.rows(f"SELECT code FROM {staging}") == [], "nothing of the migration ran"
+    migrate(path, f"INSERT INTO {staging} VALUES ('s')", f"SELECT code FROM {person}")
+    assert h.db.rows(f"SELECT code FROM {staging}") == [("s",)]
+    assert main(["migrate", "-c", str(path), "--set", "publisher.allow_loopback=true",
+                 "-e", f"TRUNCATE TABLE {person}"]) == 0
+    assert h.db.rows(f"SELECT code FROM {person}") == []
+
+
+@pytest.mark.parametrize(("statement", "changes"), [
+    ("INSERT INTO t VALUES (1)", True), ("update t set a = 1", True), ("DELETE FROM t", True),
+    ("REPLACE INTO t VALUES (1)", True), ("MERGE INTO t USING s ON (t.a = s.a) WHEN MATCHED THEN DELETE", True),
+    ("WITH x AS (SELECT 1) UPDATE t SET a = 1", True), ("WITH x AS (SELECT 1) SELECT * FROM x", False),
+    ("SELECT * FROM t FOR UPDATE", False), ("ALTER TABLE t ADD FOREIGN KEY (a) REFERENCES s ON DELETE CASCADE", False),
+    ("SELECT 'DELETE'", False), ("TRUNCATE t", False),
+])
+def test_the_statements_that_change_rows(statement, changes):
+    from publisher.model.statements import changes_rows
+
+    assert changes_rows(statement) is changes
