@@ -111,8 +111,8 @@ def event_log_ddl(config: Config, engine: Engine) -> list[str]:
 
 
 def subscription_ddl(config: Config, engine: Engine) -> list[str]:
-    """The subscribers' state tables (`subscriber_tables`), and where
-    `Dialect.transaction_snapshots` the index that finds a check-out's events by their transaction."""
+    """The subscribers' state tables (`subscriber_tables`), and the indexes a check-out finds its
+    events by (`Capture.subscription_indexes`: by their transaction, where it goes by them)."""
     from sqlalchemy import MetaData
     from sqlalchemy.schema import CreateIndex, CreateTable
 

@@ -5,9 +5,9 @@ Everything about one database lives in its folder, `publisher/databases/<name>/`
 capture, lock and SQL templates); the registry names each dialect class by its dotted name and
 imports it on first ask, as SQLAlchemy loads `sqlalchemy.dialects.<name>`, so this bottom layer
 imports no database's folder and the layers below the folders reach a database only through it.
-The rest of the package asks a `Dialect` what it needs (a property such as
-`transaction_snapshots`, an expression such as `readable_time`) and never compares dialect names
-itself (`tests/databases/test_dialects.py` holds it to that). Adding a database is a folder and
+The rest of the package asks a `Dialect` what it needs (a property such as `copy_out`, an
+expression such as `readable_time`, a class it names such as `visibility`) and never compares
+dialect names itself (`tests/databases/test_dialects.py` holds it to that). Adding a database is a folder and
 one line in `_FAMILIES` (`docs/guides/new-database.md`; `tests/databases/test_registry.py` walks
 the registry for what is missing).
 

@@ -35,11 +35,11 @@ class Dialect:
     soak` (its default URLs, private server, workload SQL and mix; the protocol is
     `publisher.workshop.databases.DatabaseWorkshop`), imported when first asked for: the workshop
     sits above the product. None: the workshop does not drive this database."""
-    transaction_snapshots: ClassVar[bool] = False
-    """The triggers log the transaction's id and the database shows which transactions a
-    snapshot holds: check-outs select events by transaction, as PgQ's ticks do, in the SQL the
-    dialect gives (`current_transaction`, `transaction_snapshot`, `none_of`). Elsewhere by
-    record_id, with one writer committing at a time (`serves_subscribers`)."""
+    visibility: ClassVar[str] = "publisher.subscriptions.visibility.Visibility"
+    """The dotted name of the class that says which events a snapshot of the database holds (a
+    `publisher.subscriptions.visibility.Visibility`: what a window reads, what a check-out takes
+    and a check-in records), imported when first asked for: by default by record_id, which serves
+    subscribers where one writer commits at a time (`serves_subscribers`)."""
     marks_beside_writes: ClassVar[bool] = False
     """A cycle's statuses may be written, uncommitted, while its output is written: an open
     UPDATE of the event log's rows holds back no insert of the application's triggers. Not so
@@ -265,25 +265,10 @@ class Dialect:
         has one writer at a time: none where writers commit side by side."""
         return []
 
-    def current_transaction(self) -> ColumnElement[Any]:
-        """The id of the transaction a statement runs in, as the triggers log it, where
-        `transaction_snapshots` (a check-in and a finished check-out record theirs)."""
-        raise NotImplementedError(f"{self.name} shows no transaction snapshots")
-
-    def transaction_snapshot(self) -> ColumnElement[Any]:
-        """The transactions a statement sees, as text `xmin:xmax:active,…`, where
-        `transaction_snapshots` (a check-out's bounds, a window's `planned_in`)."""
-        raise NotImplementedError(f"{self.name} shows no transaction snapshots")
-
-    def none_of(self, transaction: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
-        """Whether a transaction id (a BIGINT) is none of `ids` (those running at a snapshot, those
-        a subscriber checked in), where `transaction_snapshots`."""
-        raise NotImplementedError(f"{self.name} shows no transaction snapshots")
-
     def serves_subscribers(self) -> bool:
         """Whether a check-out's snapshot can tell the events committed before it from those
-        committed after: by their transactions (`transaction_snapshots`)."""
-        return self.transaction_snapshots
+        committed after (`visibility`): not by record_id alone, where writers commit side by side."""
+        return False
 
 
 def named_class(dotted: str) -> type:

@@ -10,29 +10,16 @@ import json
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Engine,
-    Table,
-    and_,
-    case,
-    cast,
-    func,
-    null,
-    or_,
-    select,
-    true,
-)
+from sqlalchemy import Engine, Table, and_, func, null, select
 
 from publisher.config import PublisherSettings
-from publisher.dialects import dialect_of
 from publisher.errors import OutputStateError
 from publisher.model.events import Status
 from publisher.pipeline.event_log import EventLogSource, role_columns
 from publisher.pipeline.processing_order import ProcessingOrder
 from publisher.pipeline.window_end import LOOK_AROUND, WindowEnd
-from publisher.subscriptions.checkout import CheckOutWindow, Snapshot, check_out_predicate, visible_in
-from publisher.subscriptions.tables import is_transaction
+from publisher.subscriptions.checkout import CheckOutWindow, Snapshot, check_out_predicate
+from publisher.subscriptions.visibility import visibility_of
 
 
 @dataclass(frozen=True)
@@ -72,9 +59,9 @@ class CycleWindow:
     excluded: tuple[int, ...] = ()
     """Rows isolated as poison (`poison`): left out of this window's reading."""
     planned_in: str | None = None
-    """Where `Dialect.transaction_snapshots`: the transaction snapshot the window was planned in.
-    The rows of transactions it does not see are left to a later cycle, even when one commits
-    before the rows are read: its record_ids may lie on both sides of `hi`."""
+    """The transaction snapshot the window was planned in, where the database shows one
+    (`Visibility.snapshot`): the rows of transactions it does not see are left to a later cycle
+    (`Visibility.ended_when_planned`)."""
 
     @property
     def future(self) -> bool:
@@ -152,13 +139,12 @@ def plan_window(
 
 
 def _planned_in(engine: Engine, transaction_column: str | None, check_out: CheckOutWindow | None) -> Any:
-    """The snapshot the window's first rows are found in, as text, selected beside them: where
-    `Dialect.transaction_snapshots`, whose events carry their transaction. A check-out has snapshots
-    of its own."""
-    found = dialect_of(engine)
-    if check_out is not None or transaction_column is None or not found.transaction_snapshots:
+    """The snapshot the window's first rows are found in, as text, selected beside them, where the
+    database shows one (`Visibility.snapshot`) and the events carry their transaction. A check-out
+    has snapshots of its own."""
+    if check_out is not None or transaction_column is None:
         return null()
-    return found.transaction_snapshot()
+    return visibility_of(engine).snapshot()
 
 
 def kept_check_out_window(
@@ -184,34 +170,15 @@ def window_predicate(window: CycleWindow, table: Table, lo: int, hi: int, dialec
     else:
         eligible = c["status"] == Status.NEW.value
     predicate = and_(eligible, c["record_id"] >= lo, c["record_id"] <= hi)
-    if window.planned_in is not None and window.transaction_column is not None:
-        transaction = table.c[window.transaction_column]
-        planned = visible_in(cast(transaction, BigInteger), Snapshot(0, window.planned_in), dialect_of(dialect))
-        predicate = and_(predicate, case((is_transaction(transaction), planned), else_=true()))
-    elif window.check_out is None and window.transaction_column is not None \
-            and not dialect_of(dialect).transaction_snapshots:
-        predicate = and_(predicate, _ended_within(window, table, window.transaction_column))
+    if window.check_out is None and window.transaction_column is not None:
+        predicate = and_(predicate, visibility_of(dialect).ended_when_planned(
+            table, window.columns[0], window.transaction_column, window.hi, window.planned_in, LOOK_AROUND))
     if window.excluded:
         predicate = and_(predicate, c["record_id"].not_in(window.excluded))
     if window.cutoff_record_id is not None:
         order = ProcessingOrder(table, window.columns, dialect, future=True)
         predicate = and_(predicate, order.at_or_before(window.cutoff_record_id))
     return predicate
-
-
-def _ended_within(window: CycleWindow, table: Table, transaction_column: str) -> Any:
-    """Where the database cannot say which transactions the window was planned in (no
-    `Dialect.transaction_snapshots`): the rows of each transaction_id none of whose rows lie past
-    the window's end. One that commits between the window's planning and its reading can have
-    rows on both sides of `hi` (others logged in between); read in part, an insert's first
-    attribute would go out as an `<add>` in this cycle and the rest as another in the next, which
-    a consumer refuses. Its rows wait for a later cycle, as `planned_in` leaves a transaction the
-    planning did not see. Rows up to LOOK_AROUND past the end are looked at (`window_end`)."""
-    later = table.alias("later")
-    transaction, after = table.c[transaction_column], later.c[transaction_column]
-    later_id = later.c[window.columns[0]]
-    beyond = select(after).where(later_id > window.hi, later_id <= window.hi + LOOK_AROUND, after.is_not(None))
-    return or_(transaction.is_(None), transaction.not_in(beyond))
 
 
 def window_pin(window: CycleWindow) -> str:

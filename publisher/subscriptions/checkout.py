@@ -3,11 +3,12 @@ exactly the events committed since its previous check-out, and never writes the 
 
 A check-out is bounded by two snapshots of the database: the one its previous check-out took
 (`since`) and one taken when it begins (`until`). It publishes the events visible in `until`
-and not in `since`. Where `Dialect.transaction_snapshots` that is decided per event by the
-transaction that logged it (the triggers write its id), against the transaction snapshots, as
-PgQ's ticks do: a transaction left open across a check-out is delivered by the first check-out
-after it commits, whatever its record_ids. Where one writer commits at a time (`Dialect.begin_alone`),
-commit order is record_id order, and a snapshot is the highest record_id.
+and not in `since`, which the database's `Visibility` tells (`visibility.visibility_of`): by
+record_id where one writer commits at a time (`Dialect.begin_alone`), so that commit order is
+record_id order and a snapshot is the highest record_id; by the transaction that logged each
+event where the database shows which transactions a snapshot holds, as PgQ's ticks do (a
+transaction left open across a check-out is then delivered by the first check-out after it
+commits, whatever its record_ids).
 
 `until` is kept in the subscriber's state row before anything is written, and the check-out
 is published in windows of `query_limit` events like the status mode's cycles. After each
@@ -26,34 +27,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    ColumnElement,
-    Connection,
-    Engine,
-    and_,
-    case,
-    cast,
-    exists,
-    func,
-    not_,
-    or_,
-    select,
-)
+from sqlalchemy import Column, ColumnElement, Connection, Engine, and_, func, select
 
-from publisher.dialects import Dialect, dialect_of
+from publisher.dialects import dialect_of
 from publisher.dialects.reflection import reflection
 from publisher.errors import MissingStateError, OutputStateError
 from publisher.subscriptions.tables import (
     CHECKIN_TABLE_SUFFIX,
     SUBSCRIBER_TABLE_SUFFIX,
     checkin_table,
-    is_transaction,
     require_check_outs,
     subscriber_table,
-    transaction_of,
 )
+from publisher.subscriptions.visibility import visibility_of
 
 _SNAPSHOT = re.compile(r"(\d+):(\d+):((?:\d+(?:,\d+)*)?)")
 NOTHING_SEEN = "1:1:"
@@ -62,8 +48,8 @@ NOTHING_SEEN = "1:1:"
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What a check-out saw: the highest record_id committed, and where
-    `Dialect.transaction_snapshots` the transaction snapshot, as the database spells it."""
+    """What a check-out saw: the highest record_id committed, and the transaction snapshot, as
+    the database spells it, where it shows one (`Visibility.snapshot`)."""
 
     record_id: int
     transactions: str | None = None
@@ -107,9 +93,8 @@ class CheckOutWindow:
     event_log: str
     """Whose check-in table names the subscriber's own transactions."""
     checked_in: tuple[int, ...] = ()
-    """Where `Dialect.transaction_snapshots`: the transactions between the snapshots the subscriber
-    checked in, read once per window (a constant list, which the database hashes, costs the read
-    less than a lookup of the check-in table per event)."""
+    """The transactions between the snapshots that the subscriber checked in, where the database
+    tells them (`Visibility.checked_in`), read once per window."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckOutWindow:
@@ -119,56 +104,22 @@ class CheckOutWindow:
         )
 
 
-def visible_in(transaction: ColumnElement[Any], snapshot: Snapshot, dialect: Dialect) -> ColumnElement[bool]:
-    """A transaction id visible in the snapshot: begun before its `next` and not running then
-    (no test of the running ones when none was: a window's read pays it on every row)."""
-    if not snapshot.active:
-        return transaction < snapshot.next
-    return and_(transaction < snapshot.next, dialect.none_of(transaction, snapshot.active))
-
-
 def check_out_predicate(
     window: CheckOutWindow, record_id: ColumnElement[Any], transaction: ColumnElement[Any] | None,
     schema: str | None, dialect: str,
 ) -> ColumnElement[bool]:
     """The events of the check-out not yet published (after `window.after`) and not checked in by
-    its subscriber. Events without a transaction id (a site's own triggers) are taken by
-    record_id, as where one writer commits at a time.
-
-    Where `Dialect.transaction_snapshots` an event new to the check-out belongs to a transaction no
-    older than the oldest running at `since` (every older one is visible in it), or, without a
-    transaction id, has a record_id above `since`'s: the transaction index and the primary key find
-    those rows, whatever order the record_ids were given in (a cached sequence, ids set by hand).
-    Each is then tested once, in one CASE."""
-    since, until = window.since, window.until
-    found = dialect_of(dialect)
-    if not found.transaction_snapshots or transaction is None:
-        checkins = checkin_table(window.event_log, schema)
-        checked_in = exists().where(checkins.c.subscriber_name == window.subscriber,
-                                    record_id.between(checkins.c.first_record_id, checkins.c.last_record_id))
-        by_record = and_(record_id > since.record_id, record_id <= until.record_id)
-        return and_(record_id > window.after, by_record, not_(checked_in))
-    new = or_(transaction_of(transaction) >= since.oldest, record_id > since.record_id)
-    tx = cast(transaction, BigInteger)
-    committed_between = and_(visible_in(tx, until, found), not_(visible_in(tx, since, found)))
-    if window.checked_in:
-        committed_between = and_(committed_between, found.none_of(tx, window.checked_in))
-    return and_(
-        record_id > window.after, new,
-        case((is_transaction(transaction), committed_between), else_=record_id <= until.record_id),
-    )
+    its subscriber (`Visibility.check_out_events`). Events without a transaction id (a site's own
+    triggers) are taken by record_id, as where one writer commits at a time."""
+    between = visibility_of(dialect).check_out_events(window, record_id, transaction, schema)
+    return and_(record_id > window.after, between)
 
 
 def checked_out_predicate(
     since: Snapshot, record_id: ColumnElement[Any], transaction: ColumnElement[Any] | None, dialect: str,
 ) -> ColumnElement[bool]:
     """The events a subscriber's finished check-outs have taken (or passed over) up to `since`."""
-    by_record = record_id <= since.record_id
-    found = dialect_of(dialect)
-    if not found.transaction_snapshots or transaction is None:
-        return by_record
-    return case((is_transaction(transaction), visible_in(cast(transaction, BigInteger), since, found)),
-                else_=by_record)
+    return visibility_of(dialect).checked_out_events(since, record_id, transaction)
 
 
 @dataclass(frozen=True)
@@ -186,32 +137,20 @@ def checked_in(engine: Engine, event_log: str, schema: str | None, subscriber: s
     """A transaction whose events are checked in by `subscriber`: never delivered to it, and
     delivered to every other subscriber. All or nothing: the record commits with the changes.
 
-    Where `Dialect.transaction_snapshots` the transaction's id is recorded; where one writer is
-    let in at a time, the record_ids its events took (the transaction begins alone,
-    `Dialect.begin_alone`, so no other writer logs between its first and last event)."""
+    What is recorded is the database's (`Visibility.check_in`): the transaction's id, or the
+    record_ids its events took."""
     require_state_tables(engine, event_log, schema)
     checkins = checkin_table(event_log, schema)
     subscribers = subscriber_table(event_log, schema)
-    highest = select(func.coalesce(func.max(record_id), 0))
     now = dt.datetime.now(dt.UTC)
+    visibility = visibility_of(engine)
     with engine.connect() as conn:
-        by_transaction = dialect_of(conn).transaction_snapshots
         for statement in dialect_of(conn).begin_alone():
             conn.exec_driver_sql(statement)
-        first = None if by_transaction else int(conn.execute(highest).scalar_one())
-        yield conn
-        if by_transaction:
-            transaction = conn.execute(select(dialect_of(conn).current_transaction())).scalar_one()
-            conn.execute(checkins.insert().values(subscriber_name=subscriber, transaction_id=transaction,
-                                                  checked_in_at=now))
-        else:
-            transaction = None
-            last = int(conn.execute(highest).scalar_one())
-            if last > (first or 0):
-                conn.execute(checkins.insert().values(subscriber_name=subscriber, first_record_id=(first or 0) + 1,
-                                                      last_record_id=last, checked_in_at=now))
+        with visibility.check_in(conn, checkins, subscriber, record_id, now):
+            yield conn
         conn.execute(subscribers.update().where(subscribers.c.subscriber_name == subscriber).values(
-            check_in_transaction_id=transaction, check_in_timestamp=now,
+            check_in_transaction_id=visibility.transaction(), check_in_timestamp=now,
         ))
         conn.commit()
 
@@ -247,8 +186,7 @@ class CheckOutState:
     def __init__(self, engine: Engine, event_log: str, schema: str | None, subscriber: str) -> None:
         require_state_tables(engine, event_log, schema)
         self.engine = engine
-        self.dialect = dialect_of(engine)
-        self.by_transaction = self.dialect.transaction_snapshots
+        self.visibility = visibility_of(engine)
         self.table = subscriber_table(event_log, schema)
         self.log_table = event_log
         self.schema = schema
@@ -258,8 +196,7 @@ class CheckOutState:
         """The check-out under way, or a new one from a snapshot taken now; kept before any output."""
         t = self.table
         with self.engine.begin() as conn:
-            if not self.by_transaction:
-                require_increasing_ids(conn, self.log_table)
+            require_increasing_ids(conn, self.log_table)
             state = self._read(conn)
             if state is None:
                 conn.execute(t.insert().values(
@@ -279,17 +216,10 @@ class CheckOutState:
         return CheckOutWindow(self.subscriber, state.since, state.pending, state.after, self.log_table, checked_in)
 
     def checked_in(self, conn: Connection, since: Snapshot, until: Snapshot) -> tuple[int, ...]:
-        """Where `Dialect.transaction_snapshots`: the transactions the subscriber checked in that a
-        check-out from `since` to `until` could see (elsewhere the check-out looks the record_ids
-        up itself)."""
-        if not self.by_transaction:
-            return ()
-        checkins = checkin_table(self.log_table, self.schema)
-        found = conn.execute(select(checkins.c.transaction_id).where(
-            checkins.c.subscriber_name == self.subscriber,
-            checkins.c.transaction_id >= since.oldest, checkins.c.transaction_id < until.next,
-        ).order_by(checkins.c.transaction_id))
-        return tuple(int(t) for (t,) in found)
+        """The transactions the subscriber checked in that a check-out from `since` to `until` could
+        see, where the database tells them (`Visibility.checked_in`)."""
+        return self.visibility.checked_in(conn, checkin_table(self.log_table, self.schema), self.subscriber,
+                                          since, until)
 
     def checked_out(self, conn: Connection) -> Snapshot | None:
         """The snapshot of the subscriber's last finished check-out; None: it has none yet."""
@@ -317,7 +247,7 @@ class CheckOutState:
         ).where(t.c.subscriber_name == self.subscriber)).first()
         if row is None:
             return None
-        since = Snapshot(int(row[0]), row[1]) if row[1] is not None or not self.by_transaction else self._nothing_seen()
+        since = Snapshot(int(row[0]), self.visibility.nothing_seen if row[1] is None else row[1])
         pending = None if row[2] is None else Snapshot(int(row[2]), row[3])
         return SubscriberState(since, pending, int(row[4] or 0))
 
@@ -329,14 +259,12 @@ class CheckOutState:
 
     def _nothing_seen(self) -> Snapshot:
         """The `since` of a subscriber that has not checked out yet."""
-        return Snapshot(0, NOTHING_SEEN if self.by_transaction else None)
+        return Snapshot(0, self.visibility.nothing_seen)
 
     def _snapshot(self, conn: Connection, record_id: Column[Any]) -> Snapshot:
         highest = select(func.coalesce(func.max(record_id), 0)).scalar_subquery()
-        if not self.by_transaction:
-            return Snapshot(int(conn.execute(select(highest)).scalar_one()))
-        row = conn.execute(select(self.dialect.transaction_snapshot(), highest)).one()
-        return Snapshot(int(row[1]), str(row[0]))
+        transactions, seen = conn.execute(select(self.visibility.snapshot(), highest)).one()
+        return Snapshot(int(seen), None if transactions is None else str(transactions))
 
     def advance(self, conn: Connection, window: CheckOutWindow, hi: int, finished: bool) -> None:
         """Record, in the acknowledging transaction `conn`, that the check-out is published up to
@@ -352,9 +280,7 @@ class CheckOutState:
             values: dict[str, Any] = {
                 "check_out_record_id": until.record_id, "check_out_snapshot": until.transactions,
                 "check_out_timestamp": dt.datetime.now(dt.UTC),
-                "check_out_transaction_id": self.dialect.current_transaction() if self.by_transaction else None,
-                "check_out_oldest_transaction_id": until.oldest if self.by_transaction else None,
-                "check_out_transactions": ",".join(map(str, until.active)) if self.by_transaction else None,
+                **self.visibility.check_out_record(until),
                 "pending_record_id": None, "pending_snapshot": None, "pending_after": None,
             }
         else:

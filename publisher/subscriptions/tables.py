@@ -28,8 +28,8 @@ from publisher.errors import MissingStateError
 SUBSCRIBER_TABLE_SUFFIX = "_subscriber"
 CHECKIN_TABLE_SUFFIX = "_checkin"
 TRANSACTION_DIGITS = 18
-"""A transaction_id of at most this many digits is read as a 64-bit transaction id
-(`Dialect.transaction_snapshots`)."""
+"""A transaction_id of at most this many digits is read as a 64-bit transaction id, where check-outs
+go by transaction (`visibility.Visibility`)."""
 
 
 def subscriber_table(event_log: str, schema: str | None, metadata: MetaData | None = None) -> Table:
@@ -55,8 +55,8 @@ def subscriber_table(event_log: str, schema: str | None, metadata: MetaData | No
 
 
 def checkin_table(event_log: str, schema: str | None, metadata: MetaData | None = None) -> Table:
-    """A row per checked-in transaction: its id where `Dialect.transaction_snapshots`, else the
-    record_ids it logged."""
+    """A row per checked-in transaction: its id, or the record_ids it logged, as the database's
+    `visibility.Visibility.check_in` records it."""
     return Table(
         f"{event_log}{CHECKIN_TABLE_SUFFIX}", metadata or MetaData(),
         Column("subscriber_name", String(255), nullable=False, index=True),

@@ -1,9 +1,9 @@
 """A database is whole or it fails here: the test walks the one registry of database families
 (`publisher.dialects.families`) and names what a family lacks of what the guide
 (`docs/guides/new-database.md`) lists: its folder `publisher/databases/<name>/` holding its
-dialect class, the capture class and lock its dialect names and the SQL templates its capture
-renders (`sql/`), its test fixtures in `tests/conftest.py` and its row in the guide's table of
-databases."""
+dialect class, the capture class, lock and visibility its dialect names and the SQL templates its
+capture renders (`sql/`), its test fixtures in `tests/conftest.py` and its row in the guide's table
+of databases."""
 from __future__ import annotations
 
 import ast
@@ -19,6 +19,7 @@ import pytest
 from publisher.capture.base import Capture, capture_class
 from publisher.dialects import Dialect, UnknownDialectError, dialect_of, families, named_class
 from publisher.locking.backends import Backend, lock_backend
+from publisher.subscriptions.visibility import Visibility
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guides" / "new-database.md"
@@ -88,6 +89,12 @@ def missing(dialect: Dialect, root: Path = ROOT, guide: Path = GUIDE) -> list[st
     else:
         if not lock.__module__.startswith((inside, "publisher.locking.")):
             gaps.append(f"{family}: its lock {lock.__name__} is neither the default nor in publisher/databases/{name}/")
+    visibility = named_class(dialect.visibility)
+    if not issubclass(visibility, Visibility):
+        gaps.append(f"{family}: its visibility {dialect.visibility} is no {Visibility.__module__}.Visibility")
+    elif visibility is not Visibility and not visibility.__module__.startswith(inside):
+        gaps.append(f"{family}: its visibility {visibility.__name__} is neither the default nor in "
+                    f"publisher/databases/{name}/")
     try:
         registered = dialect_of(name) is dialect
     except UnknownDialectError:
@@ -170,7 +177,8 @@ def test_a_half_added_database_is_named_with_what_it_lacks(tmp_path):
 
 
 def test_a_database_without_templates_fixtures_or_guide_row_is_named_with_each(tmp_path):
-    """A family with a capture that renders templates, but none of them, no fixture and no row."""
+    """A family with a capture that renders templates, but none of them, no fixture and no row, and
+    a visibility of its own outside its folder."""
 
     class Elsewhere(Capture):
         name = "elsewhere"
@@ -178,19 +186,24 @@ def test_a_database_without_templates_fixtures_or_guide_row_is_named_with_each(t
         def event_log_ddl(self) -> list[str]:
             return [self.render("event_log")]
 
+    class Stray(Visibility):
+        pass
+
     class ElsewhereDialect(Dialect):
         name = "elsewhere"
         capture: ClassVar[str] = f"{__name__}.ELSEWHERE"
+        visibility: ClassVar[str] = f"{__name__}.STRAY"
 
-    globals()["ELSEWHERE"] = Elsewhere
+    globals().update(ELSEWHERE=Elsewhere, STRAY=Stray)
     try:
         gaps = missing(ElsewhereDialect(), tmp_path, tmp_path / "guide.md")
     finally:
-        del globals()["ELSEWHERE"]
+        del globals()["ELSEWHERE"], globals()["STRAY"]
     said = "\n".join(gaps)
     assert "'elsewhere' is no name of the family" in said
     assert "publisher/databases/elsewhere/sql/event_log.sql, which is missing" in said
     assert "is not in publisher/databases/elsewhere/" in said
+    assert "its visibility Stray is neither the default nor in publisher/databases/elsewhere/" in said
     assert "tests/conftest.py has no _elsewhere()" in said
     assert "tests/conftest.py has no elsewhere_database()" in said
     assert "DIALECTS" in said

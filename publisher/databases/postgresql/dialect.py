@@ -1,10 +1,9 @@
 """PostgreSQL."""
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, case, cast, func, literal_column, null, text
+from sqlalchemy import ColumnElement, case, func, literal_column, null, text
 from sqlalchemy.engine import Connection, Engine
 
 from publisher.dialects.base import Dialect
@@ -63,11 +62,7 @@ class PostgreSQL(Dialect):
     title = "PostgreSQL"
     capture = "publisher.databases.postgresql.capture.PostgreSQLCapture"
     workshop = "publisher.databases.postgresql.workshop.PostgreSQLWorkshop"
-    transaction_snapshots = True
-    """The triggers log `txid_current()`, 64 bits (`subscriptions.tables.TRANSACTION_DIGITS`); a
-    snapshot's text is `xmin:xmax:active,…`, as txid_current_snapshot() spells it (a window's
-    `planned_in`, a check-out's `Snapshot`). A check-out's constant list of checked-in transactions
-    is hashed, which costs its read less than a lookup of the check-in table per event."""
+    visibility = "publisher.databases.postgresql.visibility.TransactionSnapshots"
     marks_beside_writes = True
     id_arrays = True
     """A chunk of ids or keys goes as one array (`= ANY(…)`): integers as a list, other keys as an
@@ -79,16 +74,10 @@ class PostgreSQL(Dialect):
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""
 
-    def current_transaction(self) -> ColumnElement[Any]:
-        return func.txid_current()
-
-    def transaction_snapshot(self) -> ColumnElement[Any]:
-        return cast(func.txid_current_snapshot(), Text)
-
-    def none_of(self, transaction: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
-        """`<> ALL` of a constant array, which the database hashes: a window's read pays it on
-        every row, less than a lookup per event."""
-        return transaction != func.all(literal_column(f"'{{{','.join(map(str, ids))}}}'::bigint[]"))
+    def serves_subscribers(self) -> bool:
+        """By transaction: the triggers log the transaction's id, and a snapshot shows which
+        transactions it holds (`visibility`)."""
+        return True
 
     def environment_errors(self) -> tuple[type[BaseException], ...]:
         import psycopg
