@@ -7,7 +7,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, Text, case, cast, func, literal_column, null, text
 from sqlalchemy.engine import Connection, Engine
 
+from publisher.databases.postgresql.arrays import ValueArrays
 from publisher.dialects.base import Dialect
+from publisher.dialects.value_lists import ValueLists
 
 TEXT_SETTINGS: tuple[tuple[str, str], ...] = (
     ("datestyle", "ISO, YMD"),
@@ -69,15 +71,14 @@ class PostgreSQL(Dialect):
     `planned_in`, a check-out's `Snapshot`). A check-out's constant list of checked-in transactions
     is hashed, which costs its read less than a lookup of the check-in table per event."""
     marks_beside_writes = True
-    id_arrays = True
-    """A chunk of ids or keys goes as one array (`= ANY(…)`): integers as a list, other keys as an
-    array literal; a snapshot's keys as one INSERT … SELECT numbered by its ORDER BY. The sizes and
-    thresholds of `pipeline.acknowledge` (ranges as two arrays joined, TRUSTED_JOIN) were measured
-    here."""
     copy_reader = "publisher.databases.postgresql.copy_read"
     lock = "publisher.databases.postgresql.lock.AdvisoryLock"
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""
+
+    def value_lists(self) -> ValueLists:
+        """A chunk of ids or keys as one array (`arrays.ValueArrays`)."""
+        return ValueArrays()
 
     def current_transaction(self) -> ColumnElement[Any]:
         return func.txid_current()
