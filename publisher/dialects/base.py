@@ -42,11 +42,12 @@ class Dialect:
     snapshot holds: check-outs select events by transaction, as PgQ's ticks do, in the SQL the
     dialect gives (`current_transaction`, `transaction_snapshot`, `none_of`). Elsewhere by
     record_id, with one writer committing at a time (`serves_subscribers`)."""
-    marks_beside_writes: ClassVar[bool] = False
-    """A cycle's statuses may be written, uncommitted, while its output is written: an open
-    UPDATE of the event log's rows holds back no insert of the application's triggers. Not so
-    where the UPDATE locks the gap after the rows it marks, or the whole database (one
-    writer): there the statuses are written once the output is durable, in a short transaction."""
+    status_writing: ClassVar[str] = "publisher.pipeline.planning.WrittenAtFinish"
+    """The dotted name of how a large cycle writes its statuses to the event log (a
+    `publisher.pipeline.planning.StatusWriting`), imported when first asked for: the pipeline
+    sits above the dialects. By default once its output is durable, in a short transaction: an
+    open UPDATE of the event log's rows would hold back the application's writers where it locks
+    the gap after the rows it marks, or the whole database (one writer)."""
     copy_reader: ClassVar[str | None] = None
     """The dotted name of the module that reads rows in COPY's text format, far cheaper than a
     cursor's rows (`can_copy`, `copy_batches`, `copy_texts`, `copy_blocks`,

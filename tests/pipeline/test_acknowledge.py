@@ -458,3 +458,26 @@ def test_on_postgresql_a_small_cycle_marks_its_statuses_after_its_output(
     assert h.poll().statuses == {"S": 4}
     assert seen == [False, True]
 
+
+@pytest.mark.parametrize("database", ["sqlite", "mariadb"], indirect=True)
+def test_a_large_cycle_where_an_open_update_holds_writers_back_marks_its_statuses_after_its_output(
+    spark, database, tmp_path, monkeypatch
+):
+    """MariaDB's range UPDATE locks the gap after the rows it marks, SQLite has one writer: however
+    large the cycle, nothing is marked while its documents are written (no marking thread runs)."""
+    import threading
+
+    from publisher.pipeline.driver import InDriver
+
+    monkeypatch.setattr(planning, "MARKED_BESIDE_EVENTS", 1)
+    h = published_usr(spark, database, tmp_path, 3)
+    seen: list[bool] = []
+    write = InDriver.write_documents
+
+    def watched(self, resolved, cycle_number):
+        seen.append(any(thread.name.startswith("acknowledge") for thread in threading.enumerate()))
+        return write(self, resolved, cycle_number)
+
+    monkeypatch.setattr(InDriver, "write_documents", watched)
+    assert h.poll().statuses == {"S": 3}
+    assert seen == [False]

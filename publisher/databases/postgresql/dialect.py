@@ -70,7 +70,8 @@ class PostgreSQL(Dialect):
     snapshot's text is `xmin:xmax:active,…`, as txid_current_snapshot() spells it (a window's
     `planned_in`, a check-out's `Snapshot`). A check-out's constant list of checked-in transactions
     is hashed, which costs its read less than a lookup of the check-in table per event."""
-    marks_beside_writes = True
+    status_writing = "publisher.pipeline.planning.WrittenBeside"
+    """An open UPDATE of the event log's rows holds back no insert of the application's triggers."""
     copy_reader = "publisher.databases.postgresql.copy_read"
     lock = "publisher.databases.postgresql.lock.AdvisoryLock"
     gives_way_codes = frozenset({"55P03", "40P01"})
