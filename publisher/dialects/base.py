@@ -10,6 +10,8 @@ from typing import Any, ClassVar
 from sqlalchemy import ColumnElement, String, case, cast, extract, func, null, text, tuple_
 from sqlalchemy.engine import URL, Connection, Engine
 
+from publisher.dialects.value_lists import ValueLists
+
 
 class UnknownDialectError(ValueError):
     """The database is one SQLAlchemy knows but the publisher does not speak."""
@@ -40,13 +42,12 @@ class Dialect:
     `publisher.subscriptions.visibility.Visibility`: what a window reads, what a check-out takes
     and a check-in records), imported when first asked for: by default by record_id, which serves
     subscribers where one writer commits at a time (`serves_subscribers`)."""
-    marks_beside_writes: ClassVar[bool] = False
-    """A cycle's statuses may be written, uncommitted, while its output is written: an open
-    UPDATE of the event log's rows holds back no insert of the application's triggers. Not so
-    where the UPDATE locks the gap after the rows it marks, or the whole database (one
-    writer): there the statuses are written once the output is durable, in a short transaction."""
-    id_arrays: ClassVar[bool] = False
-    """Arrays of ids can be bound as one parameter (`= ANY(:ids)`)."""
+    status_writing: ClassVar[str] = "publisher.pipeline.planning.WrittenAtFinish"
+    """The dotted name of how a large cycle writes its statuses to the event log (a
+    `publisher.pipeline.planning.StatusWriting`), imported when first asked for: the pipeline
+    sits above the dialects. By default once its output is durable, in a short transaction: an
+    open UPDATE of the event log's rows would hold back the application's writers where it locks
+    the gap after the rows it marks, or the whole database (one writer)."""
     copy_reader: ClassVar[str | None] = None
     """The dotted name of the module that reads rows in COPY's text format, far cheaper than a
     cursor's rows (`can_copy`, `copy_batches`, `copy_texts`, `copy_blocks`,
@@ -55,6 +56,10 @@ class Dialect:
     gives_way_codes: ClassVar[frozenset[str]] = frozenset()
     gives_way_message: ClassVar[str | None] = None
     """The error codes (or message) of a statement that met another transaction's lock and gave way."""
+
+    def value_lists(self) -> ValueLists:
+        """How a statement names many values of one column (keys, record_ids): a parameter each."""
+        return ValueLists()
 
     def inexact_text_columns(self, engine: Engine, schema: str | None, table: str,
                              columns: Sequence[str]) -> list[tuple[str, str, str]]:

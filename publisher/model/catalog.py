@@ -46,8 +46,9 @@ class ColumnInfo:
     is given and the two may not compare equal (`Dialect.matched_as_text`)."""
     in_arrays: bool = False
     """A plain type (integer, text, numeric, date-time, date, uuid, boolean) whose values an
-    array literal or list carries as they are (`Dialect.id_arrays`): query-back binds a chunk of such
-    keys as one array. Others (arrays, domains, composite types) go one parameter each."""
+    array literal or list carries as they are: query-back names a chunk of such keys as the database
+    names a list (`ValueLists.key_among`, as one array where it can). Others (arrays, domains,
+    composite types) go one parameter each."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Write the outcome of every event back to the event log, in one transaction.
 
 Set-based: W and E rows by chunks of ids, S rows by chunks of record_id ranges, never one
-statement per row (where `Dialect.id_arrays` the chunks go as arrays: a statement or two a cycle).
+statement per row (as the database names lists of ids, `Dialect.value_lists`: where a chunk goes
+as one array, a statement or two a cycle).
 Only exactly the rows the cycle read are touched, and only while they are still `N`.
 
 The outcome comes as runs of consecutive record_ids with one status each, in record_id order,
@@ -13,23 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import (
-    ARRAY,
-    BigInteger,
-    Column,
-    Connection,
-    Engine,
-    Table,
-    and_,
-    bindparam,
-    cast,
-    delete,
-    func,
-    or_,
-    update,
-)
+from sqlalchemy import Connection, Engine, Table, delete, update
 
 from publisher.config import Config
 from publisher.dialects import dialect_of
@@ -40,21 +26,8 @@ from publisher.model.runs import IdRun, StatusRun, changed_runs
 from publisher.pipeline.event_log import EventLogSource
 from publisher.pipeline.retention import Readers, delete_purgeable
 
-RANGES_PER_STATEMENT = 500
-IDS_PER_STATEMENT = 1000
-ARRAY_IDS_PER_STATEMENT = ARRAY_RANGES_PER_STATEMENT = 50_000
-"""Where `Dialect.id_arrays`, ranges go as two arrays joined in the statement, and W and E ids as
-one array (a parameter or two however many): the fastest exact way measured, near the time of one
-UPDATE of every row, given statistics that know the cycle's rows (see TRUSTED_JOIN)."""
 ANALYZE_AFTER = 10_000
 """Acknowledged rows from which a cycle refreshes the event log's planner statistics."""
-TRUSTED_JOIN = 1_000_000
-"""Ids spanned × ranges of an array statement (`Dialect.id_arrays`) from which its W or E rows go as
-an array of ids, and its S ranges are planned on fresh statistics: from statistics taken before the
-cycle's rows arrived the planner expects no `N` row and joins each row with every range (measured:
-65 s for 200k rows in 2,000 ranges, 1.7 s once analysed). Long runs (every row W, say) stay ranges,
-which are faster than ids. One range joins with nothing, and needs no statistics: a window of
-consecutive ids (the common large cycle) is marked without an ANALYZE first."""
 
 
 class AcknowledgeError(TransientError):
@@ -101,9 +74,10 @@ def mark_runs(
     `runs` covers exactly the read events, in record_id order; it is gone through twice, so it
     is a collection or an object whose every iteration starts over, not an iterator. The W and
     E rows are set by id, then the S rows by ranges of read ids (W and E rows within them are
-    no longer N by then), so no statement carries more than IDS_PER_STATEMENT ids or
-    RANGES_PER_STATEMENT ranges whatever the cycle's size (a range of W and E rows only needs
-    none), and every statement must change exactly the rows it names.
+    no longer N by then), so no statement carries more than a statement's ids or ranges
+    (`ValueLists.ids_per_statement`, `ranges_per_statement`: the database's, as is how a statement
+    names them, `Dialect.value_lists`) whatever the cycle's size (a range of W and E rows only
+    needs none), and every statement must change exactly the rows it names.
     """
     if isinstance(runs, Iterator):
         raise TypeError("acknowledge_runs goes through the runs twice: pass a collection, not an iterator")
@@ -112,11 +86,7 @@ def mark_runs(
     record_id = table.c[names.record_id]
     status = table.c[names.status]
     written: dict[Status, int] = {}
-    arrays = dialect_of(conn).id_arrays
-    within = _within_arrays if arrays else _within
-    ids_per_statement = ARRAY_IDS_PER_STATEMENT if arrays else IDS_PER_STATEMENT
-    ranges_per_statement = ARRAY_RANGES_PER_STATEMENT if arrays else RANGES_PER_STATEMENT
-
+    lists = dialect_of(conn).value_lists()
     analysed = False
     # Subscribers may still need the rows: they get their statuses, and go once no reader needs them.
     deleting = settings.delete_processed_rows and not settings.readers.subscribers
@@ -124,15 +94,13 @@ def mark_runs(
     def apply(conn: Connection, outcome: Status, ranges: Sequence[IdRun], expected: int) -> None:
         nonlocal analysed
         removable = deleting and outcome is not Status.ERROR
-        # at worst the planner joins every row between the first and last id with every range
-        joined = len(ranges) * (ranges[-1].last - ranges[0].first + 1)
-        if arrays and outcome is not Status.SUCCESS and joined >= TRUSTED_JOIN:
-            still_new = (status == Status.NEW.value, _ids_in_array(record_id, ranges))
+        if outcome is not Status.SUCCESS:
+            still_new = (status == Status.NEW.value, lists.ids(record_id, ranges))
         else:
-            if arrays and not analysed and joined >= TRUSTED_JOIN and len(ranges) > 1:
+            if not analysed and lists.needs_statistics(ranges):
                 analyse(conn, table)
                 analysed = True
-            still_new = (status == Status.NEW.value, within(record_id, ranges))
+            still_new = (status == Status.NEW.value, lists.ranges(record_id, ranges))
         statement = (
             delete(table).where(*still_new)
             if removable
@@ -147,9 +115,9 @@ def mark_runs(
             )
         written[outcome] = written.get(outcome, 0) + changed
 
-    for outcome, pieces, count in _exceptional_statements(runs, ids_per_statement):
+    for outcome, pieces, count in _exceptional_statements(runs, lists.ids_per_statement):
         apply(conn, outcome, pieces, count)
-    for chunk, expected in _success_statements(runs, ranges_per_statement):
+    for chunk, expected in _success_statements(runs, lists.ranges_per_statement):
         apply(conn, Status.SUCCESS, chunk, expected)
     return written
 
@@ -217,15 +185,12 @@ def correct_runs(
     table = settings.log.table
     names = settings.log.columns
     record_id, status = table.c[names.record_id], table.c[names.status]
-    arrays = dialect_of(conn).id_arrays
-    per_statement = ARRAY_IDS_PER_STATEMENT if arrays else IDS_PER_STATEMENT
+    lists = dialect_of(conn).value_lists()
     moved: dict[Status, int] = {}
     for (before, after), runs in _by_pair(changes).items():
-        for piece in _pieces(runs, per_statement):
-            joined = len(piece) * (piece[-1].last - piece[0].first + 1)
-            rows = (_ids_in_array if joined >= TRUSTED_JOIN else _within_arrays) if arrays else _within
+        for piece in _pieces(runs, lists.ids_per_statement):
             expected = sum(run.count for run in piece)
-            changed = conn.execute(update(table).where(status == before.value, rows(record_id, piece))
+            changed = conn.execute(update(table).where(status == before.value, lists.ids(record_id, piece))
                                    .values({names.status: after.value})).rowcount
             if changed != expected:
                 raise AcknowledgeError(
@@ -342,36 +307,6 @@ def _read_runs(runs: Iterable[StatusRun]) -> Iterator[tuple[IdRun, int]]:
             noted += run.count
     if first is not None and last is not None:
         yield IdRun(first, last), noted
-
-
-def _within(record_id: Column[Any], ranges: Sequence[IdRun]) -> Any:
-    singles = [r.first for r in ranges if r.first == r.last]
-    spans = [record_id.between(r.first, r.last) for r in ranges if r.first != r.last]
-    return or_(*([record_id.in_(singles)] if singles else []), *spans)
-
-
-def _within_arrays(record_id: Column[Any], ranges: Sequence[IdRun]) -> Any:
-    """record_id within one of the ranges, as a join with the ranges unnested from two arrays;
-    and within the first and last of them, so that an index on (status, record_id) is entered
-    at the cycle's rows instead of walking every entry a recent drain left behind."""
-    spans = func.unnest(
-        cast(bindparam("first", [r.first for r in ranges]), ARRAY(BigInteger)),
-        cast(bindparam("last", [r.last for r in ranges]), ARRAY(BigInteger)),
-    ).table_valued("first", "last").render_derived(name="spans")
-    return and_(
-        record_id.between(ranges[0].first, ranges[-1].last),
-        record_id.between(spans.c["first"], spans.c["last"]),
-    )
-
-
-def _ids_in_array(record_id: Column[Any], runs: Sequence[IdRun]) -> Any:
-    """record_id among the runs' ids, sent as one array: an array of ids is found by index
-    whatever the planner's statistics say (a join with many ranges is not: see TRUSTED_JOIN)."""
-    ids = [i for run in runs for i in range(run.first, run.last + 1)]
-    return and_(
-        record_id.between(runs[0].first, runs[-1].last),
-        record_id == func.any(cast(bindparam("ids", ids), ARRAY(BigInteger))),
-    )
 
 
 def refresh_statistics(engine: Engine, log: EventLogSource) -> None:

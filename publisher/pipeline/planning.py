@@ -3,6 +3,7 @@ and everything its stages need from the configuration and the database, resolved
 any is run; with the status mode's acknowledgement, which keeps the window until it is done."""
 from __future__ import annotations
 
+import abc
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from sqlalchemy import Engine
 from publisher.capture.install import published_tables
 from publisher.config import Config, Reader
 from publisher.database import association_schema, publisher_user
-from publisher.dialects import dialect_of
+from publisher.dialects import dialect_of, named_class
 from publisher.model.catalog import referenced_tables, reflect_catalog
 from publisher.model.events import Status
 from publisher.model.runs import StatusRun
@@ -100,6 +101,55 @@ MARKED_BESIDE_EVENTS = 10_000
 few milliseconds, less than a connection and a thread of their own would add to a small poll."""
 
 
+class StatusWriting(abc.ABC):
+    """How a large cycle writes its statuses to the event log, as its database allows
+    (`Dialect.status_writing`)."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def start(acknowledgement: StatusAcknowledgement, runs: Iterable[StatusRun]) -> PendingAcknowledgement:
+        """`Acknowledgement.start`."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def start_early(acknowledgement: StatusAcknowledgement,
+                    runs: Iterable[StatusRun]) -> PendingAcknowledgement | None:
+        """`Acknowledgement.start_early`."""
+
+
+class WrittenAtFinish(StatusWriting):
+    """Once the output is durable, in a short transaction: where an open UPDATE of the event log's
+    rows holds back the application's writers."""
+
+    @staticmethod
+    def start(acknowledgement: StatusAcknowledgement, runs: Iterable[StatusRun]) -> PendingAcknowledgement:
+        return AcknowledgedAtFinish(acknowledgement, runs)
+
+    @staticmethod
+    def start_early(acknowledgement: StatusAcknowledgement,
+                    runs: Iterable[StatusRun]) -> PendingAcknowledgement | None:
+        """Nothing: the statuses wait for the outcomes."""
+        return None
+
+
+class WrittenBeside(StatusWriting):
+    """Marked, uncommitted, while the output is written (`MarkingBeside`): where an open UPDATE of
+    the event log's rows holds back no insert of the application's triggers."""
+
+    @staticmethod
+    def start(acknowledgement: StatusAcknowledgement, runs: Iterable[StatusRun]) -> PendingAcknowledgement:
+        return MarkingBeside(acknowledgement.engine, acknowledgement.settings, runs)
+
+    @staticmethod
+    def start_early(acknowledgement: StatusAcknowledgement,
+                    runs: Iterable[StatusRun]) -> PendingAcknowledgement | None:
+        """Beside resolving too, where the rows are marked rather than deleted (a deleted row
+        cannot be marked again once resolving finds its status)."""
+        if acknowledgement.settings.delete_processed_rows:
+            return None
+        return MarkingBeside(acknowledgement.engine, acknowledgement.settings, runs)
+
+
 @dataclass
 class StatusAcknowledgement:
     """The status mode's: every read row's status written to the event log; the window kept in
@@ -122,21 +172,21 @@ class StatusAcknowledgement:
         return acknowledge_runs(self.engine, self.settings, runs, run_post_polling=published)
 
     def start(self, runs: Iterable[StatusRun]) -> PendingAcknowledgement:
-        """The statuses written beside the output where the database allows (`MarkingBeside`)."""
-        if self._beside():
-            return MarkingBeside(self.engine, self.settings, runs)
-        return AcknowledgedAtFinish(self, runs)
+        """The statuses written beside the output where the database allows (`status_writing`)."""
+        return self._writing().start(self, runs)
 
     def start_early(self, runs: Iterable[StatusRun]) -> PendingAcknowledgement | None:
-        """Beside resolving too, where the rows are marked rather than deleted (a deleted row
-        cannot be marked again once resolving finds its status)."""
-        if self._beside() and not self.settings.delete_processed_rows:
-            return MarkingBeside(self.engine, self.settings, runs)
-        return None
+        return self._writing().start_early(self, runs)
 
-    def _beside(self) -> bool:
-        large = self.window is not None and self.window.count >= MARKED_BESIDE_EVENTS
-        return large and dialect_of(self.engine).marks_beside_writes
+    def _writing(self) -> type[StatusWriting]:
+        """A large cycle's as its database says (`Dialect.status_writing`); a small one's at its finish."""
+        if self.window is None or self.window.count < MARKED_BESIDE_EVENTS:
+            return WrittenAtFinish
+        dialect = dialect_of(self.engine)
+        found = named_class(dialect.status_writing)
+        if not issubclass(found, StatusWriting):
+            raise TypeError(f"{dialect.status_writing} (of {dialect.name!r}) is no {__name__}.StatusWriting")
+        return found
 
     def refresh_statistics(self) -> None:
         refresh_statistics(self.engine, self.settings.log)

@@ -29,10 +29,8 @@ from publisher.rules.precedence import CurrentRow
 
 CHUNK = 500
 """Keys a query-back SELECT names, each a parameter of its own (under the fewest parameters a
-supported database takes: see its dialect)."""
-ARRAY_CHUNK = 5_000
-"""Keys a query-back SELECT names where they go as one array (`RowReading.key_in`): fewer round
-trips, at no parameter's cost."""
+supported database takes: see its dialect), unless the key is of plain types, whose chunk the
+database sizes as it names them (`ValueLists.keys_per_select`)."""
 
 _ChildValues = tuple[dict[str, tuple[str, ...]], dict[str, str]]
 """An object's values of each multi-valued attribute, and why an attribute cannot be published."""
@@ -132,7 +130,7 @@ def _read_keys(
         return reading.read(conn, reading.select().where(
             reading.key_in(keys_values(chunk, reading.spelling))))
 
-    size = ARRAY_CHUNK if reading.arrays else CHUNK
+    size = reading.lists.keys_per_select if reading.plain else CHUNK
     for start in range(0, len(keys), size):
         reads, refused = _select(conn, read, keys[start : start + size])
         reached("query_back")

@@ -22,7 +22,6 @@ from sqlalchemy import (
     Select,
     Table,
     and_,
-    any_,
     bindparam,
     literal_column,
     select,
@@ -64,7 +63,10 @@ class RowReading:
             for c in table.columns]
         """What is selected of each column: a value column's as `read_value_sql` reads it."""
         self.keys = [c for c in table.columns if c.is_key]
-        self.arrays = dialect_of(dialect.name).id_arrays and all(c.in_arrays for c in self.keys)
+        self.lists = dialect_of(dialect.name).value_lists()
+        self.plain = all(c.in_arrays for c in self.keys)
+        """The key's columns are of plain types, whose values the dialect names as it names a
+        list (`ValueLists.key_among`, `keys_per_select`)."""
         names = [c.name for c in table.columns]
         self.values = [(names.index(c.name), c) for c in table.value_columns]
         self.key_indices = [names.index(name) for name, _ in table.key_columns]
@@ -76,29 +78,17 @@ class RowReading:
     def key_in(self, keys: Sequence[tuple[int | str, ...]]) -> ColumnElement[bool]:
         """Keys bind untyped, so the database reads them as its key columns' types (uuid, date, …);
         SQLAlchemy would otherwise cast text to VARCHAR, which such a column cannot compare with.
-        Where `Dialect.id_arrays`, a one-column key goes as one array (`= ANY(…)`): one parameter
-        instead of one per key, which a million-key query-back would spend most of its time binding."""
+        A one-column key of a plain type goes as the database names a list (`ValueLists.key_among`:
+        as one array where it can, one parameter instead of one per key)."""
         compared = [self.texts[c.name] if c.matched_as_text else self.sql_table.c[c.name] for c in self.keys]
         plain = all(c.key_kind is not KeyKind.BINARY for c in self.keys)
         bound = keys if plain else [tuple(bound_value(c.key_kind, v) for c, v in zip(self.keys, key, strict=True))
                                     for key in keys]
         if len(compared) == 1:
-            if self.arrays:
-                return compared[0] == any_(bindparam("keys", self._array([b[0] for b in bound]), type_=NullType()))
+            if self.plain:
+                return self.lists.key_among(compared[0], [b[0] for b in bound])
             return compared[0].in_(bindparam("keys", [b[0] for b in bound], expanding=True, type_=NullType()))
         return tuple_(*compared).in_(bindparam("keys", bound, expanding=True, type_=NullType()))
-
-    def _array(self, values: list[int | str | bytes]) -> list[int] | str:
-        """One key column's values as one array parameter (`Dialect.id_arrays`): integers as a list
-        (the driver picks an integer array type that holds them all, which any integer column
-        compares with by its index), others as an array literal of unknown type, which the database
-        reads as the column's own array type, as it reads each untyped value. (Only plain types come
-        here, `in_arrays`: their keys are integers or text. An integer key is 64-bit: a longer one
-        is rejected when it is classified.)"""
-        integers = [v for v in values if type(v) is int]
-        if len(integers) == len(values):
-            return integers
-        return "{" + ",".join(_array_element(str(v)) for v in values) + "}"
 
     def published(self, records: Sequence[Sequence[Any]]) -> list[Published]:
         """Each record as published (`columns`, a row at a time)."""
@@ -212,12 +202,6 @@ class ReadColumns:
 
     def __len__(self) -> int:
         return len(self.keys)
-
-
-def _array_element(text: str) -> str:
-    """A value in the array literal `_array` binds (`Dialect.id_arrays`): quoted, so that no text
-    (empty, NULL, with commas or braces) reads as anything but itself."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def published_column(

@@ -74,7 +74,7 @@ class PendingAcknowledgement(Protocol):
 class AcknowledgedAtFinish:
     """A pending acknowledgement made whole at its finish: for a reader whose acknowledgement is
     short (a check-out's state row), or a database where marking beside the writes would hold
-    the application's writers back (`Dialect.marks_beside_writes`)."""
+    the application's writers back (`Dialect.status_writing`)."""
 
     acknowledgement: Acknowledgement
     runs: Iterable[StatusRun]

@@ -8,19 +8,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import (
-    ARRAY,
     Column,
     ColumnElement,
     Connection,
     Engine,
-    Insert,
     Integer,
     Select,
-    Table,
     Text,
     bindparam,
-    cast,
-    func,
     insert,
     literal_column,
     not_,
@@ -28,7 +23,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.types import NullType
+from sqlalchemy.types import NullType, TypeEngine
 
 from publisher.capture.install import logged_transaction_sql
 from publisher.config import Config
@@ -46,9 +41,8 @@ from publisher.snapshots.state import TablePart
 class EventLogger:
     """Writes a snapshot's (or a repair's) events: one event per key, in the given order.
 
-    Where `Dialect.id_arrays`, a call's keys go as one array in one statement, numbered in their
-    order by the ORDER BY of its INSERT … SELECT; the others take one INSERT per key, as one
-    executemany."""
+    A call's keys go as the database inserts a list of values in order (`ValueLists.rows_in_order`):
+    one INSERT per key, as one executemany, or where it can, one statement of them all."""
 
     def __init__(self, config: Config, engine: Engine, perpetrator: str) -> None:
         schema = table_schema(config, engine)
@@ -60,10 +54,10 @@ class EventLogger:
         self.roles = {role: log.c[getattr(names, role)] for role in
                       ("status", "event_type", "perpetrator", "table_name", "table_key", "column_name")}
         self.record_id = log.c[names.record_id]
-        self.single = self.statement = insert(log).values({log.c[c]: literal_column(e) for c, e in extra.items()})
-        self.arrays = dialect_of(engine).id_arrays
-        if self.arrays:
-            self.statement = _insert_array(log, self.roles, extra)
+        computed: dict[Column[Any], ColumnElement[Any]] = {log.c[c]: literal_column(e) for c, e in extra.items()}
+        self.single = insert(log).values(computed)
+        shared = {self.roles[role]: kind for role, kind in _SHARED.items()}
+        self.rows = dialect_of(engine).value_lists().rows_in_order(log, self.roles["table_key"], shared, computed)
         self.perpetrator = perpetrator
 
     def log(self, conn: Connection, table: str, keys: Iterable[str],
@@ -73,11 +67,7 @@ class EventLogger:
             return 0
         fixed = {"status": Status.NEW.value, "event_type": int(event_type), "perpetrator": self.perpetrator,
                  "table_name": table, "column_name": column}
-        if self.arrays:
-            conn.execute(self.statement, {**fixed, "table_key": keys})
-        else:
-            conn.execute(self.statement, [{self.roles[role].key: value for role, value in
-                                           {**fixed, "table_key": key}.items()} for key in keys])
+        self.rows.insert(conn, {self.roles[role].key: value for role, value in fixed.items()}, keys)
         return len(keys)
 
 
@@ -92,18 +82,9 @@ class EventLogger:
         return int(conn.execute(self.single, values).lastrowid)
 
 
-def _insert_array(log: Table, roles: dict[str, Column[Any]], extra: dict[str, str]) -> Insert:
-    """INSERT … SELECT from the `table_key` array WITH ORDINALITY ORDER BY its ordinal: one row
-    per key, their record_ids in the array's order."""
-    keys = func.unnest(bindparam("table_key", type_=ARRAY(Text))).table_valued(
-        "key", with_ordinality="ordinal").render_derived()
-    values: list[ColumnElement[Any]] = [
-        cast(bindparam("status"), Text), cast(bindparam("event_type"), Integer),
-        cast(bindparam("perpetrator"), Text), cast(bindparam("table_name"), Text), keys.c.key,
-        cast(bindparam("column_name"), Text), *(literal_column(e) for e in extra.values())]
-    columns = [roles[r] for r in ("status", "event_type", "perpetrator", "table_name", "table_key", "column_name")]
-    columns += [log.c[c] for c in extra]
-    return insert(log).from_select(columns, select(*values).select_from(keys).order_by(keys.c.ordinal))
+_SHARED: dict[str, TypeEngine[Any]] = {
+    "status": Text(), "event_type": Integer(), "perpetrator": Text(), "table_name": Text(), "column_name": Text()}
+"""The event log's columns every event of a call shares, with their types."""
 
 
 @dataclass(frozen=True)

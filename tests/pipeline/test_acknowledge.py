@@ -11,6 +11,8 @@ from hunting import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from publisher.databases.postgresql import arrays
+from publisher.dialects import families
 from publisher.model.events import Status
 from publisher.model.runs import IdRun, StatusRun, changed_runs, coded_runs, id_runs, joined_runs, status_runs
 from publisher.outputs.outcomes import STATUS_CODES
@@ -33,10 +35,9 @@ def test_id_runs_cover_exactly_the_ids_in_maximal_runs(ids: set[int]) -> None:
 def small_statements(monkeypatch: pytest.MonkeyPatch) -> None:
     """Statements carry at most 3 ids or 2 ranges, so a few rows show the chunking (listed, or
     as arrays on PostgreSQL)."""
-    for name in ("IDS_PER_STATEMENT", "ARRAY_IDS_PER_STATEMENT"):
-        monkeypatch.setattr(ack, name, 3)
-    for name in ("RANGES_PER_STATEMENT", "ARRAY_RANGES_PER_STATEMENT"):
-        monkeypatch.setattr(ack, name, 2)
+    for family in families():
+        monkeypatch.setattr(type(family.value_lists()), "ids_per_statement", 3)
+        monkeypatch.setattr(type(family.value_lists()), "ranges_per_statement", 2)
 
 
 def log_events(h: Harness, count: int) -> list[int]:
@@ -191,7 +192,7 @@ def test_on_postgresql_one_range_of_consecutive_ids_is_marked_without_an_analyze
 ):
     """A window of consecutive ids leaves one S range, which joins with nothing: however large,
     it needs no fresh statistics, and the W and E rows within it are set first as before."""
-    monkeypatch.setattr(ack, "TRUSTED_JOIN", 10)
+    monkeypatch.setattr(arrays, "TRUSTED_JOIN", 10)
     h = Harness(spark, postgresql_database, tmp_path)
     h.create_usr()
     h.create_event_log()
@@ -215,7 +216,7 @@ def test_on_postgresql_scattered_rows_go_by_id_and_a_large_range_join_on_fresh_s
     """Statistics taken before a burst of events make the planner join every row with every
     range (quadratic): once ids spanned × ranges reach TRUSTED_JOIN, W and E rows go as an
     array of ids, which no plan joins so, and S ranges are planned on fresh statistics."""
-    monkeypatch.setattr(ack, "TRUSTED_JOIN", trusted_join)
+    monkeypatch.setattr(arrays, "TRUSTED_JOIN", trusted_join)
     h = Harness(spark, postgresql_database, tmp_path)
     h.create_usr()
     h.create_event_log()
@@ -456,3 +457,27 @@ def test_on_postgresql_a_small_cycle_marks_its_statuses_after_its_output(
     ids = sorted(h.statuses())
     assert h.poll().statuses == {"S": 4}
     assert seen == [False, True]
+
+
+@pytest.mark.parametrize("database", ["sqlite", "mariadb"], indirect=True)
+def test_a_large_cycle_where_an_open_update_holds_writers_back_marks_its_statuses_after_its_output(
+    spark, database, tmp_path, monkeypatch
+):
+    """MariaDB's range UPDATE locks the gap after the rows it marks, SQLite has one writer: however
+    large the cycle, nothing is marked while its documents are written (no marking thread runs)."""
+    import threading
+
+    from publisher.pipeline.driver import InDriver
+
+    monkeypatch.setattr(planning, "MARKED_BESIDE_EVENTS", 1)
+    h = published_usr(spark, database, tmp_path, 3)
+    seen: list[bool] = []
+    write = InDriver.write_documents
+
+    def watched(self, resolved, cycle_number):
+        seen.append(any(thread.name.startswith("acknowledge") for thread in threading.enumerate()))
+        return write(self, resolved, cycle_number)
+
+    monkeypatch.setattr(InDriver, "write_documents", watched)
+    assert h.poll().statuses == {"S": 3}
+    assert seen == [False]

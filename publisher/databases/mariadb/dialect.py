@@ -19,7 +19,7 @@ the changing session's back, and query-back's sessions run with it."""
 
 class MariaDB(Dialect):
     """InnoDB's UPDATE locks the gap after the rows it marks, holding back the triggers' inserts:
-    a cycle writes its statuses once its output is durable (`Dialect.marks_beside_writes`)."""
+    a cycle writes its statuses once its output is durable (`Dialect.status_writing`)."""
 
     name = "mysql"
     title = "MariaDB/MySQL"

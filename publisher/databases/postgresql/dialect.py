@@ -6,7 +6,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, case, func, literal_column, null, text
 from sqlalchemy.engine import Connection, Engine
 
+from publisher.databases.postgresql.arrays import ValueArrays
 from publisher.dialects.base import Dialect
+from publisher.dialects.value_lists import ValueLists
 
 TEXT_SETTINGS: tuple[tuple[str, str], ...] = (
     ("datestyle", "ISO, YMD"),
@@ -63,12 +65,8 @@ class PostgreSQL(Dialect):
     capture = "publisher.databases.postgresql.capture.PostgreSQLCapture"
     workshop = "publisher.databases.postgresql.workshop.PostgreSQLWorkshop"
     visibility = "publisher.databases.postgresql.visibility.TransactionSnapshots"
-    marks_beside_writes = True
-    id_arrays = True
-    """A chunk of ids or keys goes as one array (`= ANY(…)`): integers as a list, other keys as an
-    array literal; a snapshot's keys as one INSERT … SELECT numbered by its ORDER BY. The sizes and
-    thresholds of `pipeline.acknowledge` (ranges as two arrays joined, TRUSTED_JOIN) were measured
-    here."""
+    status_writing = "publisher.pipeline.planning.WrittenBeside"
+    """An open UPDATE of the event log's rows holds back no insert of the application's triggers."""
     copy_reader = "publisher.databases.postgresql.copy_read"
     lock = "publisher.databases.postgresql.lock.AdvisoryLock"
     gives_way_codes = frozenset({"55P03", "40P01"})
@@ -78,6 +76,10 @@ class PostgreSQL(Dialect):
         """By transaction: the triggers log the transaction's id, and a snapshot shows which
         transactions it holds (`visibility`)."""
         return True
+
+    def value_lists(self) -> ValueLists:
+        """A chunk of ids or keys as one array (`arrays.ValueArrays`)."""
+        return ValueArrays()
 
     def environment_errors(self) -> tuple[type[BaseException], ...]:
         import psycopg
