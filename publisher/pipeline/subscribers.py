@@ -21,7 +21,8 @@ from publisher.pipeline.event_log import EventLogSource, event_log_table_of, log
 from publisher.pipeline.retention import PROCESSED
 from publisher.pipeline.stages import AcknowledgedAtFinish, PendingAcknowledgement
 from publisher.pipeline.window import CycleWindow, WindowLimits, kept_check_out_window, plan_window
-from publisher.subscriptions.checkout import CheckOutState, CheckOutWindow, check_out_predicate, checked_out_predicate
+from publisher.subscriptions.bounds import CheckOutWindow
+from publisher.subscriptions.checkout import CheckOutState, check_out_predicate, checked_out_predicate
 from publisher.subscriptions.filter import SubscriptionFilter, UntrackableError, subscription_filter
 
 

@@ -18,7 +18,8 @@ from publisher.model.events import Status
 from publisher.pipeline.event_log import EventLogSource, role_columns
 from publisher.pipeline.processing_order import ProcessingOrder
 from publisher.pipeline.window_end import LOOK_AROUND, WindowEnd
-from publisher.subscriptions.checkout import CheckOutWindow, Snapshot, check_out_predicate
+from publisher.subscriptions.bounds import CheckOutWindow, Snapshot
+from publisher.subscriptions.checkout import check_out_predicate
 from publisher.subscriptions.visibility import visibility_of
 
 

@@ -21,7 +21,6 @@ Events a subscriber checked in (`checkin`) are never delivered to it.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from sqlalchemy import Column, ColumnElement, Connection, Engine, and_, func, se
 from publisher.dialects import dialect_of
 from publisher.dialects.reflection import reflection
 from publisher.errors import MissingStateError, OutputStateError
+from publisher.subscriptions.bounds import CheckOutWindow, Snapshot
 from publisher.subscriptions.tables import (
     CHECKIN_TABLE_SUFFIX,
     SUBSCRIBER_TABLE_SUFFIX,
@@ -40,68 +40,6 @@ from publisher.subscriptions.tables import (
     subscriber_table,
 )
 from publisher.subscriptions.visibility import visibility_of
-
-_SNAPSHOT = re.compile(r"(\d+):(\d+):((?:\d+(?:,\d+)*)?)")
-NOTHING_SEEN = "1:1:"
-"""The snapshot of a subscriber that has not checked out yet: no transaction visible."""
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What a check-out saw: the highest record_id committed, and the transaction snapshot, as
-    the database spells it, where it shows one (`Visibility.snapshot`)."""
-
-    record_id: int
-    transactions: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.transactions is not None and not _SNAPSHOT.fullmatch(self.transactions):
-            raise OutputStateError(f"{self.transactions!r} is not a transaction snapshot (xmin:xmax:active,…)")
-
-    @property
-    def oldest(self) -> int:
-        """xmin: every transaction before it had ended."""
-        return int(self._parts.group(1))
-
-    @property
-    def next(self) -> int:
-        """xmax: no transaction from here on had begun."""
-        return int(self._parts.group(2))
-
-    @property
-    def active(self) -> tuple[int, ...]:
-        listed = self._parts.group(3)
-        return tuple(int(t) for t in listed.split(",")) if listed else ()
-
-    @property
-    def _parts(self) -> re.Match[str]:
-        match = _SNAPSHOT.fullmatch(self.transactions or NOTHING_SEEN)
-        assert match is not None
-        return match
-
-
-@dataclass(frozen=True)
-class CheckOutWindow:
-    """What a cycle of a check-out reads: the events between two snapshots, after `after`,
-    except those the subscriber checked in. Plain data: it travels in the cycle's window."""
-
-    subscriber: str
-    since: Snapshot
-    until: Snapshot
-    after: int
-    """The record_id up to which the check-out is published already."""
-    event_log: str
-    """Whose check-in table names the subscriber's own transactions."""
-    checked_in: tuple[int, ...] = ()
-    """The transactions between the snapshots that the subscriber checked in, where the database
-    tells them (`Visibility.checked_in`), read once per window."""
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CheckOutWindow:
-        return cls(
-            subscriber=data["subscriber"], since=Snapshot(**data["since"]), until=Snapshot(**data["until"]),
-            after=int(data["after"]), event_log=data["event_log"], checked_in=tuple(data["checked_in"]),
-        )
 
 
 def check_out_predicate(

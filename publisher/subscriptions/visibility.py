@@ -22,7 +22,7 @@ from publisher.dialects import dialect_of, named_class
 from publisher.subscriptions.tables import checkin_table
 
 if TYPE_CHECKING:
-    from publisher.subscriptions.checkout import CheckOutWindow, Snapshot
+    from publisher.subscriptions.bounds import CheckOutWindow, Snapshot
 
 
 class Visibility:

@@ -30,7 +30,7 @@ from sqlalchemy import (
     true,
 )
 
-from publisher.subscriptions.checkout import NOTHING_SEEN, CheckOutWindow, Snapshot
+from publisher.subscriptions.bounds import NOTHING_SEEN, CheckOutWindow, Snapshot
 from publisher.subscriptions.tables import is_transaction, transaction_of
 from publisher.subscriptions.visibility import Visibility
 
