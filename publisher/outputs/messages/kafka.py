@@ -239,7 +239,7 @@ def _produced(producer: Any, records: RecordColumns, progress: _Progress) -> int
     """Give the producer every record, in order; how many it took before nothing moved."""
     produce = producer.produce
     produced = 0
-    for topic, value, key, headers in zip(records.topics, records.values, records.keys, records.headers,
+    for topic, value, key, headers in zip(records.topics, records.values, records.keys, records.headers(),
                                           strict=True):
         while True:
             try:
