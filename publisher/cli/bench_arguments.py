@@ -61,9 +61,10 @@ reading the report:
   publisher speed / reference speed  how many times faster than publishing one event at a time
   stage ...                          where the drain spent its time (the stages of a cycle)
   messages to Kafka / files only     with --broker: the drain sending its messages to the broker,
-                                     against the same backlog drained with the messages in files only just
-                                     before; wall time, and CPU time of the publisher's process (librdkafka's
-                                     threads included, the broker's not): the median of the --repeat pairs
+                                     against the same backlog drained with the messages in files only,
+                                     the two in turn, the order alternating; wall time, and CPU time of
+                                     the publisher's process (librdkafka's threads included, the
+                                     broker's not): the median of the --repeat pairs
 
 examples:
   publisher bench --database {filed} --rows 5000 --events 20000 --latency-cycles 10
@@ -180,7 +181,7 @@ def add_bench(commands: Any) -> None:
                        "trail headers); the stage table shows their cost as `changes`")
     bench.add_argument("--broker", metavar="URL",
                        help="with --formats: after the drain, time a pair of drains of the same backlog (set back "
-                       "to new before each), the messages in files only and then also sent to this Kafka broker "
+                       "to new before each), the messages in files only and also sent to this Kafka broker "
                        "(kafka://host:port[,host:port]); the report gives their ratio, of wall and of CPU time")
     bench.add_argument("--repeat", type=positive, default=1, metavar="N",
                        help="with --broker: time N such pairs, one after the other, and report each pair's ratios "

@@ -1,8 +1,9 @@
 """What sending the messages to Kafka costs a drain: the same backlog drained in pairs, with the
-messages in files only and then also sent to the broker, the backlog set back to new before each
-drain. On a busy machine one pair's wall times spread more than the difference sought, so the
-pairs repeat and the report takes medians, of the wall time and of the publisher's CPU time
-(its process, librdkafka's threads included; not the broker's)."""
+messages in files only and also sent to the broker, the backlog set back to new before each
+drain and the order alternating from pair to pair. On a busy machine one pair's wall times
+spread more than the difference sought, so the pairs repeat and the report takes medians, of
+the wall time and of the publisher's CPU time (its process, librdkafka's threads included; not
+the broker's)."""
 from __future__ import annotations
 
 import statistics
@@ -19,7 +20,7 @@ from publisher.workshop.bench.drain import DrainResult, drain
 
 @dataclass(frozen=True)
 class BrokerPair:
-    """One files-only drain and the drain to the broker after it, of the same backlog."""
+    """One files-only drain and one drain to the broker, of the same backlog."""
 
     files_only: DrainResult
     to_kafka: DrainResult
@@ -57,14 +58,17 @@ def drain_pairs(
     spark: SparkSession, engine: Engine, config: Config, brokered: Config, events: int, last_record_id: int,
     repeat: int,
 ) -> list[BrokerPair]:
-    """`repeat` pairs, alternating: the backlog (record_ids up to `last_record_id`) set back to new
-    and drained with `config`, then set back again and drained with `brokered`."""
+    """`repeat` pairs of drains of the backlog (record_ids up to `last_record_id`, set back to new
+    before each), with `config` and with `brokered`: the files-only drain first in odd pairs, last
+    in even ones, so that what a drain leaves the next one weighs on both sides alike."""
     pairs = []
     for number in range(1, repeat + 1):
-        renew_backlog(config, engine, last_record_id)
-        files_only = drain(spark, engine, config, events, f"pair {number}, files only")
-        renew_backlog(config, engine, last_record_id)
-        pairs.append(BrokerPair(files_only, drain(spark, engine, brokered, events, f"pair {number}, to the broker")))
+        drained = {}
+        for name, configured in sorted({"files only": config, "to the broker": brokered}.items(),
+                                       reverse=number % 2 == 0):
+            renew_backlog(config, engine, last_record_id)
+            drained[name] = drain(spark, engine, configured, events, f"pair {number}, {name}")
+        pairs.append(BrokerPair(drained["files only"], drained["to the broker"]))
     return pairs
 
 

@@ -141,13 +141,13 @@ def _drain_section(report: BenchReport, section: Callable[[str], None], row: Cal
 
 
 def _broker_section(report: BenchReport, section: Callable[[str], None], row: Callable[[str, str], None]) -> None:
-    """The pairs of drains of the backlog, files only then also to the broker: each pair's wall and
+    """The pairs of drains of the backlog, files only and also to the broker: each pair's wall and
     CPU times and ratios, then their medians."""
     pairs = report.broker_pairs
     if not pairs:
         return
-    section(f"messages to Kafka ({report.options.encoding}; {len(pairs)} pairs of drains, files only then to the "
-            "broker, the backlog set back to new before each)")
+    section(f"messages to Kafka ({report.options.encoding}; {len(pairs)} pairs of drains, files only and to the "
+            "broker, the backlog set back to new before each, the order alternating)")
     row("messages sent", format_count(pairs[0].to_kafka.messages) + " a drain")
     for number, pair in enumerate(pairs, start=1):
         files, kafka = pair.files_only, pair.to_kafka
