@@ -68,13 +68,16 @@ def publish_to_kafka(
     visible. `message_at` gives the message of a record by its place, for an error."""
     options = records.options
     sending = _Sending(options, describe)
-    _one_line(options, lambda: sending.start(records, message_at))
     try:
-        place()
-    except BaseException:
-        sending.abandon()
-        raise
-    return Published(_one_line(options, sending.wait), 0)
+        _one_line(options, lambda: sending.start(records, message_at))
+        try:
+            place()
+        except BaseException:
+            sending.abandon()
+            raise
+        return Published(_one_line(options, sending.wait), 0)
+    finally:
+        sending.release()
 
 
 def _one_line(options: MessagesConfig, step: Callable[[], T]) -> T:
@@ -225,6 +228,14 @@ class _Sending:
         if options.transactional:
             producer.commit_transaction(timeout)
         return acknowledged
+
+    def release(self) -> None:
+        """Destroy the producer now, with its threads and connections, what it still holds
+        dropped: it and this sending refer to each other, so it would otherwise live on, its
+        threads waking, until a later full garbage collection, which would then pay for it."""
+        producer, self.producer, self.progress = self.producer, None, None
+        if producer is not None:
+            producer.purge()
 
     def abandon(self) -> None:
         """The cycle failed while the records were being sent: drop what is not sent yet."""
