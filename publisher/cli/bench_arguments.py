@@ -61,14 +61,17 @@ reading the report:
   publisher speed / reference speed  how many times faster than publishing one event at a time
   stage ...                          where the drain spent its time (the stages of a cycle)
   messages to Kafka / files only     with --broker: the drain sending its messages to the broker,
-                                     against the same backlog drained with the messages in files only
+                                     against the same backlog drained with the messages in files only,
+                                     the two in turn, the order alternating; wall time, and CPU time of
+                                     the publisher's process (librdkafka's threads included, the
+                                     broker's not): the median of the --repeat pairs
 
 examples:
   publisher bench --database {filed} --rows 5000 --events 20000 --latency-cycles 10
   publisher bench --url {served_url} --query-limit 100000
   publisher bench --json > bench.json
   publisher bench --cluster --events 200000      the same drain on a standalone cluster
-  publisher bench --database {filed} --formats --broker kafka://127.0.0.1:9092 --encoding avro
+  publisher bench --database {filed} --formats --broker kafka://127.0.0.1:9092 --encoding avro --repeat 5
                                                  what sending the messages to Kafka costs
 
 reading the --capture report:
@@ -177,9 +180,12 @@ def add_bench(commands: Any) -> None:
                        help="also write change tables and messages (output.change_tables, output.messages, with "
                        "trail headers); the stage table shows their cost as `changes`")
     bench.add_argument("--broker", metavar="URL",
-                       help="with --formats: after the drain, set the backlog back to new and drain it again with "
-                       "the messages also sent to this Kafka broker (kafka://host:port[,host:port]); the report "
-                       "puts that drain beside the files-only one, as a ratio")
+                       help="with --formats: after the drain, time a pair of drains of the same backlog (set back "
+                       "to new before each), the messages in files only and also sent to this Kafka broker "
+                       "(kafka://host:port[,host:port]); the report gives their ratio, of wall and of CPU time")
+    bench.add_argument("--repeat", type=positive, default=1, metavar="N",
+                       help="with --broker: time N such pairs, one after the other, and report each pair's ratios "
+                       "and their medians (default: 1)")
     bench.add_argument("--encoding", choices=("json", "avro"),
                        help="with --broker: what the messages are sent as (output.messages.encoding; default json)")
     bench.add_argument("--backlog", choices=("mix", "rejected", "gone"), default="mix",

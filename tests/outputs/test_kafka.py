@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import gc
 import json
 import time
 import uuid
@@ -90,6 +91,28 @@ def test_json_messages_go_to_each_tables_topics_keyed_by_object_with_headers(
             "event-id": message["headers"]["streamPosition"].encode(),
             "schemaId": written[0]["schemaId"].encode(),
         }
+
+
+def kafka_threads() -> int:
+    """The process's librdkafka threads (each named rdk:…)."""
+    return sum((task / "comm").read_text().startswith("rdk:") for task in Path("/proc/self/task").iterdir())
+
+
+def test_a_cycle_leaves_no_client_of_the_brokers_behind_it(spark, sqlite_database, tmp_path, tansu, prefix):
+    """The cycle's producer goes with the cycle, not at a later garbage collection: its threads
+    would wake through the next cycles, and its end would weigh on whichever collection came."""
+    h = sqlite_harness(spark, sqlite_database, tmp_path)
+    with_kafka(h, tansu.url, prefix)
+    h.log((1, "usr", "idu=1", "fname", None, "Ann"))
+    before = kafka_threads()
+    gc.disable()
+    try:
+        result = h.poll()
+        left = kafka_threads() - before
+    finally:
+        gc.enable()
+    assert result.brokered == 2 and set(h.statuses().values()) == {"S"}
+    assert left == 0
 
 
 def test_a_broker_that_is_away_fails_the_cycle_in_bounded_time_in_one_line_and_the_retry_sends(

@@ -68,13 +68,16 @@ def publish_to_kafka(
     visible. `message_at` gives the message of a record by its place, for an error."""
     options = records.options
     sending = _Sending(options, describe)
-    _one_line(options, lambda: sending.start(records, message_at))
     try:
-        place()
-    except BaseException:
-        sending.abandon()
-        raise
-    return Published(_one_line(options, sending.wait), 0)
+        _one_line(options, lambda: sending.start(records, message_at))
+        try:
+            place()
+        except BaseException:
+            sending.abandon()
+            raise
+        return Published(_one_line(options, sending.wait), 0)
+    finally:
+        sending.release()
 
 
 def _one_line(options: MessagesConfig, step: Callable[[], T]) -> T:
@@ -226,6 +229,14 @@ class _Sending:
             producer.commit_transaction(timeout)
         return acknowledged
 
+    def release(self) -> None:
+        """Destroy the producer now, with its threads and connections, what it still holds
+        dropped: it and this sending refer to each other, so it would otherwise live on, its
+        threads waking, until a later full garbage collection, which would then pay for it."""
+        producer, self.producer, self.progress = self.producer, None, None
+        if producer is not None:
+            producer.purge()
+
     def abandon(self) -> None:
         """The cycle failed while the records were being sent: drop what is not sent yet."""
         if self.options.transactional:
@@ -239,7 +250,7 @@ def _produced(producer: Any, records: RecordColumns, progress: _Progress) -> int
     """Give the producer every record, in order; how many it took before nothing moved."""
     produce = producer.produce
     produced = 0
-    for topic, value, key, headers in zip(records.topics, records.values, records.keys, records.headers,
+    for topic, value, key, headers in zip(records.topics, records.values, records.keys, records.headers(),
                                           strict=True):
         while True:
             try:

@@ -1,4 +1,4 @@
-"""A cycle's Kafka records as columns (topic, key, value, headers, size), built where the
+"""A cycle's Kafka records as columns (topic, key, value, size, the headers' values), built where the
 message lines are built: each data message's record is made from the message dict and its
 line as they come, so the sender neither reads the message file back nor parses a line.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,8 +79,14 @@ class RecordColumns:
         self.topics: list[str] = []
         self.keys: list[bytes] = []
         self.values: list[bytes] = []
-        self.headers: list[Headers] = []
         self.sizes: list[int] = []
+        self._operations: list[str | None] = []
+        """A data record's operation; None for a metadata record."""
+        self._sequences: list[str] = []
+        self._events: list[str] = []
+        self._schema_ids: list[str | bytes] = []
+        self._fingerprints: dict[int, bytes] = {}
+        """A metadata record's fingerprint, by its place."""
         self._tables: dict[str, _TableRecords] = {}
 
     def __len__(self) -> int:
@@ -99,9 +105,11 @@ class RecordColumns:
 
     def _add_metadata(self, line: bytes, message: dict[str, Any]) -> None:
         schema_id = str(message["schemaId"]).encode()
-        headers: Headers = [("schemaId", schema_id), ("fingerprint", fingerprint(message["dataSchema"]).hex().encode())]
-        self._append(subject_of(message, self.options.broker_subject), schema_id, line, headers,
-                     RECORD_OVERHEAD + sum(len(name) + len(value) for name, value in headers))
+        found = fingerprint(message["dataSchema"]).hex().encode()
+        self._fingerprints[len(self.values)] = found
+        self._append(subject_of(message, self.options.broker_subject), schema_id, line,
+                     RECORD_OVERHEAD + len("schemaId") + len(schema_id) + len("fingerprint") + len(found),
+                     None, "", "", schema_id)
 
     def _add_data(self, line: bytes, message: dict[str, Any]) -> None:
         table = self._tables.get(message["table"]) or self._table(message)
@@ -113,17 +121,32 @@ class RecordColumns:
             key = "+".join(f"{name}={data.get(field)}" for name, field in table.keys).encode()
         value = line if table.avro is None else table.avro.encode(message)
         operation, sequence, event = head["operation"], head["changeSequence"], head["streamPosition"]
-        self._append(table.topic, key, value,
-                     [("operation", operation), ("changeSequence", sequence), ("event-id", event),
-                      ("schemaId", table.schema_id)],
-                     table.fixed_size + len(operation) + len(sequence) + len(event))
+        self._append(table.topic, key, value, table.fixed_size + len(operation) + len(sequence) + len(event),
+                     operation, sequence, event, table.schema_id)
 
-    def _append(self, topic: str, key: bytes, value: bytes, headers: Headers, fixed: int) -> None:
+    def _append(self, topic: str, key: bytes, value: bytes, fixed: int, operation: str | None, sequence: str,
+                event: str, schema_id: str | bytes) -> None:
+        """One record's columns: strings and numbers only, none of the garbage collector's to track."""
         self.topics.append(topic)
         self.keys.append(key)
         self.values.append(value)
-        self.headers.append(headers)
         self.sizes.append(fixed + len(key) + len(value))
+        self._operations.append(operation)
+        self._sequences.append(sequence)
+        self._events.append(event)
+        self._schema_ids.append(schema_id)
+
+    def headers(self) -> Iterator[Headers]:
+        """Each record's headers in order, made as they are sent: kept, a cycle's many small
+        lists would make each of the garbage collector's passes longer."""
+        fingerprints = self._fingerprints
+        for place, (operation, sequence, event, schema_id) in enumerate(zip(
+                self._operations, self._sequences, self._events, self._schema_ids, strict=True)):
+            if operation is None:
+                yield [("schemaId", schema_id), ("fingerprint", fingerprints[place])]
+            else:
+                yield [("operation", operation), ("changeSequence", sequence), ("event-id", event),
+                       ("schemaId", schema_id)]
 
     def _table(self, message: dict[str, Any]) -> _TableRecords:
         version = self.versions.get(message["table"])
@@ -138,11 +161,16 @@ class RecordColumns:
         return found
 
     def extend(self, other: RecordColumns) -> None:
+        start = len(self.values)
         self.topics += other.topics
         self.keys += other.keys
         self.values += other.values
-        self.headers += other.headers
         self.sizes += other.sizes
+        self._operations += other._operations
+        self._sequences += other._sequences
+        self._events += other._events
+        self._schema_ids += other._schema_ids
+        self._fingerprints.update((start + place, found) for place, found in other._fingerprints.items())
 
     def read(self, path: Path, describe: Describe) -> None:
         """Add the records of a message file's lines, in file order."""

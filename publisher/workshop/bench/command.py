@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
         cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog), subscribers=args.subscribers,
         cold=args.cold, small_cycle_events=args.small_cycle_events, broker=args.broker,
-        encoding=args.encoding or "json",
+        encoding=args.encoding or "json", broker_pairs=args.repeat,
     )
     try:
         report = run_benchmark(options)
@@ -65,6 +65,8 @@ def _check_broker(args: argparse.Namespace, chosen: list[str]) -> None:
 
     if args.encoding and not args.broker:
         raise BenchArgumentError("bench --encoding: the encoding of the messages sent to a broker; it needs --broker")
+    if args.repeat != 1 and not args.broker:
+        raise BenchArgumentError("bench --repeat: repeats the pairs of drains that --broker times; it needs --broker")
     if not args.broker:
         return
     if chosen:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from publisher.workshop.bench.brokered import median_ratio
 from publisher.workshop.bench.cold import ColdPoll
 from publisher.workshop.bench.run import BenchReport
 from publisher.workshop.bench.sampling import spread
@@ -81,7 +82,9 @@ def format_report(report: BenchReport) -> str:
             f", {report.cold.seconds / indexed:,.1f}x (cold poll)" if report.cold is not None else ""))
     row("publisher speed / reference speed", f"{report.reference_speedup:,.1f}x")
     if report.broker_ratio is not None:
-        row("messages to Kafka / files only", f"{report.broker_ratio:,.2f}x (warm drains, {o.encoding})")
+        row("messages to Kafka / files only", f"{report.broker_ratio:,.2f}x wall, "
+            f"{_times(median_ratio(report.broker_pairs, cpu=True))} CPU (median of {len(report.broker_pairs)} "
+            f"pairs of warm drains, {o.encoding})")
     section(f"small-poll latency ({len(lat.to_acknowledged)} cycles of {lat.events_per_cycle} events, warm session)")
     for name, values in (("commit -> documents on disk", lat.to_documents),
                          ("commit -> statuses written", lat.to_acknowledged)):
@@ -138,16 +141,25 @@ def _drain_section(report: BenchReport, section: Callable[[str], None], row: Cal
 
 
 def _broker_section(report: BenchReport, section: Callable[[str], None], row: Callable[[str, str], None]) -> None:
-    """The backlog drained again with its messages also sent to the broker, beside the files-only drain."""
-    brokered, d = report.brokered, report.drain
-    if brokered is None:
+    """The pairs of drains of the backlog, files only and also to the broker: each pair's wall and
+    CPU times and ratios, then their medians."""
+    pairs = report.broker_pairs
+    if not pairs:
         return
-    section(f"messages to Kafka ({report.options.encoding}; the backlog set back to new and drained again, "
-            f"{brokered.cycles} cycles)")
-    row("wall time", f"{format_seconds(brokered.seconds)} (files only: {format_seconds(d.seconds)})")
-    row("messages sent", format_count(brokered.messages))
-    row("stage changes", f"{format_seconds(brokered.stage_seconds.get('changes', 0.0))} (files only: "
-        f"{format_seconds(d.stage_seconds.get('changes', 0.0))})")
+    section(f"messages to Kafka ({report.options.encoding}; {len(pairs)} pairs of drains, files only and to the "
+            "broker, the backlog set back to new before each, the order alternating)")
+    row("messages sent", format_count(pairs[0].to_kafka.messages) + " a drain")
+    for number, pair in enumerate(pairs, start=1):
+        files, kafka = pair.files_only, pair.to_kafka
+        row(f"pair {number}", f"wall {format_seconds(kafka.seconds)} / {format_seconds(files.seconds)} = "
+            f"{_times(pair.ratio)}   CPU {format_seconds(kafka.cpu_seconds)} / {format_seconds(files.cpu_seconds)} = "
+            f"{_times(pair.cpu_ratio)}   stage changes {format_seconds(kafka.stage_seconds.get('changes', 0.0))} / "
+            f"{format_seconds(files.stage_seconds.get('changes', 0.0))}")
+    row("median", f"wall {_times(median_ratio(pairs))}   CPU {_times(median_ratio(pairs, cpu=True))}")
+
+
+def _times(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:,.2f}x"
 
 
 def _subscriber_sections(report: BenchReport, section: Callable[[str], None], row: Callable[[str, str], None]) -> None:

@@ -24,6 +24,7 @@ from sqlalchemy import Engine
 from publisher.config import Config, SparkConfig
 from publisher.database import connect
 from publisher.databases.workbench import Workbench
+from publisher.workshop.bench.brokered import BrokerPair, broker_summary, drain_pairs, median_ratio
 from publisher.workshop.bench.cold import ColdPoll, cold_poll, last_record_id, renew_backlog
 from publisher.workshop.bench.drain import DrainResult, check_out_backlog, count_new, drain, measure_latency
 from publisher.workshop.bench.floor import Floor, measure_floor
@@ -73,6 +74,8 @@ class BenchOptions:
     """With `formats`: a Kafka broker the backlog's messages go to in a second drain, timed beside the first."""
     encoding: Literal["json", "avro"] = "json"
     """What the messages go to `broker` as."""
+    broker_pairs: int = 1
+    """With `broker`: how many pairs of drains (files only, then to the broker) to time."""
     formats_beside: bool = False
     """After the drain, set the backlog back to new and drain it again with change tables and
     messages on: what the formats cost on the same log, against the drain without them."""
@@ -113,8 +116,8 @@ class BenchReport:
     warm_up_seconds: float = 0.0
     cold: ColdPoll | None = None
     """A poll process started cold on the same backlog, before the warm drain."""
-    brokered: DrainResult | None = None
-    """With `options.broker`: the same backlog drained again, its messages also sent to the broker."""
+    broker_pairs: list[BrokerPair] = field(default_factory=list)
+    """With `options.broker`: the same backlog drained again in pairs, files only then also to the broker."""
     formatted: DrainResult | None = None
     """With `options.formats_beside`: the same backlog drained again with change tables and messages."""
 
@@ -127,8 +130,8 @@ class BenchReport:
 
     @property
     def broker_ratio(self) -> float | None:
-        """How many times the files-only drain's time the drain sending to the broker took."""
-        return self.brokered.seconds / self.drain.seconds if self.brokered is not None and self.drain.seconds else None
+        """How many times the files-only drain's time the drain sending to the broker took, the pairs' median."""
+        return median_ratio(self.broker_pairs)
 
     @property
     def floor_ratio(self) -> float:
@@ -179,9 +182,7 @@ class BenchReport:
             "cold": None if self.cold is None else self.cold.summary(),
             "cold_floor_ratio": _rounded(self.cold_ratio),
             "reference_speedup": round(self.reference_speedup, 3),
-            "broker": None if self.brokered is None else {
-                "encoding": self.options.encoding, "drain": self.brokered.summary(),
-                "ratio": _rounded(self.broker_ratio)},
+            "broker": broker_summary(self.options.encoding, self.broker_pairs) if self.broker_pairs else None,
             "formats_beside": None if self.formatted is None else {
                 "drain": self.formatted.summary(), "ratio": _rounded(self.formats_ratio)},
         }
@@ -264,11 +265,10 @@ def _run(
             latency = measure_latency(spark, engine, config, workload, options.latency_cycles,
                                       options.latency_events)
         left = count_new(config, engine)
-        brokered = None
+        pairs = []
         if options.broker:
-            renew_backlog(config, engine, generated)
-            brokered = drain(spark, engine, with_broker(config, options.broker, options.encoding), workload.events,
-                             "drain to the broker")
+            pairs = drain_pairs(spark, engine, config, with_broker(config, options.broker, options.encoding),
+                                workload.events, generated, options.broker_pairs)
         formatted = None
         if options.formats_beside:
             renew_backlog(config, engine, generated)
@@ -277,7 +277,7 @@ def _run(
         engine.dispose()
     return BenchReport(
         options, workload, floor, reference, drained, latency, sampler.memory(), left, checked_out, spark_seconds,
-        warm_up_seconds, cold, brokered, formatted,
+        warm_up_seconds, cold, pairs, formatted,
     )
 
 
