@@ -28,15 +28,14 @@ native:
 	@test -f "$$($(PG_CONFIG) --includedir-server)/postgres.h" || apt-get install -y -q postgresql-server-dev-$(PG_MAJOR)
 	$(MAKE) -C publisher/databases/postgresql/extension PG_CONFIG=$(PG_CONFIG) install
 
-# Tests run on TEST_WORKERS processes (pytest-xdist), each on databases of its own; the tests
-# marked `serial` disturb whatever runs beside them, so they run afterwards, alone. `test-fast`
-# runs the tests that need no database server, no Spark and no publisher process of their own.
+# Tests run on TEST_WORKERS processes (pytest-xdist), each on databases of its own (a test that
+# stops a server starts a private one). `test-fast` runs the tests that need no database server,
+# no Spark and no publisher process of their own.
 TEST_WORKERS ?= 2
 FAST = not database and not spark and not process
 
 test: install native
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) -m "not serial"
-	$(VENV)/bin/pytest -m serial
+	$(VENV)/bin/pytest -n $(TEST_WORKERS)
 
 test-fast: install
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) -m "$(FAST)"

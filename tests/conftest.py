@@ -243,8 +243,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         for mark in sorted(tier(item) - {m.name for m in item.iter_markers()}):
             item.add_marker(mark)
-        if WORKER and item.get_closest_marker("serial"):
-            item.add_marker(pytest.mark.skip(reason="disturbs the other workers: run it without -n (make test does)"))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -226,21 +226,24 @@ class PrivatePostgres:
         self.data, self.log = self.home / "data", self.home / "server.log"
         self.port = free_port()
         self._pg(["initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"])
-        self._start()
+        self.start()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         self.schema: str | None = "soak"
 
     def _pg(self, command: list[str]) -> None:
         run_logged(as_user("postgres", [str(self.bin / command[0]), *command[1:]]), self.directory / "postgresql.out")
 
-    def _start(self) -> None:
+    def start(self) -> None:
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.home} -c fsync=off"
         self._pg(["pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60", "start"])
 
     def restart(self, mode: str) -> None:
         """Stop the server (`fast`: a clean shutdown; `immediate`: a crash) and start it again."""
+        self.stop(mode)
+        self.start()
+
+    def stop(self, mode: str) -> None:
         self._pg(["pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop"])
-        self._start()
 
     def close(self) -> None:
         if (self.data / "postmaster.pid").exists():
