@@ -9,6 +9,7 @@ acknowledges. The formats are registered in FORMATS, each in a module of its own
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -81,9 +82,25 @@ def write_part(stamped: Iterable[StampedChange], formats: StartedFormats, part: 
                 writer.add(item)
     except BaseException:
         for _, writer in opened:
-            writer.close()
+            with contextlib.suppress(Exception):
+                writer.close()
         raise
-    return PartWritten(part, {name: writer.close() for name, writer in opened})
+    return PartWritten(part, _close_all(opened))
+
+
+def _close_all(opened: list[tuple[str, FormatPart]]) -> dict[str, Mapping[str, int]]:
+    """Close every format's part, even after one refuses what it holds (a change table lays out
+    a batch when it flushes it); then raise the first refusal."""
+    counts: dict[str, Mapping[str, int]] = {}
+    refused: Exception | None = None
+    for name, writer in opened:
+        try:
+            counts[name] = writer.close()
+        except Exception as exc:  # noqa: BLE001 - raised below, once every part is closed
+            refused = refused or exc
+    if refused is not None:
+        raise refused
+    return counts
 
 
 class CycleFormats:
