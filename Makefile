@@ -29,13 +29,14 @@ native:
 	$(MAKE) -C publisher/databases/postgresql/extension PG_CONFIG=$(PG_CONFIG) install
 
 # Tests run on TEST_WORKERS processes (pytest-xdist), each on databases of its own (a test that
-# stops a server starts a private one). `test-fast` runs the tests that need no database server,
+# stops a server starts a private one); a worker that runs out of tests takes pending ones from
+# the other (worksteal), so a long test near the end does not leave one idle. `test-fast` runs the tests that need no database server,
 # no Spark and no publisher process of their own.
 TEST_WORKERS ?= 2
 FAST = not database and not spark and not process
 
 test: install native
-	$(VENV)/bin/pytest -n $(TEST_WORKERS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist worksteal
 
 test-fast: install
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) -m "$(FAST)"
