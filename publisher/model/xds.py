@@ -348,11 +348,14 @@ def column_operations(
     and `class_names` may be one for every row. Whether the result is text XML can carry is
     `column_refused`'s to say."""
     names = _name(class_names) if isinstance(class_names, str) else _column_names(class_names, _name)
-    return pc.binary_join_element_wise(
-        "<", kinds, ' class-name="', names, '" event-id="',
-        pc.cast(event_ids, pa.string()), '"><association>', _column_text(associations), "</association>",
-        *bodies, "</", kinds, ">", "",
-    )
+    pieces: list[pa.Array | str] = []
+    for piece in ("<", kinds, ' class-name="', names, '" event-id="', pc.cast(event_ids, pa.string()),
+                  '"><association>', _column_text(associations), "</association>", *bodies, "</", kinds, ">"):
+        if isinstance(piece, str) and pieces and isinstance(pieces[-1], str):
+            pieces[-1] += piece  # texts every row holds side by side, joined once: the join costs each piece
+        else:
+            pieces.append(piece)
+    return pc.binary_join_element_wise(*pieces, "")
 
 
 def column_whole_values(
