@@ -38,8 +38,12 @@ def logged_times(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     if not len(rows):
         return nothing
     data = np.frombuffer(texts.buffers()[2], np.uint8)
-    places = np.minimum(offsets[rows, None].astype(np.int64) + np.arange(_WIDEST), len(data) - 1)
-    chars = data[places]
+    first, last = int(offsets[0]), int(offsets[-1])
+    width = int(lengths[rows[0]])
+    if last - first == width * len(rows):  # every text of one form, side by side: a view of the data
+        chars = data[first:last].reshape(len(rows), width)
+    else:
+        chars = data[np.minimum(offsets[rows, None].astype(np.int64) + np.arange(_WIDEST), len(data) - 1)]
     seconds, exact = _moments(chars, lengths[rows])
     kept = np.zeros(count, np.bool_)
     kept[rows[exact]] = True
@@ -55,16 +59,20 @@ def _moments(chars: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.nda
     is_digit = (digits >= 0) & (digits <= 9)
     timed = lengths >= 19
     exact = is_digit[:, _DATE_DIGITS].all(axis=1) & (chars[:, 4] == ord("-")) & (chars[:, 7] == ord("-"))
-    exact &= ~timed | (is_digit[:, _TIME_DIGITS].all(axis=1) & (chars[:, 10] == ord(" "))
-                       & (chars[:, 13] == ord(":")) & (chars[:, 16] == ord(":")))
-    exact &= (lengths != 22) | ((chars[:, 19] == ord("+")) & (chars[:, 20] == ord("0")) & (chars[:, 21] == ord("0")))
 
     def field(at: int) -> np.ndarray:
         return digits[:, at] * 10 + digits[:, at + 1]
 
     year = field(0) * 100 + field(2)
     month, day = field(5), field(8)
-    hour, minute, second = (np.where(timed, field(at), 0) for at in (11, 14, 17))
+    hour = minute = second = np.zeros(len(chars), np.int64)
+    if chars.shape[1] >= 19:  # a date's row holds no more than its date, where every row is one
+        exact &= ~timed | (is_digit[:, _TIME_DIGITS].all(axis=1) & (chars[:, 10] == ord(" "))
+                           & (chars[:, 13] == ord(":")) & (chars[:, 16] == ord(":")))
+        hour, minute, second = (np.where(timed, field(at), 0) for at in (11, 14, 17))
+    if chars.shape[1] >= 22:
+        exact &= (lengths != 22) | ((chars[:, 19] == ord("+")) & (chars[:, 20] == ord("0"))
+                                    & (chars[:, 21] == ord("0")))
     leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
     last = _DAYS_IN_MONTH[np.clip(month - 1, 0, 11)] + (leap & (month == 2))
     exact &= (year >= 1) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= last)

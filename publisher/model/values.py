@@ -214,6 +214,27 @@ states, unwrapped padded base64, text XML can carry. A subset: what it does not 
 encoded one value at a time."""
 
 
+XML_REFUSED_BYTES = bytes([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0xEF])
+"""The bytes that begin, in UTF-8, a character XML 1.0 cannot carry (a string column holds no
+lone surrogate): the control characters, and 0xEF, the first byte of U+FFFE and U+FFFF (and
+of other characters, which a search then tells apart)."""
+_NOT_REFUSED = bytes(sorted(set(range(256)) - set(XML_REFUSED_BYTES)))
+_OFFSETS = {pa.string(): np.int32, pa.binary(): np.int32, pa.large_string(): np.int64, pa.large_binary(): np.int64}
+
+
+def column_bytes(texts: pa.Array, dropped: bytes) -> bytes | None:
+    """The bytes of a string or binary column's data but those in `dropped`, from one pass over
+    it (None: a column of another type)."""
+    width = _OFFSETS.get(texts.type)
+    if width is None:
+        return None
+    if not len(texts) or texts.buffers()[2] is None:
+        return b""
+    offsets = np.frombuffer(texts.buffers()[1], width)
+    start, end = int(offsets[texts.offset]), int(offsets[texts.offset + len(texts)])
+    return memoryview(texts.buffers()[2])[start:end].tobytes().translate(None, dropped)
+
+
 def logged_unchanged(value_types: pa.Array, texts: pa.Array) -> pa.Array:
     """For each logged text (NULL included), whether `encode_logged` of its value type gives
     it back as it is: the many values a batch logs checked as columns, not one by one."""
@@ -235,6 +256,8 @@ def logged_unchanged_as(value_type: ValueType, texts: pa.Array) -> pa.Array:
 
 def _accepted(value_type: ValueType, texts: pa.Array) -> pa.Array:
     pattern, vouches = _UNCHANGED_LOGGED[value_type]
+    if value_type is ValueType.STRING and column_bytes(texts, _NOT_REFUSED) == b"":
+        return pc.is_valid(texts)  # no byte begins a character XML cannot carry: nothing to search
     matched = pc.match_substring_regex(texts, pattern)
     return matched if vouches else pc.invert(matched)
 
