@@ -214,6 +214,27 @@ states, unwrapped padded base64, text XML can carry. A subset: what it does not 
 encoded one value at a time."""
 
 
+XML_REFUSED_BYTES = bytes([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0xEF])
+"""The bytes that begin, in UTF-8, a character XML 1.0 cannot carry (a string column holds no
+lone surrogate): the control characters, and 0xEF, the first byte of U+FFFE and U+FFFF (and
+of other characters, which a search then tells apart)."""
+_NOT_REFUSED = bytes(sorted(set(range(256)) - set(XML_REFUSED_BYTES)))
+_OFFSETS = {pa.string(): np.int32, pa.binary(): np.int32, pa.large_string(): np.int64, pa.large_binary(): np.int64}
+
+
+def column_bytes(texts: pa.Array, dropped: bytes) -> bytes | None:
+    """The bytes of a string or binary column's data but those in `dropped`, from one pass over
+    it (None: a column of another type)."""
+    width = _OFFSETS.get(texts.type)
+    if width is None:
+        return None
+    if not len(texts) or texts.buffers()[2] is None:
+        return b""
+    offsets = np.frombuffer(texts.buffers()[1], width)
+    start, end = int(offsets[texts.offset]), int(offsets[texts.offset + len(texts)])
+    return memoryview(texts.buffers()[2])[start:end].tobytes().translate(None, dropped)
+
+
 def logged_unchanged(value_types: pa.Array, texts: pa.Array) -> pa.Array:
     """For each logged text (NULL included), whether `encode_logged` of its value type gives
     it back as it is: the many values a batch logs checked as columns, not one by one."""
@@ -235,6 +256,8 @@ def logged_unchanged_as(value_type: ValueType, texts: pa.Array) -> pa.Array:
 
 def _accepted(value_type: ValueType, texts: pa.Array) -> pa.Array:
     pattern, vouches = _UNCHANGED_LOGGED[value_type]
+    if value_type is ValueType.STRING and column_bytes(texts, _NOT_REFUSED) == b"":
+        return pc.is_valid(texts)  # no byte begins a character XML cannot carry: nothing to search
     matched = pc.match_substring_regex(texts, pattern)
     return matched if vouches else pc.invert(matched)
 
@@ -337,37 +360,3 @@ TYPED: dict[ValueType, Callable[[str], Typed]] = {
     ValueType.STRING: str,
 }
 """`typed_value` of a text (not None) per value type, for a writer that looks it up once per column."""
-
-
-_PLAIN_DATE_TIME = (r"\A(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-[0-9]{2}-[0-9]{2}"
-                    r"(?: [0-9]{2}:[0-9]{2}:[0-9]{2}(?:\+00)?)?\z")
-
-
-_STAMP_FIELDS = ((pc.month, 5), (pc.day, 8), (pc.hour, 11), (pc.minute, 14), (pc.second, 17))
-"""Where a `%Y-%m-%d %H:%M:%S` text holds each field after the year."""
-
-
-def _as_written(parsed: pa.Array, stamped: pa.Array) -> pa.Array:
-    """Whether each parsed moment has the fields its text was written with: strptime takes
-    Feb 30 as Mar 1 and 10:60 as 11:00, and such a moment differs from its text in a field (a
-    comparison per field, several times cheaper than writing the moment out again)."""
-    exact = pc.is_valid(parsed)
-    for field, start in _STAMP_FIELDS:
-        written = pc.cast(pc.utf8_slice_codeunits(stamped, start, start + 2), pa.int64())
-        exact = pc.and_(exact, pc.equal(field(parsed), written))
-    return exact
-
-
-def logged_times(texts: pa.Array) -> pa.Array:
-    """`encode_logged` of date-times as columns, for the texts in the plain forms a database
-    writes them (`2024-05-01`, `2024-05-01 10:00:00`, and with `+00` where the session is in
-    UTC): the seconds since 1970 as text; null for every other text, which is encoded one value
-    at a time. A property in the tests holds the two equal."""
-    plain = pc.fill_null(pc.match_substring_regex(texts, _PLAIN_DATE_TIME), False)
-    candidates = pc.if_else(plain, texts, pa.nulls(len(texts), pa.string()))
-    stamped = pc.binary_join_element_wise(pc.utf8_slice_codeunits(candidates, 0, 10), pc.if_else(
-        pc.greater(pc.utf8_length(candidates), 10), pc.utf8_slice_codeunits(candidates, 11, 19), "00:00:00"), " ")
-    parsed = pc.strptime(stamped, format="%Y-%m-%d %H:%M:%S", unit="s", error_is_null=True)
-    exact = _as_written(parsed, stamped)
-    seconds = pc.cast(pc.cast(parsed, pa.int64()), pa.string())
-    return pc.if_else(pc.fill_null(exact, False), seconds, pa.nulls(len(texts), pa.string()))

@@ -15,12 +15,11 @@ import functools
 from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value
-from publisher.model.values import ValueType, xml_problem
+from publisher.model.values import XML_REFUSED_BYTES, ValueType, column_bytes, xml_problem
 
 PRODUCT_NAME = "Event Log Publisher"
 CONTACT = "event-log-publisher"
@@ -238,26 +237,14 @@ def build_heartbeat() -> bytes:
 
 _ESCAPED_IN_TEXT = "[&<>\r]"
 _ESCAPED_BYTES = b"&<>\r"
-_REFUSED_BYTES = bytes([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0xEF])
-"""The bytes that begin, in UTF-8, a character `_REFUSED` names: the control characters, and
-0xEF, the first byte of U+FFFE and U+FFFF (and of other characters, which the search then
-tells apart)."""
-_NEITHER = bytes(sorted(set(range(256)) - set(_ESCAPED_BYTES) - set(_REFUSED_BYTES)))
-_OFFSETS = {pa.string(): np.int32, pa.binary(): np.int32, pa.large_string(): np.int64, pa.large_binary(): np.int64}
+_NEITHER = bytes(sorted(set(range(256)) - set(_ESCAPED_BYTES) - set(XML_REFUSED_BYTES)))
 
 
 def _special_bytes(texts: pa.Array) -> bytes | None:
     """The bytes of a string column's texts that may begin a character to escape or to refuse,
     kept from one pass over the column's data (None: a column of another type, to be searched).
     Most columns hold none, and this pass costs a quarter of one search of every text."""
-    width = _OFFSETS.get(texts.type)
-    if width is None:
-        return None
-    if not len(texts) or texts.buffers()[2] is None:
-        return b""
-    offsets = np.frombuffer(texts.buffers()[1], width)
-    start, end = int(offsets[texts.offset]), int(offsets[texts.offset + len(texts)])
-    return memoryview(texts.buffers()[2])[start:end].tobytes().translate(None, _NEITHER)
+    return column_bytes(texts, _NEITHER)
 
 
 def _column_text(texts: pa.Array) -> pa.Array:
@@ -267,7 +254,7 @@ def _column_text(texts: pa.Array) -> pa.Array:
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks()
     special = _special_bytes(texts)
-    if special is not None and not special.translate(None, _REFUSED_BYTES):
+    if special is not None and not special.translate(None, XML_REFUSED_BYTES):
         return texts
     needs = pc.fill_null(pc.match_substring_regex(texts, _ESCAPED_IN_TEXT), False)
     if not pc.any(needs).as_py():
@@ -348,11 +335,14 @@ def column_operations(
     and `class_names` may be one for every row. Whether the result is text XML can carry is
     `column_refused`'s to say."""
     names = _name(class_names) if isinstance(class_names, str) else _column_names(class_names, _name)
-    return pc.binary_join_element_wise(
-        "<", kinds, ' class-name="', names, '" event-id="',
-        pc.cast(event_ids, pa.string()), '"><association>', _column_text(associations), "</association>",
-        *bodies, "</", kinds, ">", "",
-    )
+    pieces: list[pa.Array | str] = []
+    for piece in ("<", kinds, ' class-name="', names, '" event-id="', pc.cast(event_ids, pa.string()),
+                  '"><association>', _column_text(associations), "</association>", *bodies, "</", kinds, ">"):
+        if isinstance(piece, str) and pieces and isinstance(pieces[-1], str):
+            pieces[-1] += piece  # texts every row holds side by side, joined once: the join costs each piece
+        else:
+            pieces.append(piece)
+    return pc.binary_join_element_wise(*pieces, "")
 
 
 def column_whole_values(

@@ -33,7 +33,8 @@ from publisher.dialects import dialect_of
 from publisher.model.canonical import bound_value, canonical_key_column
 from publisher.model.catalog import ColumnInfo, MultiValued, TableInfo
 from publisher.model.keys import KeyKind, KeyPart, format_key
-from publisher.model.values import BadValueError, ValueType, logged_times, logged_unchanged_as
+from publisher.model.plain_times import logged_times
+from publisher.model.values import BadValueError, ValueType, logged_unchanged_as
 from publisher.model.valuetext import encode_read, read_value_sql, value_text_sql
 
 Published = tuple[str, dict[str, str | None], dict[str, str]]

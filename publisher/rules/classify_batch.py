@@ -16,7 +16,8 @@ from publisher.model.arrow import arrow_schema_of
 from publisher.model.canonical import canonical_spelling
 from publisher.model.catalog import TableInfo
 from publisher.model.events import EVENT_FIELDS, EVENT_SCHEMA, UNREADABLE, EventType
-from publisher.model.values import ValueType, logged_times, logged_unchanged
+from publisher.model.plain_times import logged_times
+from publisher.model.values import ValueType, logged_unchanged
 from publisher.rules.classify import (
     CLASSIFIED_FIELDS,
     CLASSIFIED_NAMES,

@@ -153,8 +153,10 @@ def take_on_threads(job: RangeJob, ranges: list[KeyRange], engine: Engine,
                     progress: Callable[[int], None] | None = None) -> tuple[int, int]:
     """The unfinished ranges taken at once, a thread and a connection each, under cycle numbers
     taken here: on a local master, whose tasks would share the driver's cores, and where a
-    chunk's work is the database's, Arrow's and the disk's, outside the GIL. `job` may hold the
-    lock's `lock_lost`, which each chunk asks. (rows, published)."""
+    chunk's work is the database's, Arrow's and the disk's, outside the GIL. The threads share
+    `engine`'s pool: a chunk takes a connection a chunk before it gave back, where a connection
+    of its own would cost every chunk a login and a server process. `job` may hold the lock's
+    `lock_lost`, which each chunk asks. (rows, published)."""
     from concurrent.futures import ThreadPoolExecutor
 
     waiting = [r for r in ranges if not r.finished]
@@ -166,7 +168,7 @@ def take_on_threads(job: RangeJob, ranges: list[KeyRange], engine: Engine,
     watcher.start()
     try:
         with ThreadPoolExecutor(len(waiting), thread_name_prefix="snapshot-range") as pool:
-            results = list(pool.map(take_range, [job] * len(waiting), waiting, cycles))
+            results = list(pool.map(take_range, [job] * len(waiting), waiting, cycles, [engine] * len(waiting)))
     finally:
         done.set()
         watcher.join()

@@ -530,7 +530,7 @@ _DATE_TIME_TEXTS = st.builds(
 @given(st.lists(st.none() | _DATE_TIME_TEXTS | _LOGGED_SAMPLES | st.text(max_size=20), max_size=20))
 def test_date_times_encoded_as_columns_are_what_encoding_them_one_by_one_gives(texts: list[str | None]) -> None:
     """`logged_times` publishes a date-time as `encode_logged` does, or leaves it to it (null)."""
-    from publisher.model.values import logged_times
+    from publisher.model.plain_times import logged_times
 
     for text, fast in zip(texts, logged_times(pa.array(texts, pa.string())).to_pylist(), strict=True):
         if fast is not None:
@@ -538,7 +538,7 @@ def test_date_times_encoded_as_columns_are_what_encoding_them_one_by_one_gives(t
 
 
 def test_plain_date_times_are_encoded_as_columns() -> None:
-    from publisher.model.values import logged_times
+    from publisher.model.plain_times import logged_times
 
     texts = ["2024-05-01", "2024-05-01 10:00:00", "2024-05-01 10:00:00+00", "1969-12-31 23:59:59"]
     assert logged_times(pa.array(texts)).to_pylist() == ["1714521600", "1714557600", "1714557600", "-1"]
