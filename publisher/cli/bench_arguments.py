@@ -168,6 +168,11 @@ def add_bench(commands: Any) -> None:
                        help="events in the backlog (default: 1000000)")
     bench.add_argument("--query-limit", type=positive, default=200_000, metavar="Q",
                        help="events per drain cycle (default: 200000)")
+    bench.add_argument("--transaction-events", type=positive, metavar="T",
+                       help="make the backlog in transactions of about T events each (default: in 20 "
+                       "transactions). A cycle cut by --query-limit inside a transaction takes the rest of it, "
+                       "so T well below Q makes every cycle about Q events: drains of different backlogs then "
+                       "compare cycle for cycle")
     bench.add_argument("--latency-cycles", type=positive, default=50, metavar="N",
                        help="small polls of 10 events for the latency figures (default: 50)")
     bench.add_argument("--reference-sample", type=positive, default=5_000, metavar="SAMPLE",

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         latency_cycles=args.latency_cycles, reference_sample=args.reference_sample, master=args.master,
         cluster=args.cluster, formats=args.formats, backlog=Backlog(args.backlog), subscribers=args.subscribers,
         cold=args.cold, small_cycle_events=args.small_cycle_events, broker=args.broker,
-        encoding=args.encoding or "json", broker_pairs=args.repeat,
+        encoding=args.encoding or "json", broker_pairs=args.repeat, transaction_events=args.transaction_events,
     )
     try:
         report = run_benchmark(options)

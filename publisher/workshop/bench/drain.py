@@ -17,7 +17,7 @@ from publisher.database import table_schema
 from publisher.model.events import Status
 from publisher.pipeline.cycle import CycleResult, run_cycle
 from publisher.pipeline.event_log import event_log_table
-from publisher.workshop.bench.sampling import Latency
+from publisher.workshop.bench.sampling import Latency, resident
 from publisher.workshop.bench.workload import Workload, change_rows
 
 log = logging.getLogger("publisher")
@@ -42,6 +42,10 @@ class DrainResult:
     statuses: dict[str, int] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     cycle_seconds: list[float] = field(default_factory=list)
+    cycle_events: list[int] = field(default_factory=list)
+    cycle_memory: list[dict[str, int | None]] = field(default_factory=list)
+    """Resident sizes after each cycle (`sampling.resident`): the driver's now and its peak so far,
+    the JVM's now."""
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     """CPU time of the publisher's process (its threads included, not the JVM's) over the drain."""
@@ -52,6 +56,7 @@ class DrainResult:
 
     def add(self, result: CycleResult, seconds: float) -> None:
         self.cycles += 1
+        self.cycle_events.append(result.events)
         self.distributed_cycles += result.distributed
         self.events += result.events
         self.operations += result.operations
@@ -61,6 +66,7 @@ class DrainResult:
         self.change_rows += result.change_rows
         self.messages += result.messages
         self.cycle_seconds.append(seconds)
+        self.cycle_memory.append(resident())
         for status, count in result.statuses.items():
             self.statuses[status] = self.statuses.get(status, 0) + count
         for stage, spent in result.seconds.items():
@@ -83,6 +89,8 @@ class DrainResult:
             "events_per_second": round(self.events_per_second, 1),
             "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
             "cycle_seconds": [round(s, 3) for s in self.cycle_seconds],
+            "cycle_events": list(self.cycle_events),
+            "cycle_memory": self.cycle_memory,
         }
 
 

@@ -25,6 +25,15 @@ def format_size(n: int | None) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
 
+def _by_cycle(sizes: list[int | None]) -> str:
+    """Resident sizes taken after each cycle: the first, the last and the largest."""
+    known = [n for n in sizes if n is not None]
+    if not known:
+        return "-"
+    return (f"first {format_size(known[0])}, last {format_size(known[-1])}, largest {format_size(max(known))} "
+            f"({len(known)} cycles)")
+
+
 def format_report(report: BenchReport) -> str:
     """The report as a plain-text table, one measurement per line."""
     o, w, f, r, d, lat = report.options, report.workload, report.floor, report.reference, report.drain, report.latency
@@ -72,6 +81,9 @@ def format_report(report: BenchReport) -> str:
     row("JVM", format_size(report.memory.jvm))
     row("Python worker (largest)", f"{format_size(report.memory.python_worker)} "
         f"({report.memory.python_workers_seen} seen)")
+    if d.cycle_memory:
+        row("driver after each drain cycle", _by_cycle([m["driver_bytes"] for m in d.cycle_memory]))
+        row("JVM after each drain cycle", _by_cycle([m["jvm_bytes"] for m in d.cycle_memory]))
     section("ratios")
     row("publisher time / floor time", f"{report.floor_ratio:,.1f}x (warm drain)")
     if report.cold_ratio is not None:

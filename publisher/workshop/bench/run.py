@@ -76,6 +76,8 @@ class BenchOptions:
     """What the messages go to `broker` as."""
     broker_pairs: int = 1
     """With `broker`: how many pairs of drains (files only, then to the broker) to time."""
+    transaction_events: int | None = None
+    """Events per transaction of the generated backlog; None: the workload's ROUNDS transactions."""
     formats_beside: bool = False
     """After the drain, set the backlog back to new and drain it again with change tables and
     messages on: what the formats cost on the same log, against the drain without them."""
@@ -228,7 +230,7 @@ def _run(
     url = _scratch_url(database, options.url, workdir / "bench.db")
     log.info("generating %d events on %d rows (%s)", options.events, options.rows, database.name)
     workload = generate(database.name, url, options.rows, options.events, options.schema,
-                        backlog=options.backlog)
+                        backlog=options.backlog, transaction_events=options.transaction_events)
     log.info("generated %d events in %.1f s", workload.events, workload.generate_seconds)
     config = workload.config(workdir / "out", options.query_limit, options.batch_size, options.master)
     config = dataclasses.replace(config, spark=dataclasses.replace(

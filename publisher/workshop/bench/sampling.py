@@ -114,6 +114,22 @@ class ProcessSampler:
         )
 
 
+def resident(roots: list[int] | None = None) -> dict[str, int | None]:
+    """Resident sizes now, in bytes: the driver's (this process) and its peak so far (VmHWM), and
+    the largest JVM among the descendants of `roots` (default: this process); None where /proc
+    could not say. A drain takes one after each cycle, so growth over the cycles shows."""
+    me = os.getpid()
+    jvm = [_status_kib(pid, "VmRSS") for pid in {p for r in roots or [me] for p in descendants(r)}
+           if _kind(pid) == "jvm"]
+    known = [kib * 1024 for kib in jvm if kib is not None]
+    rss, hwm = _status_kib(me, "VmRSS"), _status_kib(me, "VmHWM")
+    return {
+        "driver_bytes": None if rss is None else rss * 1024,
+        "driver_peak_bytes": None if hwm is None else hwm * 1024,
+        "jvm_bytes": max(known) if known else None,
+    }
+
+
 def _kind(pid: int) -> str | None:
     try:
         name = Path(f"/proc/{pid}/comm").read_text().strip()

@@ -45,6 +45,8 @@ PUBLISHER_USER = "idm"
 
 
 ROUNDS = 20
+"""Transactions the events are made in, unless the events per transaction are given: each
+takes its share of every kind."""
 
 
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
@@ -69,6 +71,8 @@ class Workload:
     generate_seconds: float
     """Making the events through the triggers."""
     backlog: Backlog = Backlog.MIX
+    transactions: int = ROUNDS
+    """The transactions the events were made in."""
 
     def config(self, output: Path, query_limit: int, batch_size: int = 128, master: str = "local[*]") -> Config:
         """The publisher's configuration for this backlog."""
@@ -85,6 +89,7 @@ class Workload:
             "load_seconds": round(self.load_seconds, 3),
             "generate_seconds": round(self.generate_seconds, 3),
             "backlog": self.backlog.value,
+            "transactions": self.transactions,
             "events_per_second": round(self.events / self.generate_seconds, 1) if self.generate_seconds else None,
         }
 
@@ -103,11 +108,13 @@ def bench_config(
 
 def generate(
     dialect: str, url: str, rows: int, events: int, schema: str = DEFAULT_SCHEMA, mix: Mix = DEFAULT_MIX,
-    backlog: Backlog = Backlog.MIX,
+    backlog: Backlog = Backlog.MIX, transaction_events: int | None = None,
 ) -> Workload:
     """Make the tables afresh (a schema dropped and recreated, or a file replaced), then `events`
-    events, rewritten in place as `backlog` says."""
+    events, rewritten in place as `backlog` says; in ROUNDS transactions, or in transactions of
+    about `transaction_events` events each (`rounds_of`)."""
     plan = plan_events(events, rows, mix)
+    rounds = rounds_of(events, transaction_events)
     _check_url(dialect, url)
     writer = writer_for(dialect, schema)
     if writer.schema is not None and not _IDENTIFIER.fullmatch(schema):
@@ -125,7 +132,7 @@ def generate(
         install_capture(config, engine, ["grp"], "row")
         load_seconds = time.perf_counter() - started
         started = time.perf_counter()
-        _make_events(engine, writer, plan, rows)
+        _make_events(engine, writer, plan, rows, rounds)
         generate_seconds = time.perf_counter() - started
         with engine.begin() as conn:
             if backlog is not Backlog.MIX:
@@ -156,7 +163,20 @@ def generate(
         load_seconds=load_seconds,
         generate_seconds=generate_seconds,
         backlog=backlog,
+        transactions=rounds,
     )
+
+
+def rounds_of(events: int, transaction_events: int | None) -> int:
+    """The transactions `events` events are made in: ROUNDS, or as many as keep each to about
+    `transaction_events` (never fewer than ROUNDS). A window that `query_limit` cuts is extended to
+    the end of the transaction it cut into, so transactions much smaller than `query_limit` make
+    every cycle of a drain about `query_limit` events."""
+    if transaction_events is None:
+        return ROUNDS
+    if transaction_events < 1:
+        raise WorkloadError(f"transaction events: expected at least 1, got {transaction_events}")
+    return max(ROUNDS, -(-events // transaction_events))
 
 
 def writer_for(dialect: str, schema: str | None) -> Writer:
@@ -210,7 +230,7 @@ def _split(total: int, parts: int) -> list[int]:
     return [share + (1 if i < extra else 0) for i in range(parts)]
 
 
-def _make_events(engine: Engine, writer: Writer, plan: Plan, rows: int) -> None:
+def _make_events(engine: Engine, writer: Writer, plan: Plan, rows: int, count: int = ROUNDS) -> None:
     """Interleave the kinds in rounds, one transaction each; updates only touch rows no round deletes."""
     usr_alive = rows - plan.usr_deletes
     grp_total = grp_rows(rows)
@@ -220,10 +240,10 @@ def _make_events(engine: Engine, writer: Writer, plan: Plan, rows: int) -> None:
     usr_chunk, grp_chunk = max(1, usr_alive // 4), max(1, grp_alive // 4)
     next_usr, next_grp = rows + 1, grp_total + 1
     next_usr_deleted, next_grp_deleted = usr_alive + 1, grp_alive + 1
-    rounds = {f.name: _split(getattr(plan, f.name), ROUNDS) for f in dataclasses.fields(plan)}
+    rounds = {f.name: _split(getattr(plan, f.name), count) for f in dataclasses.fields(plan)}
     generation = 0
     malformed = 0
-    for r in range(ROUNDS):
+    for r in range(count):
         with engine.begin() as conn:
             for lo, hi in usr_updated.take(rounds["usr_updates"][r], usr_chunk):
                 generation += 1
