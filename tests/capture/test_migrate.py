@@ -656,3 +656,24 @@ def test_the_statements_that_change_rows(statement, changes):
     from publisher.model.statements import changes_rows
 
     assert changes_rows(statement) is changes
+
+
+@pytest.mark.parametrize(("file_user", "overrides", "kept"), [
+    ("", ["database.url=mysql://app@db.example.org/hr"], "idm"),
+    ("", ["database.url=mysql://app@db.example.org/hr", "database.url=mysql://ops@db.example.org/hr"], "idm"),
+    ('user = "pub"\n', ["database.url=mysql://app@db.example.org/hr"], "pub"),
+    ("", ["publisher.query_limit=5"], None),
+    ("", ["database.url=mysql://app@db.example.org/hr", "database.user=other"], "other"),
+])
+def test_migrate_as_the_application_keeps_the_publisher_s_own_user(tmp_path, file_user, overrides, kept):
+    """`--set database.url=…` logs migrate in as the application; the loopback user stays the one
+    the cycles use, the configuration's, not the login migrate borrowed."""
+    from publisher.cli.commands import publisher_user_kept
+    from publisher.config.loading import load_config
+
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "mysql://idm@db.example.org/hr"\n{file_user}', encoding="utf-8")
+    config = load_config(path, environ={}, overrides=overrides)
+    resolved = publisher_user_kept(config, str(path), overrides)
+    assert resolved.database.user == kept
+    assert resolved.database.url == config.database.url
