@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from publisher.capture.base import capture_of
+from publisher.capture.resyncs import ensure_resyncs_table, owe_resync_sql, resyncs_table
 from publisher.capture.shape import (
     StaleCapture,
     capture_table,
@@ -158,7 +159,8 @@ def capture_ddl(config: Config, engine: Engine) -> list[str]:
     from sqlalchemy.schema import CreateTable
 
     schema = table_schema(config, engine)
-    targets = (capture_table(config.event_log.table, schema), shapes_table(config.event_log.table, schema))
+    log_name = config.event_log.table
+    targets = (capture_table(log_name, schema), shapes_table(log_name, schema), resyncs_table(log_name, schema))
     statements = [str(CreateTable(target, if_not_exists=True).compile(engine)) for target in targets]
     return statements + capture_of(config, engine).follow_ddl()
 
@@ -314,16 +316,21 @@ def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None =
     in its own transaction), by default each table's in one of their own."""
     run = execute or (lambda statements: _execute(config, engine, statements))
     stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True), only)
+    if stale and execute is None:  # `migrate` makes sure of it before it holds the tables
+        ensure_resyncs_table(config, engine)
     native = installed_native(config, engine)
+    capture = capture_of(config, engine)
     for found in stale:
+        owed = owe_resync_sql(config, found.published_as, capture.qualify, capture.literal)  # first: where each
+        # statement commits on its own, a kill in between leaves a resync too many, never one too few
         on_native = _on_native_alone(config, engine, found, native)
         if on_native is not None:
-            run(record_sql(config, engine, found.published_as, on_native, found.style)
-                + shape_record_sql(config, engine, found.published_as, capture_of(config, engine).qualify))
+            run(owed + record_sql(config, engine, found.published_as, on_native, found.style)
+                + shape_record_sql(config, engine, found.published_as, capture.qualify))
             log.info("%s: the native capture follows it; its new shape recorded", found.describe())
             continue
         try:
-            run(reinstall_sql(config, engine, found.published_as, found.style))
+            run(owed + reinstall_sql(config, engine, found.published_as, found.style))
         except CaptureError as exc:
             if strict:
                 raise CaptureError(f"{found.describe()}: its capture cannot be made anew: {exc}") from None

@@ -137,7 +137,7 @@ def poll_command(config: Config, reader: Reader) -> int:
     from publisher.pipeline.cycle import run_cycle
     from publisher.pipeline.spark import get_spark
     from publisher.service.loopback import all_loopback, loopback_said
-    from publisher.service.migrate import resync_reshaped
+    from publisher.service.migrate import resync_after_cycle
 
     engine = connect(config)
     _check_reachable(engine)
@@ -147,7 +147,7 @@ def poll_command(config: Config, reader: Reader) -> int:
         _warn_unpublished(config, engine)
         with PublisherLock(config) as lock:
             result = run_cycle(lambda: get_spark(config.spark), engine, config)
-            resync_reshaped(config, result)
+            resync_after_cycle(config, engine, reader)
         print(json.dumps(result.summary()))
         if all_loopback(result):
             said = loopback_said(config, engine, result.loopback, "every row the cycle read")
@@ -158,6 +158,7 @@ def poll_command(config: Config, reader: Reader) -> int:
 
     with PublisherLock(config, reader=reader) as lock:
         results = check_out(lambda: get_spark(config.spark), engine, config, reader.subscriber)
+        resync_after_cycle(config, engine, reader)
     print(json.dumps(results.summary()))
     _check_not_lost(lock)
     return 0

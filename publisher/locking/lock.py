@@ -90,11 +90,27 @@ class PublisherLock:
         except BaseException:
             self._backend.close()
             raise
+        self._hold()
+        return True
+
+    def acquire_if_free(self) -> bool:
+        """Take the lock if no other process holds it, without waiting (whatever `when_locked` says)."""
+        try:
+            holder = self._backend.try_acquire()
+        except BaseException:
+            self._backend.close()
+            raise
+        if holder is not None:
+            self._backend.close()
+            return False
+        self._hold()
+        return True
+
+    def _hold(self) -> None:
         self.held = True
         self._stop_renewing.clear()
         self._renewer = threading.Thread(target=self._renew, name="publisher-lock", daemon=True)
         self._renewer.start()
-        return True
 
     def _wait_for_lock(self) -> bool:
         holder = self._backend.try_acquire()

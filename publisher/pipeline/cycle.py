@@ -79,8 +79,8 @@ class CycleResult:
     isolation: Isolation | None = None
     """Rows rejected because a stage failed on them twice (counted in `statuses` and `rejected`)."""
     reshaped: tuple[str, ...] = ()
-    """Tables whose capture the cycle made anew after a migration: its rows are to be published
-    again (the service's `resync_reshaped`)."""
+    """Tables whose capture the cycle made anew after a migration: their rows are owed to every
+    reader again (`capture.resyncs`; the service's `resync_owed`)."""
     loopback: Mapping[str, int] = field(default_factory=dict)
     """The rows passed over as loopback (marked S, not published), by perpetrator."""
 

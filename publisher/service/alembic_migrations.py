@@ -29,7 +29,7 @@ from sqlalchemy import Connection, event
 from publisher.config import Config
 from publisher.database import HeldConnection
 from publisher.model.statements import Statement
-from publisher.service.migrate import resync
+from publisher.service.migrate import ensure_owed_resyncs, resync
 from publisher.service.migration import Migration, MigrationResult, Step
 
 log = logging.getLogger("publisher")
@@ -97,6 +97,7 @@ def published_migrations(connection: Connection, config: Config | str | Path) ->
 
     if not isinstance(config, Config):
         config = load_config(str(config))
+    ensure_owed_resyncs(config)
     held = HeldConnection(connection.engine.url, connection.connection.dbapi_connection)
     hook = _Hook(Migration(config, held))
     level = log.level
@@ -114,4 +115,4 @@ def published_migrations(connection: Connection, config: Config | str | Path) ->
         held.close()
     result = hook.migration.result
     if result.resync:  # Alembic's transaction has committed: the rows are published as they are now
-        result.resynced = resync(config, result.resync)
+        result.resynced, result.resync_left = resync(config)

@@ -25,7 +25,7 @@ from publisher.outputs.cycle_files import document_name, next_cycle_number
 from publisher.outputs.durable import write_atomically
 from publisher.pipeline.cycle import SparkProvider, run_cycle
 from publisher.service.loopback import LoopbackWatch, loopback_said
-from publisher.service.migrate import resync_reshaped
+from publisher.service.migrate import resync_after_cycle
 
 if TYPE_CHECKING:
     from publisher.locking.lock import PublisherLock
@@ -97,9 +97,12 @@ def run_forever(
     cycle: Callable[[SparkProvider, Engine, Config], Polled] = run_cycle,
     output: Path | None = None,
     metrics: ReaderMetrics | None = None,
+    reader: Reader | None = None,
 ) -> None:
     """Poll until `stop` is set; a failing cycle acknowledges nothing and is retried with backoff.
-    `output`: where heartbeats go (default: output.directory); `metrics`: told of each cycle."""
+    `output`: where heartbeats go (default: output.directory); `metrics`: told of each cycle;
+    `reader`: whose lock is held, paid after each cycle what a migration owes it (none where
+    nothing is captured)."""
     output = output or Path(config.output.directory)
     heartbeat = config.publisher.heartbeat_interval * 60
     last_publication = time.monotonic()
@@ -117,7 +120,8 @@ def run_forever(
             stop.wait(wait)
             continue
         failures = 0
-        resync_reshaped(config, result)
+        if reader is not None:
+            resync_after_cycle(config, engine, reader)
         if metrics is not None:
             metrics.cycle_succeeded(result)
         if not result.idle:
@@ -181,7 +185,7 @@ def serve(
                     if metrics is not None:
                         metrics.lock_held(True)
                     try:
-                        run_forever(session_spark, engine, config, session, cycle, output, metrics)
+                        run_forever(session_spark, engine, config, session, cycle, output, metrics, reader)
                     finally:
                         if metrics is not None:
                             metrics.lock_held(False)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Engine
 
+from publisher.capture.resyncs import owed_resyncs, readers_of, resync_done
 from publisher.config import Config, Reader, RetiredColumns
 from publisher.database import HeldConnection
 from publisher.model.shapes import last_change, shape_change
@@ -27,6 +28,7 @@ def migrate(config: Config, sql: str, dry_run: bool = False) -> MigrationResult:
     `dry_run`: where DDL is transactional, everything runs and is rolled back, so the SQL
     printed is exactly what would run; where it is not (`Capture.transactional_ddl`) nothing runs."""
     started = time.monotonic()
+    ensure_owed_resyncs(config)
     held = HeldConnection.of(config)
     level = log.level
     log.setLevel(logging.ERROR)  # the capture's own words on what it made anew: the summary says it, once committed
@@ -45,58 +47,76 @@ def migrate(config: Config, sql: str, dry_run: bool = False) -> MigrationResult:
                     run_segment(migration, segment, dry_run)
             except MigrationError:
                 if result.resync and not migration.dialect.transactional_ddl:  # what ran is kept: its rows too
-                    result.resynced = resync(config, result.resync)
+                    result.resynced, result.resync_left = resync(config)
                 raise
     finally:
         log.setLevel(level)
         held.close()
     if result.resync and not dry_run:
-        result.resynced = resync(config, result.resync)
+        result.resynced, result.resync_left = resync(config)
     result.seconds = time.monotonic() - started
     return result
 
 
-def resync_reshaped(config: Config, polled: object) -> None:
-    """After a cycle that made a table's capture anew for a migration run without `migrate` (the
-    application's own tool; an event trigger, `Capture.may_follow`, followed it meanwhile), publish
-    the table's rows again, as `migrate` does."""
-    reshaped: Sequence[str] = getattr(polled, "reshaped", ())
-    if not reshaped:
-        return
-    names = ", ".join(map(repr, reshaped))
-    log.warning("table(s) %s changed shape since their capture was installed: every row is published again", names)
-    try:
-        resync(config, reshaped)
-    except Exception as exc:  # the cycle is done; only the consumer's settling is behind
-        log.error("could not publish the rows of %s again (%s): run `publisher snapshot --table T` for each",
-                  names, exc)
-
-
-def resync(config: Config, tables: Sequence[str]) -> dict[str, int]:
-    """Publish every row of the tables again through a snapshot (chunked, resumable, in order
-    with the writes around it), so that the consumer ends with what a migration wrote itself;
-    with `retired_columns = "remove"`, with the removal of each dropped or renamed-away column's
-    values. For the status mode, and each subscriber whose subscription tracks the events.
-    Rows logged, per table (the status mode's snapshot, or the first reader's)."""
+def resync_owed(config: Config, engine: Engine, reader: Reader) -> dict[str, int]:
+    """Publish again, for `reader` (whose lock the caller holds), every row of each table whose
+    resync a migration owes it (`capture.resyncs`: owed in the transaction that made the table's
+    capture anew, by `migrate` or by a cycle that followed the application's own tool), so that
+    the consumer ends with what the migration wrote itself; with `retired_columns = "remove"`,
+    with the removal of each dropped or renamed-away column's values. The debt is paid once the
+    table's snapshot (chunked, resumable, in order with the writes around it) has finished: a
+    process killed before that leaves it to the reader's next cycle. Rows logged, per table."""
     from publisher.capture.install import published_tables
-    from publisher.config import STATUS_MODE
+
+    owed = owed_resyncs(config, engine, reader)
+    if not owed:
+        return {}
+    log.warning("table(s) %s changed shape since their capture was installed: every row is published again for %s",
+                ", ".join(map(repr, owed)), reader)
+    published = {name.lower() for name in published_tables(config, engine).names}
+    changes = _shape_changes(config, engine, [table for table in owed if table.lower() in published])
+    logged: dict[str, int] = {}
+    for table, last in owed.items():
+        if table in changes:  # else dropped since, by the migration or a later one
+            for name, rows in _resync_one(config, engine, table, reader, changes[table]).items():
+                logged.setdefault(name, rows)
+        resync_done(config, engine, reader, table, last)
+    return logged
+
+
+def resync_after_cycle(config: Config, engine: Engine, reader: Reader) -> None:
+    """`resync_owed` after a cycle of `reader`; a failure is said and left to the next cycle."""
+    try:
+        resync_owed(config, engine, reader)
+    except Exception as exc:  # the cycle is done; only the consumer's settling is behind
+        log.error("could not publish the rows of a migrated table again for %s (%s): the next cycle tries again",
+                  reader, config.database.redact(str(exc)))
+
+
+def resync(config: Config) -> tuple[dict[str, int], list[str]]:
+    """After a migration: the resyncs owed to each reader that no publisher is serving now (its
+    lock free); a running publisher's own next cycle pays those owed to the readers it serves.
+    Rows logged per table (the first reader's), and the readers left to a running publisher."""
     from publisher.database import connect
+    from publisher.locking.lock import PublisherLock
 
     engine = connect(config)
     logged: dict[str, int] = {}
+    left: list[str] = []
     try:
-        published = {name.lower() for name in published_tables(config, engine).names}
-        still = [table for table in tables if table.lower() in published]  # not dropped later in the migration
-        changes = _shape_changes(config, engine, still)
-        readers = [STATUS_MODE] if config.publisher.status_mode else []
-        readers += [Reader(name) for name in config.subscribers]
-        for reader in readers:
-            for table, events in changes.items():
-                for name, rows in _resync_one(config, engine, table, reader, events).items():
+        for reader in readers_of(config):
+            lock = PublisherLock(config, reader=reader)
+            if not lock.acquire_if_free():
+                left.append(str(reader))
+                continue
+            try:
+                for name, rows in resync_owed(config, engine, reader).items():
                     logged.setdefault(name, rows)
+            finally:
+                lock.release()
     finally:
         engine.dispose()
-    return logged
+    return logged, left
 
 
 def _shape_changes(config: Config, engine: Engine, tables: Sequence[str]) -> dict[str, ChunkEvents]:
@@ -130,6 +150,19 @@ def _resync_one(config: Config, engine: Engine, table: str, reader: Reader, even
         log.info("%s: not published again for %s: %s", table, reader, exc)
         return {}
     return {name: part.rows for name, part in taken.tables.items()}
+
+
+def ensure_owed_resyncs(config: Config) -> None:
+    """The table of owed resyncs, made before the migration holds any table (an event log
+    installed before it has none, and creating it under the migration's locks could wait on them)."""
+    from publisher.capture.resyncs import ensure_resyncs_table
+    from publisher.database import connect
+
+    engine = connect(config)
+    try:
+        ensure_resyncs_table(config, engine)
+    finally:
+        engine.dispose()
 
 
 def segments(steps: Sequence[Step], transactional: bool) -> list[list[Step]]:

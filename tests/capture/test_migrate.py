@@ -256,6 +256,49 @@ def test_the_consumer_settles_after_a_plain_migration_from_the_applications_own_
     assert [str(d) for d in verify(h.config, h.engine)] == []
 
 
+@pytest.mark.parametrize("database", ["sqlite", "postgresql", "mariadb"], indirect=True)
+def test_a_publisher_killed_between_the_reinstall_and_the_resync_resyncs_in_its_next_cycle(spark, database, tmp_path,
+                                                                                         capsys):
+    """The cycle that makes a migrated table's capture anew owes every reader its rows in the same
+    transaction; a process that dies before publishing them (here: the cycle runs, its resync
+    never does) leaves the debt to the next cycle, so `label`'s default reaches the consumer."""
+    h, path = site(spark, database, tmp_path)
+    person = h.table("person")
+    h.db.execute(*(f"INSERT INTO {person} VALUES ('p{n}', '2026-01-01', 'Lee', NULL, {n}.5, 'x')" for n in range(5)))
+    poll_until_drained(path, capsys)
+    h.db.execute(f"ALTER TABLE {person} ADD COLUMN label VARCHAR(10) DEFAULT 'new'")
+    assert h.poll().reshaped == ("person",)  # and the process dies here
+    missing = [str(d) for d in verify(h.config, h.engine)]
+    assert len(missing) == 5 and all("label: expected ['new'], published absent" in d for d in missing), missing
+
+    summaries = poll_until_drained(path, capsys)  # its resync comes after the cycle ...
+    assert "reshaped" not in summaries[0]  # (the capture was made anew already: only the resync was left)
+    poll_until_drained(path, capsys)  # ... and the next publishes what it logged
+    assert [str(d) for d in verify(h.config, h.engine)] == []
+    assert h.db.rows(f"SELECT count(*) FROM {h.table('event_log_resyncs')}") == [(0,)]
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"], indirect=True)
+def test_migrate_leaves_the_resync_to_the_publisher_that_holds_the_readers_lock(spark, database, tmp_path, capsys):
+    """With `run` publishing (its lock held), `migrate` does not publish the rows a second time
+    beside the running publisher's own resync: it says the resync is left to it, and that
+    publisher's next cycle publishes them."""
+    h, path = site(spark, database, tmp_path)
+    person = h.table("person")
+    h.db.execute(*(f"INSERT INTO {person} VALUES ('p{n}', '2026-01-01', 'Lee', NULL, {n}.5, 'x')" for n in range(5)))
+    poll_until_drained(path, capsys)
+    with PublisherLock(h.config):
+        summary = migrate(path, f"ALTER TABLE {person} ADD COLUMN label VARCHAR(10) DEFAULT 'new'", capsys=capsys)
+    assert (summary["resync"], summary["resynced"], summary["resync_left"]) == (["person"], {}, ["the status mode"])
+    assert verify(h.config, h.engine) != []
+
+    poll_until_drained(path, capsys)
+    poll_until_drained(path, capsys)
+    assert [str(d) for d in verify(h.config, h.engine)] == []
+    summary = migrate(path, f"ALTER TABLE {person} ADD COLUMN other VARCHAR(10) DEFAULT 'x'", capsys=capsys)
+    assert (summary["resynced"], summary["resync_left"]) == ({"person": 5}, [])
+
+
 @pytest.mark.parametrize("database", ["sqlite", "mariadb"], indirect=True)
 def test_a_truncate_through_migrate_publishes_a_delete_per_object(spark, database, tmp_path):
     """MariaDB and SQLite fire no trigger on TRUNCATE (SQLite has none): migrate deletes the rows

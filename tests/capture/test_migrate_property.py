@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 from schemas import SCRATCH, TYPES, Runner, fresh_database, identifier, quoted
 
 from publisher.capture.install import install_capture
-from publisher.config import Config, DatabaseConfig, OutputConfig, PublisherSettings, RetiredColumns
+from publisher.config import STATUS_MODE, Config, DatabaseConfig, OutputConfig, PublisherSettings, RetiredColumns
 from publisher.database import connect
 from publisher.pipeline.cycle import run_cycle
-from publisher.service.migrate import migrate, resync_reshaped
+from publisher.service.migrate import migrate, resync_owed
 from publisher.service.mirror import check
 
 DECIMAL = {"postgresql": "NUMERIC(14,3)", "mariadb": "DECIMAL(14,3)"}
@@ -128,7 +128,8 @@ def run_case(spark, case: Case, style: str, plain: bool, root: Path) -> tuple[li
             table = db.qualified("usr")
 
             def poll() -> None:
-                resync_reshaped(config, run_cycle(spark, engine, config))
+                run_cycle(spark, engine, config)
+                resync_owed(config, engine, STATUS_MODE)
 
             for step in case.steps:
                 if isinstance(step, Poll):
@@ -147,7 +148,7 @@ def run_case(spark, case: Case, style: str, plain: bool, root: Path) -> tuple[li
                     write(runner, case, step, model, script, failures)
             for _ in range(10):
                 polled = run_cycle(spark, engine, config)
-                resync_reshaped(config, polled)
+                resync_owed(config, engine, STATUS_MODE)
                 if polled.idle and not polled.reshaped:  # a reshaped cycle logged its resync's events
                     break
             (folder / "out").mkdir(exist_ok=True)  # no document yet: a consumer that holds nothing

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection, Engine, text
 
+from publisher.capture.resyncs import RESYNCS_TABLE_SUFFIX
 from publisher.capture.rows import ROW_TRIGGER_SUFFIXES, RowTriggers
 from publisher.capture.shape import CAPTURE_TABLE_SUFFIX
 from publisher.capture.shape_history import SHAPES_TABLE_SUFFIX
@@ -109,7 +110,7 @@ class MariaDBCapture(RowTriggers):
 
     def _locked(self, tables: Sequence[str]) -> list[str]:
         log = self.config.event_log.table
-        helpers = (log, f"{log}{CAPTURE_TABLE_SUFFIX}", f"{log}{SHAPES_TABLE_SUFFIX}")
+        helpers = (log, f"{log}{CAPTURE_TABLE_SUFFIX}", f"{log}{SHAPES_TABLE_SUFFIX}", f"{log}{RESYNCS_TABLE_SUFFIX}")
         return [self.qualify(name) for name in dict.fromkeys([*tables, *helpers])]
 
     def migration_lock_busy(self, error: Exception) -> bool:
