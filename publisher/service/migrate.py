@@ -8,10 +8,12 @@ import time
 from collections.abc import Sequence
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
-from publisher.capture.resyncs import owed_resyncs, readers_of, resync_done
+from publisher.capture.resyncs import RESYNCS_TABLE_SUFFIX, owed_resyncs, readers_of, resync_done
 from publisher.config import Config, Reader, RetiredColumns
 from publisher.database import HeldConnection
+from publisher.errors import root_cause
 from publisher.model.shapes import last_change, shape_change
 from publisher.model.statements import split_statements
 from publisher.service.migration import Migration, MigrationError, MigrationResult, Step
@@ -161,6 +163,10 @@ def ensure_owed_resyncs(config: Config) -> None:
     engine = connect(config)
     try:
         ensure_resyncs_table(config, engine)
+    except SQLAlchemyError as exc:
+        raise MigrationError(f"cannot create {config.event_log.table}{RESYNCS_TABLE_SUFFIX}, where a migration "
+                             f"records the resyncs it owes ({root_cause(exc)}): run the migration as the tables' "
+                             "owner, or `publisher install --table T` as the owner first; nothing ran") from None
     finally:
         engine.dispose()
 

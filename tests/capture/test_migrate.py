@@ -299,6 +299,29 @@ def test_migrate_leaves_the_resync_to_the_publisher_that_holds_the_readers_lock(
     assert (summary["resynced"], summary["resync_left"]) == ({"person": 5}, [])
 
 
+@pytest.mark.parametrize("database", ["postgresql"], indirect=True)
+def test_migrate_that_cannot_keep_the_resyncs_it_owes_runs_nothing_and_says_why(spark, database, tmp_path, capsys):
+    """An event log from before `<event_log>_resyncs`, and a migration run by a user who may not
+    create it: refused before the table is touched, naming the table and what to do."""
+    h, path = site(spark, database, tmp_path)
+    person = h.table("person")
+    h.db.execute(f"DROP TABLE {h.table('event_log_resyncs')}")
+    role = f"mig_{h.db.schema[-10:]}"
+    h.db.execute(f"CREATE ROLE {role} LOGIN", f"GRANT USAGE ON SCHEMA {h.db.schema} TO {role}")
+    try:
+        url = h.db.url.replace("postgres@", f"{role}@")
+        assert main(["migrate", "-c", str(path), "--set", f"database.url={url}",
+                     "-e", f"ALTER TABLE {person} ADD COLUMN label VARCHAR(10) DEFAULT 'new'"]) == 2
+        err = capsys.readouterr().err
+        assert "cannot create event_log_resyncs" in err and "permission denied" in err and "nothing ran" in err, err
+        assert "label" not in [c for (c,) in h.db.rows(
+            f"SELECT column_name FROM information_schema.columns WHERE table_schema = '{h.db.schema}' "
+            "AND table_name = 'person'")]
+    finally:
+        h.db.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'",
+                     f"DROP OWNED BY {role}", f"DROP ROLE {role}")
+
+
 @pytest.mark.parametrize("database", ["sqlite", "mariadb"], indirect=True)
 def test_a_truncate_through_migrate_publishes_a_delete_per_object(spark, database, tmp_path):
     """MariaDB and SQLite fire no trigger on TRUNCATE (SQLite has none): migrate deletes the rows
