@@ -147,7 +147,8 @@ def _resync_one(config: Config, engine: Engine, table: str, reader: Reader, even
     from publisher.snapshots.snapshot import ProgressLines, SnapshotError, snapshot
 
     try:
-        taken = snapshot(config, engine, [table], reader=reader, progress=ProgressLines(), events=events)
+        # anew: chunks an interrupted resync logged may predate a migration owed since
+        taken = snapshot(config, engine, [table], reader=reader, progress=ProgressLines(), events=events, anew=True)
     except SnapshotError as exc:  # a subscription that does not track the table (or the events)
         log.info("%s: not published again for %s: %s", table, reader, exc)
         return {}

@@ -88,14 +88,15 @@ def snapshot(
     reader: Reader = STATUS_MODE, dry_run: bool = False, chunk_rows: int = CHUNK_ROWS,
     progress: Progress | None = None, direct: DirectOutput | None = None,
     spark: Callable[[], SparkSession] | None = None, parallel_rows: int = PARALLEL_ROWS,
-    events: ChunkEvents = ROWS,
+    events: ChunkEvents = ROWS, anew: bool = False,
 ) -> SnapshotResult:
     """Log every current row of `tables` (default: every published table; a subscriber's:
     every table its subscription tracks) that `where` selects, for `reader`; with `dry_run`,
     only count them. With `direct` (the status mode's, its lock held), write the rows as
     operations where they can be (`snapshot_direct`), a table with `parallel_rows` rows or more
     in key ranges on the Spark session `spark` gives (`snapshot_ranges`). `events`: what each
-    row logs (`ChunkEvents`; a migration's resync may remove retired columns' values too)."""
+    row logs (`ChunkEvents`; a migration's resync may remove retired columns' values too).
+    `anew`: begin again where an unfinished snapshot for the reader left a table."""
     started = time.perf_counter()
     if direct is not None and events.removed:
         raise SnapshotError("the direct path publishes rows only")
@@ -117,7 +118,7 @@ def snapshot(
     range_table(config.event_log.table, schema).create(engine, checkfirst=True)
     taking = Taking(config, engine, schema, snapshot_perpetrator(reader), condition, reader.key, chunk_rows,
                      progress, direct, spark, parallel_rows, events)
-    begun = begin_parts(engine, state, reader.key, condition, counts)
+    begun = begin_parts(engine, state, reader.key, condition, counts, anew)
     for name, table in chosen.items():
         result.tables[name] = take_part(taking, table, counts[name], begun[name])
         result.tables[name].null_keys = _count(engine, config, table, condition, null_keys=True)

@@ -50,11 +50,12 @@ Begun = tuple[str | None, int, bool]
 before, and whether that part is done already."""
 
 
-def begin_parts(engine: Engine, state: Table, reader: str, condition: str, totals: dict[str, int]) -> dict[str, Begun]:
+def begin_parts(engine: Engine, state: Table, reader: str, condition: str, totals: dict[str, int],
+                anew: bool = False) -> dict[str, Begun]:
     """Each table's start. A snapshot continues an unfinished one for the same reader when one
     of its tables was left unfinished with the same condition: that snapshot's tables continue
     after their last key and the ones it finished are done; a table it did not take is begun
-    as part of it. Otherwise each table's part is recorded anew, every one before any row is
+    as part of it. Otherwise (or `anew`) each table's part is recorded anew, every one before any row is
     logged, so that a snapshot killed between two tables is continued, not begun again.
     `started_at`, to the microsecond, tells one snapshot's parts from an earlier one's."""
     tables = list(totals)
@@ -62,8 +63,8 @@ def begin_parts(engine: Engine, state: Table, reader: str, condition: str, total
     now = _now()
     with engine.begin() as conn:
         rows = {r["table_name"]: r for r in conn.execute(select(state).where(mine)).mappings()}
-        unfinished = sorted(r["started_at"] for r in rows.values()
-                            if r["condition"] == condition and r["finished_at"] is None)
+        unfinished = [] if anew else sorted(r["started_at"] for r in rows.values()
+                                            if r["condition"] == condition and r["finished_at"] is None)
         run = unfinished[-1] if unfinished else _now(exact=True)
         begun: dict[str, Begun] = {}
         for name in tables:

@@ -299,6 +299,29 @@ def test_migrate_leaves_the_resync_to_the_publisher_that_holds_the_readers_lock(
     assert (summary["resynced"], summary["resync_left"]) == ({"person": 5}, [])
 
 
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"], indirect=True)
+def test_a_resync_interrupted_before_another_migration_begins_again(spark, database, tmp_path, capsys):
+    """A resync killed after logging its chunks (its part of the snapshot left unfinished), then a
+    second migration: the chunks it logged were read before that migration, so the next resync
+    takes every row again rather than continuing after the last key."""
+    from publisher.snapshots.snapshot import snapshot
+
+    h, path = site(spark, database, tmp_path)
+    person = h.table("person")
+    h.db.execute(*(f"INSERT INTO {person} VALUES ('p{n}', '2026-01-01', 'Lee', NULL, {n}.5, 'x')" for n in range(5)))
+    poll_until_drained(path, capsys)
+    h.db.execute(f"ALTER TABLE {person} ADD COLUMN label VARCHAR(10) DEFAULT 'new'")
+    assert h.poll().reshaped == ("person",)
+    snapshot(h.config, h.engine, ["person"])  # the resync's chunks, all logged; then the kill
+    h.db.execute(f"UPDATE {h.table('event_log_snapshot')} SET finished_at = NULL")
+    drain(h)
+    h.db.execute(f"ALTER TABLE {person} ADD COLUMN tier VARCHAR(10) DEFAULT 'gold'")
+
+    poll_until_drained(path, capsys)
+    poll_until_drained(path, capsys)
+    assert [str(d) for d in verify(h.config, h.engine)] == []
+
+
 @pytest.mark.parametrize("database", ["postgresql"], indirect=True)
 def test_migrate_that_cannot_keep_the_resyncs_it_owes_runs_nothing_and_says_why(spark, database, tmp_path, capsys):
     """An event log from before `<event_log>_resyncs`, and a migration run by a user who may not
