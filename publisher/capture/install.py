@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from publisher.capture.base import capture_of
-from publisher.capture.resyncs import RESYNCS_TABLE_SUFFIX, ensure_resyncs_table, owe_resync_sql, resyncs_table
+from publisher.capture.resyncs import owe_resync_sql, resyncs_kept, resyncs_table
 from publisher.capture.shape import (
     StaleCapture,
     capture_table,
@@ -316,7 +316,7 @@ def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None =
     in its own transaction), by default each table's in one of their own."""
     run = execute or (lambda statements: _execute(config, engine, statements))
     stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True), only)
-    owing = bool(stale) and (execute is not None or _resyncs_kept(config, engine))  # `migrate` made sure of it
+    owing = bool(stale) and (execute is not None or resyncs_kept(config, engine))  # `migrate` made sure of it
     native = installed_native(config, engine)
     capture = capture_of(config, engine)
     for found in stale:
@@ -337,21 +337,6 @@ def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None =
             continue
         log.warning("%s: capture reinstalled", found.describe())
     return stale
-
-
-def _resyncs_kept(config: Config, engine: Engine) -> bool:
-    """Whether the resyncs a migration owes can be kept: `<event_log>_resyncs` is there, or could
-    be created (an event log from before it, and a user allowed to)."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    try:
-        ensure_resyncs_table(config, engine)
-    except SQLAlchemyError as exc:
-        log.error("cannot create %s%s (%s): the rows of the tables a migration changed are not published again; "
-                  "run `publisher install --table T` as the tables' owner, which creates it, then `publisher snapshot "
-                  "--table T`", config.event_log.table, RESYNCS_TABLE_SUFFIX, config.database.redact(str(exc)))
-        return False
-    return True
 
 
 def install_capture(

@@ -7,15 +7,18 @@ publishes the rows again: the consumer settles whatever moment the kill came.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from sqlalchemy import Column, DateTime, Engine, Identity, Integer, MetaData, String, Table, delete, func, select
+from sqlalchemy.exc import SQLAlchemyError
 
 from publisher.config import STATUS_MODE, Config, Reader
 from publisher.database import table_schema
 from publisher.dialects.reflection import reflection
 
 RESYNCS_TABLE_SUFFIX = "_resyncs"
+log = logging.getLogger("publisher")
 
 
 def resyncs_table(event_log: str, schema: str | None, metadata: MetaData | None = None) -> Table:
@@ -53,6 +56,19 @@ def ensure_resyncs_table(config: Config, engine: Engine) -> None:
     target = resyncs_table(config.event_log.table, schema)
     if not reflection(engine, schema).has_table(target.name, schema=schema):
         target.create(engine, checkfirst=True)
+
+
+def resyncs_kept(config: Config, engine: Engine) -> bool:
+    """Whether the resyncs a migration owes can be kept: `<event_log>_resyncs` is there, or could
+    be created (an event log from before it, and a user allowed to)."""
+    try:
+        ensure_resyncs_table(config, engine)
+    except SQLAlchemyError as exc:
+        log.error("cannot create %s%s (%s): the rows of the tables a migration changed are not published again; "
+                  "run `publisher install --table T` as the tables' owner, which creates it, then `publisher snapshot "
+                  "--table T`", config.event_log.table, RESYNCS_TABLE_SUFFIX, config.database.redact(str(exc)))
+        return False
+    return True
 
 
 def owed_resyncs(config: Config, engine: Engine, reader: Reader) -> dict[str, int]:
