@@ -66,8 +66,9 @@ def resync_owed(config: Config, engine: Engine, reader: Reader) -> dict[str, int
     capture anew, by `migrate` or by a cycle that followed the application's own tool), so that
     the consumer ends with what the migration wrote itself; with `retired_columns = "remove"`,
     with the removal of each dropped or renamed-away column's values. The debt is paid once the
-    table's snapshot (chunked, resumable, in order with the writes around it) has finished: a
-    process killed before that leaves it to the reader's next cycle. Rows logged, per table."""
+    table's snapshot (chunked, in order with the writes around it, begun anew each time) has
+    finished: a process killed before that leaves it to the reader's next cycle. Rows logged,
+    per table."""
     from publisher.capture.install import published_tables
 
     owed = owed_resyncs(config, engine, reader)
