@@ -68,10 +68,16 @@ class HeldConnection:
 
     @classmethod
     def of(cls, config: Config) -> HeldConnection:
-        """A connection of its own, closed with it."""
+        """A connection of its own, closed with it, which finds an unqualified table name in the
+        configured schema first, as the publisher names its tables (`Dialect.schema_first_sql`)."""
         base = connect(config)
         fairy = base.raw_connection()
-        return cls(base.url, fairy.dbapi_connection, (fairy, base))
+        held = cls(base.url, fairy.dbapi_connection, (fairy, base))
+        schema_first = dialect_of(base).schema_first_sql(config.database.schema) if config.database.schema else None
+        if schema_first is not None:
+            held.run(schema_first)
+            held.commit()
+        return held
 
     def run(self, statement: str) -> None:
         """A statement as written, no parameters (so `%` is only a character)."""

@@ -215,6 +215,11 @@ class Dialect:
         """A query for the connection's default schema."""
         return "SELECT current_schema()"
 
+    def schema_first_sql(self, schema: str) -> str | None:
+        """A statement after which a session finds an unqualified table name in `schema` first;
+        None where a database has one namespace."""
+        return None
+
     def table_schema(self, configured: str | None) -> str | None:
         """The schema that qualifies table names in SQL: the configured one (None: the
         connection's default)."""

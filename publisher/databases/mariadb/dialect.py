@@ -108,6 +108,9 @@ class MariaDB(Dialect):
     def current_schema_sql(self) -> str:
         return "SELECT DATABASE()"
 
+    def schema_first_sql(self, schema: str) -> str | None:
+        return "USE `" + schema.replace("`", "``") + "`"
+
     def value_text_sql(self, ref: str, binary: bool, sql_type: str) -> str:
         """Binary as base64 without line breaks (TO_BASE64 breaks every 76 characters),
         everything else its cast to utf8mb4 text, whatever the changing session's character set;

@@ -111,6 +111,12 @@ class PostgreSQL(Dialect):
             encoding = conn.exec_driver_sql("SHOW server_encoding").scalar()
         return str(encoding)
 
+    def schema_first_sql(self, schema: str) -> str | None:
+        """The schema put before the session's search_path (which it keeps after it)."""
+        name = '"' + schema.replace('"', '""') + '"'
+        literal = "'" + name.replace("'", "''") + "'"
+        return f"SELECT set_config('search_path', {literal} || ', ' || current_setting('search_path'), false)"
+
     def catalog_version(self, engine: Engine, schema: str | None) -> str | None:
         with engine.connect() as conn:
             version = conn.execute(_CATALOG_VERSION, {"schema": schema}).scalar_one()
