@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from publisher.cli import commands, inspection
+from publisher.cli import commands, inspection, migrating
 from publisher.cli.errors import UnavailableError, UsageError
 from publisher.cli.parser import build_parser
 from publisher.config import Config, ConfigError, Reader
@@ -71,7 +71,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "requeue":
         return _guard(lambda: commands.requeue_command(config, args), config)
     if args.command == "migrate":
-        return _guard(lambda: commands.migrate_command(config, args), config)
+        return _guard(lambda: migrating.migrate_command(config, args), config)
     if args.command == "checkin":
         return _guard(lambda: commands.checkin_command(config, args), config)
     if args.command == "run":

@@ -169,7 +169,8 @@ def _add_migrate(commands: Any) -> None:
         width=100),
         epilog="examples:\n"
         "  publisher migrate -c publisher.toml -e 'ALTER TABLE usr RENAME COLUMN fname TO given'\n"
-        "  publisher migrate -c publisher.toml -f migrations/0042.sql --dry-run",
+        "  publisher migrate -c publisher.toml -f migrations/0042.sql --dry-run\n"
+        "  publisher migrate -c publisher.toml --resync-owed --set database.url=postgresql://owner@db/app",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     ))
     migration = migrate.add_mutually_exclusive_group(required=True)
@@ -177,6 +178,10 @@ def _add_migrate(commands: Any) -> None:
                            help="a statement (repeatable, run in order)")
     migration.add_argument("-f", "--file", metavar="FILE",
                            help="a file of statements separated by ; (- for standard input)")
+    migration.add_argument("--resync-owed", action="store_true",
+                           help="run no SQL: publish again the rows that migrations owe (their resync), for every "
+                           "reader; as the tables' owner, where a migration's own resync did not finish (its process "
+                           "killed) and the publisher's user may not take it")
     migrate.add_argument("--dry-run", action="store_true",
                          help="print every statement the migration would run, the capture's included: where the "
                          "database's DDL is transactional it runs and is rolled back, so the capture's SQL is the new "

@@ -10,6 +10,7 @@ import socket
 import time
 import uuid
 from abc import ABC, abstractmethod
+from enum import Enum
 
 from sqlalchemy import (
     Column,
@@ -55,10 +56,21 @@ def advisory_key(schema: str, table: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def locked_name(config: Config, reader: Reader) -> str:
-    """What a lock is named after: the event log, or one subscriber's check-outs of it."""
+class LockScope(Enum):
+    """What a reader's lock keeps to one process at a time."""
+
+    CYCLES = "cycles"
+    """Its cycles: the status mode's statuses, or a subscriber's check-outs."""
+    RESYNCS = "resyncs"
+    """Publishing again the rows migrations owe it (`service.migrate`), which runs beside its cycles."""
+
+
+def locked_name(config: Config, reader: Reader, scope: LockScope = LockScope.CYCLES) -> str:
+    """What a lock is named after: the event log, or one subscriber's check-outs of it; its
+    resyncs' lock, the same with "(resyncs)"."""
     table = config.event_log.table
-    return table if reader.subscriber is None else f"{table} for subscriber {reader.subscriber}"
+    name = table if reader.subscriber is None else f"{table} for subscriber {reader.subscriber}"
+    return name if scope is LockScope.CYCLES else f"{name} (resyncs)"
 
 
 def lock_backend(dialect: Dialect) -> type[Backend]:
@@ -73,10 +85,10 @@ class Backend(ABC):
     name: str
 
     @classmethod
-    def open(cls, config: Config, owner: str, reader: Reader, lease_seconds: float) -> Backend:
-        """The lock of `reader` on the configured database, for `owner`; `lease_seconds`: how
-        long a lease lasts, where the lock is one that is renewed."""
-        return cls(config, owner, reader)  # type: ignore[call-arg]
+    def open(cls, config: Config, owner: str, locked: str, lease_seconds: float) -> Backend:
+        """The lock named `locked` (`locked_name`) on the configured database, for `owner`;
+        `lease_seconds`: how long a lease lasts, where the lock is one that is renewed."""
+        return cls(config, owner, locked)  # type: ignore[call-arg]
 
     @abstractmethod
     def try_acquire(self) -> str | None:
@@ -136,10 +148,10 @@ class LeaseRow(Backend):
     """A row per event log in `<event_log>_lock`: owner host:pid, a token per lock object, lease expiry."""
 
     @classmethod
-    def open(cls, config: Config, owner: str, reader: Reader, lease_seconds: float) -> Backend:
-        return cls(config, owner, lease_seconds, reader)
+    def open(cls, config: Config, owner: str, locked: str, lease_seconds: float) -> Backend:
+        return cls(config, owner, lease_seconds, locked)
 
-    def __init__(self, config: Config, owner: str, lease_seconds: float, reader: Reader) -> None:
+    def __init__(self, config: Config, owner: str, lease_seconds: float, locked: str) -> None:
         url = make_url(config.database.sqlalchemy_url())
         connect_args = dialect_of(url.get_backend_name()).connect_args(LOCK_WAIT_SECONDS)
         self.engine: Engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
@@ -148,7 +160,6 @@ class LeaseRow(Backend):
         self.lease_seconds = lease_seconds
         self.expires_at = 0.0
         schema = table_schema(config, self.engine)
-        locked = locked_name(config, reader)
         self.name = f"{schema}.{locked}" if schema else locked
         self.table = Table(
             f"{config.event_log.table}_lock",

@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from publisher.config import STATUS_MODE, Config, Reader
 from publisher.dialects import dialect_of
 from publisher.errors import root_cause
-from publisher.locking.backends import Backend, lock_backend, this_process
+from publisher.locking.backends import Backend, LockScope, lock_backend, locked_name, this_process
 
 log = logging.getLogger("publisher")
 
@@ -61,8 +61,10 @@ class PublisherLock:
         renew_seconds: float = RENEW_SECONDS,
         retry_seconds: float = RETRY_SECONDS,
         reader: Reader = STATUS_MODE,
+        scope: LockScope = LockScope.CYCLES,
     ) -> None:
-        """`reader`: whose lock, the status mode's or a subscriber's check-outs'."""
+        """`reader`: whose lock, the status mode's or a subscriber's check-outs'; `scope`: of
+        its cycles, or of its resyncs."""
         self.config = config
         self.stop = stop if stop is not None else threading.Event()
         self.lease_seconds = lease_seconds
@@ -73,7 +75,8 @@ class PublisherLock:
         self._lost = threading.Event()
         self._backend: Backend
         dialect = dialect_of(make_url(config.database.sqlalchemy_url()).get_backend_name())
-        self._backend = lock_backend(dialect).open(config, self.owner, reader, lease_seconds)
+        self._backend = lock_backend(dialect).open(config, self.owner, locked_name(config, reader, scope),
+                                                        lease_seconds)
         self._renewer: threading.Thread | None = None
         self._stop_renewing = threading.Event()
 
@@ -81,10 +84,11 @@ class PublisherLock:
     def lost(self) -> bool:
         return self._lost.is_set()
 
-    def acquire(self) -> bool:
-        """Take the lock, or per `publisher.when_locked` raise LockHeldError or wait until `stop`."""
+    def acquire(self, wait: bool = False) -> bool:
+        """Take the lock, or per `publisher.when_locked` (`wait`: whatever it says, wait) raise
+        LockHeldError or wait until `stop`."""
         try:
-            if not self._wait_for_lock():
+            if not self._wait_for_lock(wait):
                 self._backend.close()
                 return False
         except BaseException:
@@ -112,11 +116,11 @@ class PublisherLock:
         self._renewer = threading.Thread(target=self._renew, name="publisher-lock", daemon=True)
         self._renewer.start()
 
-    def _wait_for_lock(self) -> bool:
+    def _wait_for_lock(self, wait: bool) -> bool:
         holder = self._backend.try_acquire()
         if holder is None:
             return True
-        if self.config.publisher.when_locked == "exit":
+        if self.config.publisher.when_locked == "exit" and not wait:
             raise LockHeldError(self._backend.name, holder)
         log.info(
             "the event log %s is being published by %s: waiting for it (retrying every %g s)",

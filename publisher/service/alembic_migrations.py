@@ -115,4 +115,4 @@ def published_migrations(connection: Connection, config: Config | str | Path) ->
         held.close()
     result = hook.migration.result
     if result.resync:  # Alembic's transaction has committed: the rows are published as they are now
-        result.resynced, result.resync_left = resync(config)
+        result.resynced = resync(config)

@@ -14,6 +14,7 @@ from publisher.capture.resyncs import RESYNCS_TABLE_SUFFIX, owed_resyncs, reader
 from publisher.config import Config, Reader, RetiredColumns
 from publisher.database import HeldConnection
 from publisher.errors import root_cause
+from publisher.locking.backends import LockScope
 from publisher.model.shapes import last_change, shape_change
 from publisher.model.statements import split_statements
 from publisher.service.migration import Migration, MigrationError, MigrationResult, Step
@@ -49,26 +50,26 @@ def migrate(config: Config, sql: str, dry_run: bool = False) -> MigrationResult:
                     run_segment(migration, segment, dry_run)
             except MigrationError:
                 if result.resync and not migration.dialect.transactional_ddl:  # what ran is kept: its rows too
-                    result.resynced, result.resync_left = resync(config)
+                    result.resynced = resync(config)
                 raise
     finally:
         log.setLevel(level)
         held.close()
     if result.resync and not dry_run:
-        result.resynced, result.resync_left = resync(config)
+        result.resynced = resync(config)
     result.seconds = time.monotonic() - started
     return result
 
 
 def resync_owed(config: Config, engine: Engine, reader: Reader) -> dict[str, int]:
-    """Publish again, for `reader` (whose lock the caller holds), every row of each table whose
-    resync a migration owes it (`capture.resyncs`: owed in the transaction that made the table's
-    capture anew, by `migrate` or by a cycle that followed the application's own tool), so that
-    the consumer ends with what the migration wrote itself; with `retired_columns = "remove"`,
-    with the removal of each dropped or renamed-away column's values. The debt is paid once the
-    table's snapshot (chunked, in order with the writes around it, begun anew each time) has
-    finished: a process killed before that leaves it to the reader's next cycle. Rows logged,
-    per table."""
+    """Publish again, for `reader` (the caller holds its resyncs' lock, `LockScope.RESYNCS`),
+    every row of each table whose resync a migration owes it (`capture.resyncs`: owed in the
+    transaction that made the table's capture anew, by `migrate` or by a cycle that followed the
+    application's own tool), so that the consumer ends with what the migration wrote itself; with
+    `retired_columns = "remove"`, with the removal of each dropped or renamed-away column's
+    values. The debt is paid once the table's snapshot (chunked, in order with the writes around
+    it, begun anew each time) has finished: a process killed before that leaves it to the next
+    payer. Rows logged, per table."""
     from publisher.capture.install import published_tables
 
     owed = owed_resyncs(config, engine, reader)
@@ -88,30 +89,52 @@ def resync_owed(config: Config, engine: Engine, reader: Reader) -> dict[str, int
 
 
 def resync_after_cycle(config: Config, engine: Engine, reader: Reader) -> None:
-    """`resync_owed` after a cycle of `reader`; a failure is said and left to the next cycle."""
+    """After a cycle of `reader`: what migrations owe it, unless another process (a `migrate`) is
+    publishing it now. A failure is said, once for the same debt, and left to the next cycle: a
+    publisher's user without the owner's rights (a resync reads the rows under a share lock and
+    logs them in the event log) is told which command publishes them."""
+    from publisher.locking.lock import PublisherLock
+
+    owed: dict[str, int] = {}
+    lock: PublisherLock | None = None
     try:
-        resync_owed(config, engine, reader)
+        owed = owed_resyncs(config, engine, reader)
+        if not owed:
+            return
+        lock = PublisherLock(config, reader=reader, scope=LockScope.RESYNCS)
+        if lock.acquire_if_free():
+            resync_owed(config, engine, reader)
     except Exception as exc:  # the cycle is done; only the consumer's settling is behind
-        log.error("could not publish the rows of a migrated table again for %s (%s): the next cycle tries again",
-                  reader, config.database.redact(str(exc)))
+        said = (str(engine.url), config.database.schema, str(reader), tuple(sorted(owed.items())))
+        level = logging.DEBUG if said in _FAILURES_SAID else logging.ERROR
+        _FAILURES_SAID.add(said)
+        log.log(level, "could not publish the rows of migrated table(s) %s again for %s (%s): the next cycle tries "
+                "again; where the publisher's user may not (a resync reads the rows under a share lock and logs them "
+                "in the event log), run `publisher migrate --resync-owed` as the tables' owner",
+                ", ".join(map(repr, owed)), reader, config.database.redact(str(root_cause(exc))))
+    finally:
+        if lock is not None:
+            lock.release()
 
 
-def resync(config: Config) -> tuple[dict[str, int], list[str]]:
-    """After a migration: the resyncs owed to each reader that no publisher is serving now (its
-    lock free); a running publisher's own next cycle pays those owed to the readers it serves.
-    Rows logged per table (the first reader's), and the readers left to a running publisher."""
+_FAILURES_SAID: set[tuple[str, str | None, str, tuple[tuple[str, int], ...]]] = set()
+"""The resyncs a cycle could not publish and has said so: each debt is said once per process."""
+
+
+def resync(config: Config) -> dict[str, int]:
+    """After a migration (or `migrate --resync-owed`): the resyncs owed to each reader, published
+    by this process, which runs as the tables' owner, beside any running publisher's cycles. A
+    reader's resyncs are one process's at a time: this waits for one a running publisher is
+    publishing, then publishes what is still owed. Rows logged per table (the first reader's)."""
     from publisher.database import connect
     from publisher.locking.lock import PublisherLock
 
     engine = connect(config)
     logged: dict[str, int] = {}
-    left: list[str] = []
     try:
         for reader in readers_of(config):
-            lock = PublisherLock(config, reader=reader)
-            if not lock.acquire_if_free():
-                left.append(str(reader))
-                continue
+            lock = PublisherLock(config, reader=reader, scope=LockScope.RESYNCS)
+            lock.acquire(wait=True)
             try:
                 for name, rows in resync_owed(config, engine, reader).items():
                     logged.setdefault(name, rows)
@@ -119,7 +142,7 @@ def resync(config: Config) -> tuple[dict[str, int], list[str]]:
                 lock.release()
     finally:
         engine.dispose()
-    return logged, left
+    return logged
 
 
 def _shape_changes(config: Config, engine: Engine, tables: Sequence[str]) -> dict[str, ChunkEvents]:

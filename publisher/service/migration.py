@@ -89,9 +89,6 @@ class MigrationResult:
     such values would be missing."""
     resynced: dict[str, int] = field(default_factory=dict)
     """Rows logged for each by the snapshot that publishes them again."""
-    resync_left: list[str] = field(default_factory=list)
-    """The readers whose resync is left to the publisher running for them (it holds their lock):
-    its next cycle publishes the rows again."""
     seconds: float = 0.0
     waited_for_writers: float = 0.0
     """How long the migration waited for the application's transactions to let go of its tables."""

@@ -17,6 +17,7 @@ from sqlalchemy import text
 
 from publisher.capture.install import capture_problems
 from publisher.cli import main
+from publisher.locking.backends import LockScope
 from publisher.locking.lock import PublisherLock
 from publisher.model.statements import Lexis, StatementSyntaxError, TableName, altered_tables, split_statements
 from publisher.service.mirror import verify
@@ -279,24 +280,30 @@ def test_a_publisher_killed_between_the_reinstall_and_the_resync_resyncs_in_its_
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"], indirect=True)
-def test_migrate_leaves_the_resync_to_the_publisher_that_holds_the_readers_lock(spark, database, tmp_path, capsys):
-    """With `run` publishing (its lock held), `migrate` does not publish the rows a second time
-    beside the running publisher's own resync: it says the resync is left to it, and that
-    publisher's next cycle publishes them."""
+def test_migrate_publishes_the_resync_beside_a_running_publisher_one_payer_at_a_time(spark, database, tmp_path,
+                                                                                    capsys):
+    """With `run` publishing (its lock held), `migrate`, which runs as the tables' owner, publishes
+    the rows again itself. A reader's resyncs are one process's at a time: while another holds
+    them (a cycle publishing what an earlier migration owes), `migrate` waits, then publishes
+    what is still owed."""
     h, path = site(spark, database, tmp_path)
     person = h.table("person")
     h.db.execute(*(f"INSERT INTO {person} VALUES ('p{n}', '2026-01-01', 'Lee', NULL, {n}.5, 'x')" for n in range(5)))
     poll_until_drained(path, capsys)
     with PublisherLock(h.config):
         summary = migrate(path, f"ALTER TABLE {person} ADD COLUMN label VARCHAR(10) DEFAULT 'new'", capsys=capsys)
-    assert (summary["resync"], summary["resynced"], summary["resync_left"]) == (["person"], {}, ["the status mode"])
-    assert verify(h.config, h.engine) != []
-
-    poll_until_drained(path, capsys)
+    assert (summary["resync"], summary["resynced"]) == (["person"], {"person": 5})
     poll_until_drained(path, capsys)
     assert [str(d) for d in verify(h.config, h.engine)] == []
+
+    resyncing = PublisherLock(h.config, retry_seconds=0.2, scope=LockScope.RESYNCS)
+    assert resyncing.acquire()
+    threading.Timer(1.5, resyncing.release).start()
+    started = time.monotonic()
     summary = migrate(path, f"ALTER TABLE {person} ADD COLUMN other VARCHAR(10) DEFAULT 'x'", capsys=capsys)
-    assert (summary["resynced"], summary["resync_left"]) == ({"person": 5}, [])
+    assert time.monotonic() - started >= 1.5 and summary["resynced"] == {"person": 5}
+    poll_until_drained(path, capsys)
+    assert [str(d) for d in verify(h.config, h.engine)] == []
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"], indirect=True)
@@ -757,7 +764,7 @@ def test_the_statements_that_change_rows(statement, changes):
 def test_migrate_as_the_application_keeps_the_publisher_s_own_user(tmp_path, file_user, overrides, kept):
     """`--set database.url=…` logs migrate in as the application; the loopback user stays the one
     the cycles use, the configuration's, not the login migrate borrowed."""
-    from publisher.cli.commands import publisher_user_kept
+    from publisher.cli.migrating import publisher_user_kept
     from publisher.config.loading import load_config
 
     path = tmp_path / "publisher.toml"

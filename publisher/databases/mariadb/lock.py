@@ -5,10 +5,10 @@ from sqlalchemy import BigInteger, Column, Connection, MetaData, String, Table, 
 from sqlalchemy.pool import NullPool
 from sqlalchemy.schema import CreateTable
 
-from publisher.config import Config, Reader
+from publisher.config import Config
 from publisher.database import table_schema
 from publisher.dialects import dialect_of
-from publisher.locking.backends import APPLICATION_NAME, SessionLock, advisory_key, describe_owner, locked_name
+from publisher.locking.backends import APPLICATION_NAME, SessionLock, advisory_key, describe_owner
 
 
 class NamedLock(SessionLock):
@@ -17,9 +17,9 @@ class NamedLock(SessionLock):
     The server tells only which connection holds a named lock, so the holder writes its host:pid
     beside its connection id in `<event_log>_lock_owner`, for a waiting publisher to name it."""
 
-    def __init__(self, config: Config, owner: str, reader: Reader) -> None:
+    def __init__(self, config: Config, owner: str, locked: str) -> None:
         self.config = config
-        self.locked = locked_name(config, reader)
+        self.locked = locked
         self.engine = create_engine(config.database.sqlalchemy_url(), poolclass=NullPool)
         self.dialect = dialect_of(self.engine)
         self.connection = None

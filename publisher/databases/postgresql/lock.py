@@ -4,17 +4,17 @@ from __future__ import annotations
 from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.pool import NullPool
 
-from publisher.config import Config, Reader
+from publisher.config import Config
 from publisher.dialects import dialect_of
-from publisher.locking.backends import APPLICATION_NAME, SessionLock, advisory_key, describe_owner, locked_name
+from publisher.locking.backends import APPLICATION_NAME, SessionLock, advisory_key, describe_owner
 
 
 class AdvisoryLock(SessionLock):
     """pg_try_advisory_lock on a dedicated autocommit connection, tagged with host:pid for others to see."""
 
-    def __init__(self, config: Config, owner: str, reader: Reader) -> None:
+    def __init__(self, config: Config, owner: str, locked: str) -> None:
         self.config = config
-        self.locked = locked_name(config, reader)
+        self.locked = locked
         self.engine = create_engine(
             config.database.sqlalchemy_url(),
             poolclass=NullPool,
