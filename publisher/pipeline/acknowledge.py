@@ -11,20 +11,24 @@ statement's worth of ids, whether it hands over a list or streams the runs from 
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, Table, delete, update
+from sqlalchemy.exc import DBAPIError
 
 from publisher.config import Config
 from publisher.dialects import dialect_of
-from publisher.errors import TransientError
+from publisher.errors import TransientError, root_cause
 from publisher.failpoints import reached
 from publisher.model.events import Status
 from publisher.model.runs import IdRun, StatusRun, changed_runs
 from publisher.pipeline.event_log import EventLogSource
 from publisher.pipeline.retention import Readers, delete_purgeable
+
+_log = logging.getLogger("publisher")
 
 ANALYZE_AFTER = 10_000
 """Acknowledged rows from which a cycle refreshes the event log's planner statistics."""
@@ -312,9 +316,26 @@ def _read_runs(runs: Iterable[StatusRun]) -> Iterator[tuple[IdRun, int]]:
 def refresh_statistics(engine: Engine, log: EventLogSource) -> None:
     """ANALYZE the event log after a large acknowledgement. The planner otherwise keeps the
     picture of a table full of N rows for a while and finds the next cycle's few N rows by
-    walking every processed one (0.7 s instead of 1 ms after a million-event drain)."""
-    with engine.begin() as conn:
-        analyse(conn, log.table)
+    walking every processed one (0.7 s instead of 1 ms after a million-event drain). Only an
+    aid: the cycle has acknowledged its events, so a user that may not (ANALYZE TABLE may need
+    INSERT) is told once, and the cycle stands."""
+    try:
+        with engine.begin() as conn:
+            analyse(conn, log.table)
+    except DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise
+        said = (str(engine.url), str(log.table))
+        if said not in _ANALYZE_REFUSED:
+            _ANALYZE_REFUSED.add(said)
+            _log.warning("could not refresh the statistics of the event log %s after a large acknowledgement (%s): "
+                         "cycles after a large drain may read it slowly until the database refreshes them itself; "
+                         "grant the publisher's user what ANALYZE needs (some databases: INSERT on the event log)",
+                         log.table, root_cause(exc))
+
+
+_ANALYZE_REFUSED: set[tuple[str, str]] = set()
+"""The event logs whose ANALYZE was refused and said so, once per process."""
 
 
 def analyse(conn: Connection, table: Table) -> None:
