@@ -73,8 +73,9 @@ def _report_verification(result: Any, reader: Reader) -> None:
     else:
         print(f"mirror equals source: {counted}, {plural(result.documents, 'document')} replayed")
     for (table, attribute), count in sorted(getattr(result, "retired", {}).items()):
-        print(f"retired: {table}.{attribute}: {plural(count, 'object')} keep values of a column the table no longer "
-              "has (dropped or renamed); not a difference")
+        keep = "keeps" if count == 1 else "keep"
+        print(f"retired: {table}.{attribute}: {plural(count, 'object')} {keep} values of a column the table no "
+              "longer has (dropped or renamed); not a difference")
     if result.pending:
         are = "is" if result.pending == 1 else "are"
         waiting = "still new" if reader.is_status_mode else "not checked out yet"

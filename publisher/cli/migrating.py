@@ -62,6 +62,9 @@ def migrate_command(config: Config, args: argparse.Namespace) -> int:
 
 def _resync_owed(config: Config, dry_run: bool) -> int:
     """`migrate --resync-owed`: what migrations owe, published; its summary line."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from publisher.errors import root_cause
     from publisher.service.migrate import MigrationError, ensure_owed_resyncs, resync
 
     if dry_run:
@@ -71,6 +74,11 @@ def _resync_owed(config: Config, dry_run: bool) -> int:
         ensure_owed_resyncs(config)
     except MigrationError as exc:
         raise UsageError(f"migrate: {config.database.redact(str(exc))}") from None
-    resynced = resync(config)
+    try:
+        resynced = resync(config)
+    except SQLAlchemyError as exc:
+        raise UsageError(f"migrate --resync-owed: {config.database.redact(root_cause(exc))}: a resync reads the rows "
+                         "under a share lock and logs them in the event log; run it as the tables' owner "
+                         "(--set database.url=…)") from None
     print(json.dumps({"resynced": resynced, "seconds": round(time.monotonic() - started, 3)}))
     return 0

@@ -170,7 +170,7 @@ def _add_migrate(commands: Any) -> None:
         epilog="examples:\n"
         "  publisher migrate -c publisher.toml -e 'ALTER TABLE usr RENAME COLUMN fname TO given'\n"
         "  publisher migrate -c publisher.toml -f migrations/0042.sql --dry-run\n"
-        "  publisher migrate -c publisher.toml --resync-owed --set database.url=postgresql://owner@db/app",
+        "  publisher migrate -c publisher.toml --resync-owed --set database.url=\"$OWNER_URL\"",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     ))
     migration = migrate.add_mutually_exclusive_group(required=True)

@@ -61,7 +61,7 @@ def migrate(config: Config, sql: str, dry_run: bool = False) -> MigrationResult:
     return result
 
 
-def resync_owed(config: Config, engine: Engine, reader: Reader) -> dict[str, int]:
+def resync_owed(config: Config, engine: Engine, reader: Reader, announce: bool = True) -> dict[str, int]:
     """Publish again, for `reader` (the caller holds its resyncs' lock, `LockScope.RESYNCS`),
     every row of each table whose resync a migration owes it (`capture.resyncs`: owed in the
     transaction that made the table's capture anew, by `migrate` or by a cycle that followed the
@@ -69,14 +69,16 @@ def resync_owed(config: Config, engine: Engine, reader: Reader) -> dict[str, int
     `retired_columns = "remove"`, with the removal of each dropped or renamed-away column's
     values. The debt is paid once the table's snapshot (chunked, in order with the writes around
     it, begun anew each time) has finished: a process killed before that leaves it to the next
-    payer. Rows logged, per table."""
+    payer. Rows logged, per table. `announce`: say what is published again (a warning; else
+    for the debug log only, where a failure to publish it has been said)."""
     from publisher.capture.install import published_tables
 
     owed = owed_resyncs(config, engine, reader)
     if not owed:
         return {}
-    log.warning("table(s) %s changed shape since their capture was installed: every row is published again for %s",
-                ", ".join(map(repr, owed)), reader)
+    log.log(logging.WARNING if announce else logging.DEBUG,
+            "table(s) %s changed shape since their capture was installed: every row is published again for %s",
+            ", ".join(map(repr, owed)), reader)
     published = {name.lower() for name in published_tables(config, engine).names}
     changes = _shape_changes(config, engine, [table for table in owed if table.lower() in published])
     logged: dict[str, int] = {}
@@ -97,18 +99,20 @@ def resync_after_cycle(config: Config, engine: Engine, reader: Reader) -> None:
 
     owed: dict[str, int] = {}
     lock: PublisherLock | None = None
+    said: tuple[str, str | None, str, tuple[tuple[str, int], ...]] = (str(engine.url), config.database.schema,
+                                                                      str(reader), ())
     try:
         owed = owed_resyncs(config, engine, reader)
         if not owed:
             return
+        said = (*said[:3], tuple(sorted(owed.items())))
         lock = PublisherLock(config, reader=reader, scope=LockScope.RESYNCS)
         if lock.acquire_if_free():
-            resync_owed(config, engine, reader)
+            resync_owed(config, engine, reader, announce=said not in _FAILURES_SAID)
     except Exception as exc:  # the cycle is done; only the consumer's settling is behind
-        said = (str(engine.url), config.database.schema, str(reader), tuple(sorted(owed.items())))
         level = logging.DEBUG if said in _FAILURES_SAID else logging.ERROR
         _FAILURES_SAID.add(said)
-        log.log(level, "could not publish the rows of migrated table(s) %s again for %s (%s): the next cycle tries "
+        log.log(level, "could not publish the rows of migrated table(s) %s again for %s: %s. The next cycle tries "
                 "again; where the publisher's user may not (a resync reads the rows under a share lock and logs them "
                 "in the event log), run `publisher migrate --resync-owed` as the tables' owner",
                 ", ".join(map(repr, owed)), reader, config.database.redact(str(root_cause(exc))))
@@ -186,6 +190,12 @@ def ensure_owed_resyncs(config: Config) -> None:
     from publisher.database import connect
 
     engine = connect(config)
+    try:
+        with engine.connect():
+            pass
+    except SQLAlchemyError as exc:
+        engine.dispose()
+        raise MigrationError(f"cannot connect to the database ({root_cause(exc)}); nothing ran") from None
     try:
         ensure_resyncs_table(config, engine)
     except SQLAlchemyError as exc:

@@ -223,13 +223,14 @@ class ProgressLines:
 
     def __init__(self, emit: Callable[[str], None] | None = None) -> None:
         self.last = 0.0
+        self.said: tuple[str, int] | None = None
         self.emit = emit or (lambda line: print(line, file=sys.stderr))
 
     def __call__(self, table: str, rows: int, total: int, seconds: float) -> None:
         now = time.monotonic()
-        if rows < total and now - self.last < PROGRESS_EVERY:
+        if (rows < total and now - self.last < PROGRESS_EVERY) or self.said == (table, rows):
             return
-        self.last = now
+        self.last, self.said = now, (table, rows)
         rate = rows / seconds if seconds > 0 else 0.0
         left = f", about {int((total - rows) / rate)} s left" if rate > 0 and rows < total else ""
         self.emit(f"snapshot {table}: {rows_of_total(rows, total)}, {rate:,.0f} rows/s{left}")

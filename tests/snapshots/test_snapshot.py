@@ -364,5 +364,6 @@ def test_progress_lines_say_rows_rate_and_time_left_and_never_more_than_all_of_a
     progress("usr", 250, 1000, 2.0)
     progress("usr", 500, 1000, 4.0)
     progress("usr", 1200, 1000, 8.0)
+    progress("usr", 1200, 1000, 8.1)  # the last chunk, empty: the table is done, as said already
     assert lines == ["snapshot usr: 250 of 1,000 rows, 125 rows/s, about 6 s left",
                      "snapshot usr: 1,200 rows (1,000 when it began), 150 rows/s"]

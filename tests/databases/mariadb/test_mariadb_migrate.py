@@ -35,7 +35,7 @@ def test_a_delete_refused_for_its_lock_runs_again_with_the_tables_taken_anew(spa
     monkeypatch.setattr(HeldConnection, "run", refuse_the_first_delete)
     summary = migrate(path, f"TRUNCATE TABLE {person}", capsys=capsys)
     assert summary["truncated"] == ["person"] and summary["retaken"] == 1, summary
-    assert ran == ["LOCK", "DELETE", "FLUSH", "DELETE", "UNLOCK"], ran
+    assert ran == ["USE", "LOCK", "DELETE", "FLUSH", "DELETE", "UNLOCK"], ran  # USE: the configured schema first
     assert h.db.rows(f"SELECT COUNT(*) FROM {person}") == [(0,)]
     drain(h)
     assert [op.tag for op in h.published().operations] == ["delete"] * 3
