@@ -39,7 +39,7 @@ update changes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
@@ -70,7 +70,6 @@ __all__ = [
     "CaptureError",
     "Style",
     "event_log_ddl",
-    "follow_shapes",
     "install_capture",
     "published_tables",
     "subscription_ddl",
@@ -87,10 +86,10 @@ def triggered_tables(config: Config, engine: Engine) -> tuple[str, ...]:
     A configured child table is not listed: it is no class, its triggers log its parent's.
     """
     children = child_tables(config.classes)
-    return tuple(t for t in _capture_carriers(config, engine) if t.lower() not in children)
+    return tuple(t for t in capture_carriers(config, engine) if t.lower() not in children)
 
 
-def _capture_carriers(config: Config, engine: Engine, any_trigger: bool = False) -> tuple[str, ...]:
+def capture_carriers(config: Config, engine: Engine, any_trigger: bool = False) -> tuple[str, ...]:
     """The tables carrying capture triggers (`Capture.carriers`)."""
     with engine.connect() as conn:
         return capture_of(config, engine).carriers(conn, any_trigger)
@@ -182,7 +181,7 @@ def reinstall_sql(config: Config, engine: Engine, table: str, style: Style) -> l
     return statements + capture_of(config, engine).kept_switches(table)
 
 
-def _on_native_alone(config: Config, engine: Engine, found: StaleCapture, native: set[str]) -> list[Table] | None:
+def on_native_alone(config: Config, engine: Engine, found: StaleCapture, native: set[str]) -> list[Table] | None:
     """The tables of a capture that is native throughout (no class's child tables, which keep
     the capture in SQL), whose shape changed: the native capture reads the new shape already, and only the
     record of it is behind. None for any other capture."""
@@ -217,9 +216,9 @@ def capture_problems(config: Config, engine: Engine) -> list[str]:
 def check_capture(config: Config, engine: Engine) -> CaptureCheck:
     """Every table whose capture no longer matches it, and every triggered table with no
     record of what its capture was installed for: those `install` puts right."""
-    stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True))
+    stale = stale_captures(config, engine, lambda: capture_carriers(config, engine, any_trigger=True))
     native = installed_native(config, engine)
-    stale = [found for found in stale if _on_native_alone(config, engine, found, native) is None]
+    stale = [found for found in stale if on_native_alone(config, engine, found, native) is None]
     problems = [found.describe() for found in stale]
     reinstall = [found.published_as for found in stale]
     dialect = capture_of(config, engine)
@@ -285,7 +284,7 @@ def _moved_to(config: Config, engine: Engine, moved: dict[str, str], table: str)
         if carrier.lower() == table.lower():
             log.info("table %r carries the capture installed on %r (renamed?): replaced by its own",
                      carrier, installed_on)
-            shared = installed_on.lower() in {t.lower() for t in _capture_carriers(config, engine, any_trigger=True)}
+            shared = installed_on.lower() in {t.lower() for t in capture_carriers(config, engine, any_trigger=True)}
             statements += dialect.drop_capture_sql(carrier, installed_on, shared)
             if installed_on.lower() not in existing:
                 statements += forget_sql(config, engine, installed_on)
@@ -306,37 +305,6 @@ def _adopted(config: Config, engine: Engine, moved: dict[str, str], table: str, 
     statements = _moved_to(config, engine, moved, carrier) + trigger_sql(
         config, engine, carrier, style, carrier.lower() in natives)
     return statements + capture_of(config, engine).kept_switches(carrier, table)  # switched off, it stays off
-
-
-def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None = None,
-                  execute: Callable[[Sequence[str]], None] | None = None, strict: bool = False) -> list[StaleCapture]:
-    """Reinstall the capture of every table a migration changed (of those installed as `only`,
-    in lower case, if given), logging one warning each; a table that cannot be captured any more
-    is logged and left as it is (`strict`: raised). `execute`: how the statements run (`publisher migrate` runs them
-    in its own transaction), by default each table's in one of their own."""
-    run = execute or (lambda statements: _execute(config, engine, statements))
-    stale = stale_captures(config, engine, lambda: _capture_carriers(config, engine, any_trigger=True), only)
-    owing = bool(stale) and (execute is not None or resyncs_kept(config, engine))  # `migrate` made sure of it
-    native = installed_native(config, engine)
-    capture = capture_of(config, engine)
-    for found in stale:
-        owed = owe_resync_sql(config, found.published_as, capture.qualify, capture.literal) if owing else []
-        # first: where each statement commits on its own, a kill in between leaves a resync too many, never one too few
-        on_native = _on_native_alone(config, engine, found, native)
-        if on_native is not None:
-            run(owed + record_sql(config, engine, found.published_as, on_native, found.style)
-                + shape_record_sql(config, engine, found.published_as, capture.qualify))
-            log.info("%s: the native capture follows it; its new shape recorded", found.describe())
-            continue
-        try:
-            run(owed + reinstall_sql(config, engine, found.published_as, found.style))
-        except CaptureError as exc:
-            if strict:
-                raise CaptureError(f"{found.describe()}: its capture cannot be made anew: {exc}") from None
-            log.error("%s: capture not reinstalled: %s", found.describe(), exc)
-            continue
-        log.warning("%s: capture reinstalled", found.describe())
-    return stale
 
 
 def install_capture(
@@ -365,6 +333,7 @@ def install_capture(
     if config.subscriptions or config.subscribers:
         statements += subscription_ddl(config, engine)
     named = {t.lower() for t in tables}
+    statements += owed_by_reinstall(config, engine, named)
     moved = moved_captures(config, engine)
     for table in tables:
         child = child_of(config.classes, table)
@@ -376,6 +345,21 @@ def install_capture(
     if not dry_run:
         _execute(config, engine, statements)
     return statements
+
+
+def owed_by_reinstall(config: Config, engine: Engine, named: Collection[str]) -> list[str]:
+    """Where `install` makes anew the capture of a table whose shape changed since (a migration
+    not run by `migrate`, whose capture the cycles could not make anew): every reader's resync of
+    it owed with it, so that the consumer gets the rows the new shape has. Not for a table whose
+    triggers are gone (dropped and created again): its rows are a new table's, for a snapshot."""
+    carriers = {name.lower() for name in capture_carriers(config, engine, any_trigger=True)}
+    stale = [found for found in stale_captures(config, engine, lambda: carriers, named)
+             if found.published_as.lower() in carriers]
+    if not stale or not resyncs_kept(config, engine):
+        return []
+    capture = capture_of(config, engine)
+    return [sql for found in stale for sql in owe_resync_sql(config, found.published_as, capture.qualify,
+                                                             capture.literal)]
 
 
 def _execute(config: Config, engine: Engine, statements: Sequence[str]) -> None:

@@ -57,7 +57,21 @@ def install_command(config: Config, args: argparse.Namespace) -> int:
               + (f"; child tables: {', '.join(children)}" if children else ""), file=sys.stderr)
         for problem in _untrackable(config, engine):
             print(f"publisher: warning: {problem}", file=sys.stderr)
+        _resync_after_install(config)
     return 0
+
+
+def _resync_after_install(config: Config) -> None:
+    """A table whose shape changed since its capture was installed (a migration `migrate` did
+    not run) is owed every reader's resync by its reinstall: published again here, by the
+    tables' owner, as `migrate` publishes its own."""
+    from publisher.capture.resyncs import readers_of
+    from publisher.service.migrate import resync
+
+    if readers_of(config):
+        for table, rows in resync(config).items():
+            print(f"publisher: {table!r} changed shape since its capture was installed: its {rows} row(s) are "
+                  "published again", file=sys.stderr)
 
 
 def _untrackable(config: Config, engine: Any) -> list[str]:

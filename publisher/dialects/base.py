@@ -32,6 +32,9 @@ class Dialect:
     lock: ClassVar[str] = "publisher.locking.backends.LeaseRow"
     """The dotted name of the lock the publisher holds on the database (a
     `publisher.locking.backends.Backend`): by default a lease row, which a thread renews."""
+    triggers_run_as_their_definer: ClassVar[bool] = False
+    """A trigger runs with the rights of the user who made it, not of the user whose write fires
+    it: triggers a cycle makes anew fail every write where their maker may not log."""
     workshop: ClassVar[str | None] = None
     """The dotted name of the class that drives the family in `publisher bench` and `publisher
     soak` (its default URLs, private server, workload SQL and mix; the protocol is
@@ -88,6 +91,11 @@ class Dialect:
         """The driver's own exceptions that say the database is away rather than a row wrong:
         raised where the publisher uses the driver directly (COPY), not through SQLAlchemy."""
         return ()
+
+    def refused_for_rights(self, exc: BaseException | None) -> bool:
+        """Whether the driver's exception says the user may not (a privilege it lacks): no,
+        where a database has no users."""
+        return False
 
     def script_calls(self, script: str) -> list[str]:
         """A script (`publisher checkin -f`) as the calls the driver takes: the whole script in

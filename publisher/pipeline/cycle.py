@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from sqlalchemy import Engine
 
 from publisher import failpoints
-from publisher.capture.install import follow_shapes
+from publisher.capture.following import follow_shapes
 from publisher.config import STATUS_MODE, Config, ConfigError, Reader
 from publisher.errors import MissingStateError, StageFailedError, root_cause
 from publisher.model.events import Status

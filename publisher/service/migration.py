@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from publisher.capture.install import capture_of, follow_shapes
+from publisher.capture.following import follow_shapes
+from publisher.capture.install import capture_of
 from publisher.capture.shape import recorded_families
 from publisher.config import Config
 from publisher.database import HeldConnection, table_schema

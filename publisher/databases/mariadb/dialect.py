@@ -26,6 +26,7 @@ class MariaDB(Dialect):
     capture = "publisher.databases.mariadb.capture.MariaDBCapture"
     workshop = "publisher.databases.mariadb.workshop.MariaDBWorkshop"
     lock = "publisher.databases.mariadb.lock.NamedLock"
+    triggers_run_as_their_definer = True
     gives_way_codes = frozenset({"1205", "1213"})
     """Lock wait timeout, and deadlock (InnoDB picks the transaction with less to undo: a snapshot's
     chunk rather than the application's)."""
@@ -40,6 +41,12 @@ class MariaDB(Dialect):
         import pymysql
 
         return (pymysql.err.OperationalError,)
+
+    def refused_for_rights(self, exc: BaseException | None) -> bool:
+        """A command, column or database denied the user (1142, 1143, 1044), a privilege it
+        lacks (1227), or SUPER where binary logging is on (1419)."""
+        args: tuple[object, ...] = getattr(exc, "args", ())
+        return bool(args) and args[0] in _DENIED
 
     def url(self, url: URL) -> URL:
         """The default driver where the URL names none, and utf8mb4 unless it asks for a
@@ -143,3 +150,6 @@ class MariaDB(Dialect):
         """BIT, and a type SQLAlchemy does not know (spatial, named NULL)."""
         name = sql_type.upper()
         return "BIT" if name.startswith("BIT") else "an unknown (e.g. spatial)" if name == "NULL" else None
+
+
+_DENIED = frozenset({1044, 1142, 1143, 1227, 1419})

@@ -86,6 +86,10 @@ class PostgreSQL(Dialect):
 
         return (psycopg.OperationalError,)
 
+    def refused_for_rights(self, exc: BaseException | None) -> bool:
+        """SQLSTATE 42501 (insufficient_privilege: "permission denied", "must be owner")."""
+        return getattr(exc, "sqlstate", None) == "42501"
+
     def try_lock_sql(self) -> str:
         """An advisory lock on the 64-bit `:key`."""
         return "SELECT pg_try_advisory_lock(:key)"
