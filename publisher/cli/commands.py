@@ -65,10 +65,16 @@ def _resync_after_install(config: Config) -> None:
     """A table whose shape changed since its capture was installed (a migration `migrate` did
     not run) is owed every reader's resync by its reinstall: published again here, by the
     tables' owner, as `migrate` publishes its own."""
-    from publisher.capture.resyncs import readers_of
+    from publisher.capture.resyncs import owed_resyncs, readers_of
+    from publisher.database import connect
     from publisher.service.migrate import resync
 
-    if readers_of(config):
+    engine = connect(config)
+    try:
+        owed = any(owed_resyncs(config, engine, reader) for reader in readers_of(config))
+    finally:
+        engine.dispose()
+    if owed:
         for table, rows in resync(config).items():
             print(f"publisher: {table!r} changed shape since its capture was installed: its {rows} row(s) are "
                   "published again", file=sys.stderr)
