@@ -51,8 +51,10 @@ def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None =
             continue
         try:
             if execute is None:
-                _check_may_log(config, engine)
+                _check_may_log(config, engine, found)
             run(owed + reinstall_sql(config, engine, found.published_as, found.style))
+        except MayNotLog:
+            continue
         except CaptureError as exc:
             if strict:
                 raise CaptureError(f"{found.describe()}: its capture cannot be made anew: {exc}") from None
@@ -61,23 +63,34 @@ def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None =
         except DBAPIError as exc:
             if execute is not None or not dialect_of(engine).refused_for_rights(exc.orig):
                 raise
-            _not_made_anew(engine, found, root_cause(exc))
+            if stale_captures(config, engine, lambda: capture_carriers(config, engine, any_trigger=True),
+                              {found.published_as.lower()}):  # else a `migrate` made it anew meanwhile
+                _not_made_anew(engine, found, root_cause(exc))
             continue
         log.warning("%s: capture reinstalled", found.describe())
         followed.append(found)
     return followed
 
 
-def _check_may_log(config: Config, engine: Engine) -> None:
-    """Refused (as the database refuses it) where triggers run as their definer and this user may
-    not INSERT into the event log: triggers it made anew would fail every write of the table.
-    Nothing is inserted: no row is selected."""
+class MayNotLog(CaptureError):
+    """Triggers this user made would run as it, and it may not insert into the event log."""
+
+
+def _check_may_log(config: Config, engine: Engine, found: StaleCapture) -> None:
+    """MayNotLog where triggers run as their definer and this user may not INSERT into the event
+    log: triggers it made anew would fail every write of the table. Nothing is inserted: no row
+    is selected."""
     if not dialect_of(engine).triggers_run_as_their_definer:
         return
     log_table = capture_of(config, engine).qualify(config.event_log.table)
     with engine.connect() as conn:
         try:
             conn.execute(text(f"INSERT INTO {log_table} SELECT * FROM {log_table} WHERE 1 = 0"))
+        except DBAPIError as exc:
+            if not dialect_of(engine).refused_for_rights(exc.orig):
+                raise
+            _not_made_anew(engine, found, root_cause(exc), may_log=False)
+            raise MayNotLog(root_cause(exc)) from None
         finally:
             conn.rollback()
 
@@ -86,15 +99,22 @@ _SAID: set[tuple[str, str]] = set()
 """The captures a cycle could not make anew and has said so (engine, what), once per process."""
 
 
-def _not_made_anew(engine: Engine, found: StaleCapture, cause: str) -> None:
+def _not_made_anew(engine: Engine, found: StaleCapture, cause: str, may_log: bool = True) -> None:
     """A cycle's user may not make the table's capture anew: said once per shape, with the way
-    out. Its writes may fail meanwhile (a column the old triggers name, renamed or dropped)."""
+    out. Its writes may fail meanwhile (a column the old triggers name, renamed or dropped);
+    `may_log` False: it may not insert into the event log, which the triggers it made before run as."""
     said = (str(engine.url), found.describe())
     if said in _SAID:
         return
     _SAID.add(said)
+    if not may_log:
+        log.error("%s: its capture is not made anew: the triggers would run as the publisher's user, which may not "
+                  "insert into the event log (%s), and fail every write of the table; so would every trigger this user "
+                  "made anew before. Grant it INSERT on the event log (the next cycle then makes the capture anew), "
+                  "or run `publisher install --table %s` as the table's owner", found.describe(), cause,
+                  found.published_as)
+        return
     log.error("%s: the publisher's user may not make its capture anew (%s), and until it is, a write of the table "
               "that the old capture cannot log fails (a column renamed or dropped): run `publisher install --table "
               "%s` as the table's owner, which makes it anew and publishes its rows again; run the next migration "
               "through `publisher migrate`, which does both inside it", found.describe(), cause, found.published_as)
-

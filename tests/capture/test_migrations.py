@@ -276,6 +276,33 @@ def test_postgresql_without_event_triggers_install_says_so_and_the_cycle_reinsta
                    f"DROP OWNED BY {role}", f"DROP ROLE {role}")
 
 
+def test_postgresql_the_event_trigger_leaves_other_schemas_alone(spark, postgresql_database, tmp_path):
+    """The event trigger fires for every ALTER TABLE of the database: one on a table of another
+    schema, by a user who may not see the published schema, gets no warning from it."""
+    import psycopg
+
+    db = postgresql_database
+    harness_for(spark, db, tmp_path)
+    assert db.rows("SELECT count(*) FROM pg_event_trigger WHERE evtfoid::regproc::text LIKE "
+                   f"'{db.schema}.%'") == [(1,)]
+    others = [name for (name,) in db.rows("SELECT evtname FROM pg_event_trigger WHERE evtenabled <> 'D' AND "
+                                          f"evtfoid::regproc::text NOT LIKE '{db.schema}.%'")]
+    # other schemas' triggers (left by other tests in this worker's own database), off meanwhile
+    db.execute(*(f'ALTER EVENT TRIGGER "{name}" DISABLE' for name in others))
+    role = f"other_{uuid.uuid4().hex[:10]}"
+    db.execute(f"CREATE ROLE {role} LOGIN", f"CREATE SCHEMA {role} AUTHORIZATION {role}")
+    notices: list[str] = []
+    try:
+        with psycopg.connect(db.url.replace("postgres@", f"{role}@"), autocommit=True) as conn:
+            conn.add_notice_handler(lambda notice: notices.append(str(notice.message_primary)))
+            conn.execute(f"CREATE TABLE {role}.t (a integer)")
+            conn.execute(f"ALTER TABLE {role}.t ADD COLUMN b integer")
+    finally:
+        db.execute(f"DROP SCHEMA {role} CASCADE", f"DROP ROLE {role}",
+                   *(f'ALTER EVENT TRIGGER "{name}" ENABLE' for name in others))
+    assert notices == []
+
+
 def with_formats(h: Harness) -> Harness:
     output = dataclasses.replace(h.config.output, change_tables=ChangeTablesConfig(enabled=True),
                                  messages=MessagesConfig(enabled=True, external_schema_id=True))

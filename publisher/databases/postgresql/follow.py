@@ -134,8 +134,9 @@ class FollowingCapture(Capture, abc.ABC):
             return follow_ddl(self)
         log.warning(
             "the database user may not create event triggers (PostgreSQL: superusers only): a migration "
-            "that drops or renames a published column fails the application's writes until the publisher's "
-            "next cycle reinstalls the table's capture; see the documentation, \"Migrations\""
+            "run without `publisher migrate` that drops or renames a published column fails the application's "
+            "writes until the table's capture is made anew: by the publisher's next cycle where its user owns "
+            "the table, else by `publisher install --table T` as the owner; see the documentation, \"Migrations\""
         )
         return []
 

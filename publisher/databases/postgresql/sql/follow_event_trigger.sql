@@ -4,13 +4,21 @@
 -- that none of the application's later statements names a column that is gone; the row is
 -- marked followed, and the publisher's next cycle reinstalls the table's own capture. Each
 -- changed table's shape record (${shapes}) marks where its events change shape. A failure here
--- is a warning: it must not fail the migration either.
+-- is a warning: it must not fail the migration either. A command on no table of the schema
+-- returns at once: the trigger fires for every ALTER TABLE of the database, by users who may
+-- not even see the schema.
 CREATE OR REPLACE FUNCTION ${function}() RETURNS event_trigger
 LANGUAGE plpgsql
 AS $$$$
 DECLARE
     _table record;
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_event_trigger_ddl_commands() AS command
+                   JOIN pg_catalog.pg_class AS c ON c.oid = command.objid
+                   WHERE command.classid = 'pg_catalog.pg_class'::regclass
+                     AND c.relnamespace = ${schema_literal}::regnamespace) THEN
+        RETURN;
+    END IF;
     FOR _table IN
         SELECT DISTINCT c.oid::regclass AS relation, s.table_name, s.follow_triggers, s.follow_arguments
         FROM pg_catalog.pg_event_trigger_ddl_commands() AS command
