@@ -34,7 +34,10 @@ def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None =
     their own, and a table this user may not make anew is said (`_not_made_anew`) and left out
     of the tables returned."""
     run = execute or (lambda statements: capture_of(config, engine).execute(statements))
-    stale = stale_captures(config, engine, lambda: capture_carriers(config, engine, any_trigger=True), only)
+    def carriers() -> tuple[str, ...]:
+        return capture_carriers(config, engine, any_trigger=True)
+
+    stale = stale_captures(config, engine, carriers, only)
     owing = bool(stale) and (execute is not None or resyncs_kept(config, engine))  # `migrate` made sure of it
     native = installed_native(config, engine)
     capture = capture_of(config, engine)
@@ -63,8 +66,7 @@ def follow_shapes(config: Config, engine: Engine, only: Collection[str] | None =
         except DBAPIError as exc:
             if execute is not None or not dialect_of(engine).refused_for_rights(exc.orig):
                 raise
-            if stale_captures(config, engine, lambda: capture_carriers(config, engine, any_trigger=True),
-                              {found.published_as.lower()}):  # else a `migrate` made it anew meanwhile
+            if stale_captures(config, engine, carriers, {found.published_as.lower()}):  # else `migrate` made it anew
                 _not_made_anew(engine, found, root_cause(exc))
             continue
         log.warning("%s: capture reinstalled", found.describe())
