@@ -32,6 +32,7 @@ from publisher.outputs.documents import DocumentWritten
 from publisher.outputs.formats import FormatsWritten
 from publisher.outputs.outcomes import append_rejects
 from publisher.pipeline.acknowledge import ANALYZE_AFTER
+from publisher.pipeline.collection import collected_after
 from publisher.pipeline.distributed import Distributed
 from publisher.pipeline.driver import InDriver
 from publisher.pipeline.planning import plan_cycle
@@ -140,6 +141,7 @@ class _Stopwatch(StepTimer):
             self.add(f"{stage}.{step}", spent)
 
 
+@collected_after
 def run_cycle(spark: SparkProvider, engine: Engine, config: Config, reader: Reader = STATUS_MODE) -> CycleResult:
     """Publish what the event log holds now, once, for `reader` (a subscriber: a window of its
     check-out); return what was done."""
