@@ -18,7 +18,6 @@ import functools
 import marshal
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import orjson
 
@@ -103,45 +102,61 @@ class Change:
         return 1 if self.before is None else 2
 
 
+Unit = tuple[int, str | None, str | None, str | None]
+"""One event of an operation's run: its effective event type, attr_name, old_text and new_text."""
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where in the event log an operation stands: its first event's record_id, time and transaction."""
+
+    record_id: int
+    event_time: dt.datetime | None
+    transaction_id: str | None
+
+
 def change_of(
-    group: Mapping[str, Any], table: TableInfo, row: Mapping[str, str | None] | None, kind: OperationKind
+    canonical_key: str, units: Sequence[Unit], place: Place, table: TableInfo,
+    row: Mapping[str, str | None] | None, kind: OperationKind,
 ) -> Change:
-    """The change one merged group of an object's events (an XDS operation) stands for."""
-    units: Sequence[Mapping[str, Any]] = group["units"]
-    first = units[0]
-    key = key_texts(table, group["canonical_key"])
-    types = [int(u["effective_type"]) for u in units]
+    """The change one merged run of an object's events (an XDS operation) stands for. Units are
+    tuples, not mappings: a cycle of a million events makes one per event."""
+    key = key_texts(table, canonical_key)
     if kind is OperationKind.DELETE:
-        return _change(table, DELETE, first, key, None, tuple(key), fetched=False)
+        return _change(table, DELETE, place, key, None, tuple(key), fetched=False)
     after: dict[str, str | None] = dict(key)
     before: dict[str, str | None] = {}
     read_back: list[str] = []
     logged: list[str] = []
     current = row or {}
-    for unit, event_type in zip(units, types, strict=True):
-        name = unit["attr_name"]
-        if name in table.retired and table.column(name) is None:
-            continue  # a column the table's version no longer has: its metadata says it is gone
+    retired = table.retired
+    for event_type, name, old_text, new_text in units:
         if event_type in _ROW_QB:
             for column in table.value_columns:
                 after[column.name] = current.get(column.name)
                 read_back.append(column.name)
-        elif event_type in _FIELD_QB:
+            continue
+        if name is None:
+            raise ValueError(f"table {table.name!r}, key {canonical_key!r}: an event of type {event_type} "
+                             "names no column")
+        if name in retired and table.column(name) is None:
+            continue  # a column the table's version no longer has: its metadata says it is gone
+        if event_type in _FIELD_QB:
             after[name] = current.get(name)
             read_back.append(name)
         elif name not in key:
             if event_type in _LOGGED_UPDATES and name not in before:
-                before[name] = unit["old_text"]
-            after[name] = unit["new_text"]
+                before[name] = old_text
+            after[name] = new_text
             logged.append(name)
-    inserting = kind is OperationKind.ADD or all(t in _INSERT_QB for t in types)
+    inserting = kind is OperationKind.ADD or all(unit[0] in _INSERT_QB for unit in units)
     if inserting:
         inserted = [*key, *logged] if logged else []
-        return _change(table, INSERT, first, after, None, _ordered(table, [*inserted, *read_back]),
+        return _change(table, INSERT, place, after, None, _ordered(table, [*inserted, *read_back]),
                        fetched=bool(read_back))
     changed = {name for name, old in before.items() if old != after[name]} | set(read_back)
     logged_before = {**key, **before} if before else None
-    return _change(table, UPDATE, first, after, logged_before, _ordered(table, changed), fetched=bool(read_back))
+    return _change(table, UPDATE, place, after, logged_before, _ordered(table, changed), fetched=bool(read_back))
 
 
 def key_texts(table: TableInfo, canonical_key: str) -> dict[str, str | None]:
@@ -159,15 +174,15 @@ def _key_types(table: TableInfo) -> tuple[tuple[str, ValueType], ...]:
 
 
 def _change(
-    table: TableInfo, operation: str, first: Mapping[str, Any], after: Mapping[str, str | None],
+    table: TableInfo, operation: str, place: Place, after: Mapping[str, str | None],
     before: Mapping[str, str | None] | None, changed: tuple[str, ...], fetched: bool,
 ) -> Change:
     return Change(
         table=table.name,
         operation=operation,
-        record_id=int(first["record_id"]),
-        event_time=as_utc(first.get("event_time")),
-        transaction_id=first.get("transaction_id"),
+        record_id=int(place.record_id),
+        event_time=as_utc(place.event_time),
+        transaction_id=place.transaction_id,
         after=after,
         before=before,
         changed=changed,

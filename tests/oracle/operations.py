@@ -14,7 +14,7 @@ from publisher.model.events import ROW_QUERY_BACK, EventType
 from publisher.model.operation import AttrChange, Operation, OperationKind, Value, association
 from publisher.model.values import ValueType
 from publisher.model.xds import build_operation
-from publisher.rules.changes import Change, change_of
+from publisher.rules.changes import Change, Place, change_of
 from publisher.rules.operations import OperationContext, References
 from publisher.rules.precedence import CurrentRow
 
@@ -172,7 +172,11 @@ def object_operations(
         change = None
         if ctx.changes:
             table = ctx.tables[group["class_name"]]
-            change = change_of(group, table, _as_dict(group["row"]), OperationKind(group["kind"]))
+            units = [(int(u["effective_type"]), u["attr_name"], u["old_text"], u["new_text"]) for u in group["units"]]
+            first = group["units"][0]
+            place = Place(first["record_id"], first.get("event_time"), first.get("transaction_id"))
+            change = change_of(group["canonical_key"], units, place, table, _as_dict(group["row"]),
+                               OperationKind(group["kind"]))
         first = group["position"]
         published.append(PublishedOperation(first["time"], int(first["record_id"]), group["kind"], xml, change))
     return published

@@ -25,7 +25,7 @@ from publisher.model.catalog import TableInfo
 from publisher.model.events import EventType
 from publisher.model.operation import OperationKind
 from publisher.model.xds import column_attr_changes, column_operations, column_refused, refusal
-from publisher.rules.changes import Change, change_of
+from publisher.rules.changes import Change, Place, change_of
 from publisher.rules.columnar.logical import ValueChanges, logical_events, value_changes
 from publisher.rules.columnar.precedence import (
     QUERY_BACK_FROM,
@@ -43,7 +43,8 @@ _LOGGED_ADDS = frozenset(
 OPERATION_FIELDS = ("op_time", "event_id", "xml")
 CHANGE_FIELDS = ("change", "transaction_id", "change_time", "records")
 """With the change formats on, an operation's change besides (`changes.change_of`)."""
-_UNIT_FIELDS = ("effective_type", "attr_name", "old_text", "new_text")
+_UNIT_FIELDS = ("attr_name", "old_text", "new_text")
+"""With the effective event type, what `changes.Unit` holds of an event."""
 _PLACE_FIELDS = ("record_id", "event_time", "transaction_id")
 _ADD, _MODIFY, _DELETE = OperationKind.ADD.value, OperationKind.MODIFY.value, OperationKind.DELETE.value
 _KIND_NAMES = pa.array([_ADD, _MODIFY, _DELETE], pa.string())
@@ -279,16 +280,13 @@ def _run_changes(
     event is a unit of its run; where in the log the run stands (its first event's id, time and
     transaction) is read for the runs' first events alone."""
     names, keys = events["class_name"].to_pylist(), events["canonical_key"].to_pylist()
-    units = [dict(zip(_UNIT_FIELDS, unit, strict=True)) for unit in zip(
-        codes.tolist(), *(events[name].to_pylist() for name in _UNIT_FIELDS[1:]), strict=True)]
+    units = list(zip(codes.tolist(), *(events[name].to_pylist() for name in _UNIT_FIELDS), strict=True))
     firsts = events.select(list(_PLACE_FIELDS)).take(pa.array(starts, pa.int64()))
-    for start, *place in zip(starts.tolist(), *(firsts[name].to_pylist() for name in _PLACE_FIELDS), strict=True):
-        units[start].update(zip(_PLACE_FIELDS, place, strict=True))
+    places = zip(*(firsts[name].to_pylist() for name in _PLACE_FIELDS), strict=True)
     described = []
-    for start, end, kind in zip(starts.tolist(), ends.tolist(), kinds.to_pylist(), strict=True):
+    for start, end, kind, place in zip(starts.tolist(), ends.tolist(), kinds.to_pylist(), places, strict=True):
         obj = (names[start], keys[start])
         row = current.get(obj)
-        group = {"canonical_key": obj[1], "units": units[start:end]}
-        described.append(change_of(group, ctx.tables[obj[0]], None if row is None else dict(row.values),
-                                   OperationKind(kind)))
+        described.append(change_of(obj[1], units[start:end], Place(*place), ctx.tables[obj[0]],
+                                   None if row is None else row.values, OperationKind(kind)))
     return described
