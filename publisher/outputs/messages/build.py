@@ -190,7 +190,7 @@ def data_message(
         raise ValueError("external_schema_id is on: a data message needs its table version's schema id")
     before = change.before if change.operation == UPDATE else None
     carried = set(change.after) | set(before or ())
-    timestamp = None if change.event_time is None else _iso(change.event_time)
+    timestamp = None if change.event_time is None else _event_iso(change.event_time)
     headers: dict[str, Any] = {
         "operation": change.operation,
         "changeSequence": stamped.change_seq,
@@ -271,6 +271,11 @@ def _iso(time: dt.datetime) -> str:
     utc = as_utc(time)
     assert utc is not None
     return utc.isoformat().replace("+00:00", "Z")
+
+
+_event_iso = functools.lru_cache(maxsize=1024)(_iso)
+"""`_iso` of the changes' times, which a transaction's events mostly share; an equal instant in
+another zone gives the same text."""
 
 
 def json_line(message: Mapping[str, Any]) -> bytes:
