@@ -3,10 +3,11 @@
 A cycle of a million events makes millions of objects that reference counting alone frees (rows
 as lists, current rows as dicts, texts); their number alone sets off the cyclic collector, whose
 older generations walk every object still alive, again and again while the cycle holds its
-batches. Held back, the collector walks what the cycle left once, at its end: the objects the
-cycle made, most of them freed by then. Measured on a warm 1M-event drain on PostgreSQL (the
-performance page), a fifth of the cycle's time; what a cycle leaves in reference cycles is
-still freed before the next cycle starts.
+objects: with the change formats on, a change per operation. Held back, the collector walks
+once, at the cycle's end, what the cycle made, most of it freed by then. Measured on a warm
+cycle of 1M events on PostgreSQL in pairs of processes, a sixth of the cycle's time with the
+formats on, nothing measurable without them (`CHANGELOG.md`). What a cycle leaves in reference
+cycles is still freed before the next cycle starts.
 """
 from __future__ import annotations
 
