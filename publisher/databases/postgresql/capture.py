@@ -258,6 +258,8 @@ class PostgreSQLCapture(NativeCapture, FollowingCapture):
                 new_rows=self.quote(POSTGRESQL_NEW_ROWS),
             ),
             self.render("create_truncate_trigger", trigger=truncate_trigger, table=table_sql, function=update_function),
+            self.render("grant_writers", table=table_sql, table_name=literal(table_sql),
+                        event_log=(log := self.qualify(self.config.event_log.table)), event_log_name=literal(log)),
         ]
 
     def log_update(self, table: Table, style: Style) -> str:

@@ -1,0 +1,75 @@
+"""`install` run by a superuser into the application's schema (PostgreSQL): the capture's
+triggers run as the writing user and insert into an event log that is not the writers' own, so
+every role that may write a captured table is granted INSERT on the event log, and only that.
+Without the grant, every write of the table failed from the moment the capture was installed."""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from conftest import TestDatabase
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ProgrammingError
+
+from publisher.cli import main
+
+PASSWORD = "Secret-9"
+
+
+@pytest.fixture
+def roles(postgresql_database: TestDatabase) -> Iterator[dict[str, str]]:
+    """`app_*` owns the table, `writer_*` may insert, update and delete its rows, `reader_*` may
+    only read them; by role, its URL."""
+    db, tag = postgresql_database, uuid.uuid4().hex[:8]
+    names = {role: f"{role}_{tag}" for role in ("app", "writer", "reader")}
+    db.execute(*(f"CREATE ROLE {name} LOGIN PASSWORD '{PASSWORD}'" for name in names.values()),
+               f"GRANT USAGE ON SCHEMA {db.schema} TO {', '.join(names.values())}",
+               f"CREATE TABLE {db.qualified('acct')} (id uuid, day date, note text, PRIMARY KEY (id, day))",
+               f"ALTER TABLE {db.qualified('acct')} OWNER TO {names['app']}",
+               f"GRANT INSERT, UPDATE, DELETE, SELECT ON {db.qualified('acct')} TO {names['writer']}",
+               f"GRANT SELECT ON {db.qualified('acct')} TO {names['reader']}")
+    try:
+        yield {role: make_url(db.url).set(username=name, password=PASSWORD).render_as_string(hide_password=False)
+               for role, name in names.items()}
+    finally:
+        listed = ", ".join(names.values())
+        db.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename IN "
+                   f"({', '.join(repr(n) for n in names.values())})", f"DROP OWNED BY {listed}",
+                   *(f"DROP ROLE {name}" for name in names.values()))
+
+
+def _as(url: str, *statements: str) -> None:
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in statements:
+                conn.execute(text(statement))
+    finally:
+        engine.dispose()
+
+
+def test_a_superusers_install_lets_every_writer_of_the_table_log_its_changes(postgresql_database, roles, tmp_path):
+    db = postgresql_database
+    path = tmp_path / "publisher.toml"
+    path.write_text(f'[database]\nurl = "{db.url}"\nschema = "{db.schema}"\n'
+                    f'[output]\ndirectory = "{tmp_path / "out"}"\n', encoding="utf-8")
+    assert main(["install", "-c", str(path), "--table", "acct"]) == 0
+
+    acct = db.qualified("acct")
+    _as(roles["app"], f"INSERT INTO {acct} VALUES ('00000000-0000-0000-0000-000000000001', DATE '2026-01-01', 'a')",
+        f"UPDATE {acct} SET note = 'b'")
+    _as(roles["writer"], f"INSERT INTO {acct} VALUES ('00000000-0000-0000-0000-000000000002', DATE '2026-01-02', NULL)",
+        f"UPDATE {acct} SET note = 'c'", f"DELETE FROM {acct} WHERE day = DATE '2026-01-01'")
+    logged = db.rows(f"SELECT perpetrator, event_type FROM {db.qualified('event_log')} ORDER BY record_id")
+    app, writer = (make_url(roles[r]).username for r in ("app", "writer"))
+    assert {p for p, _ in logged} == {app, writer}
+    assert (writer, 4) in logged  # the writer's delete
+
+    log = db.qualified("event_log")
+    granted = db.rows(f"SELECT grantee, privilege_type FROM information_schema.role_table_grants "
+                      f"WHERE table_schema = '{db.schema}' AND table_name = 'event_log' AND grantee <> current_user")
+    assert sorted(granted) == sorted([(app, "INSERT"), (writer, "INSERT")])  # the reader gets nothing
+    with pytest.raises(ProgrammingError, match="permission denied"):
+        _as(roles["writer"], f"SELECT count(*) FROM {log}")
