@@ -13,7 +13,7 @@ from typing import Literal
 
 from sqlalchemy import Connection, Engine
 
-from publisher.capture.tables import CaptureError, Column, Event, Style, Table
+from publisher.capture.tables import CaptureError, Column, Event, Style, Table, dollar_tag
 from publisher.config import EVENT_LOG_COLUMNS, Config
 from publisher.database import table_schema
 from publisher.dialects import Dialect, dialect_of, families, named_class
@@ -97,7 +97,7 @@ class Capture(abc.ABC):
         return Path(inspect.getfile(owner)).parent / "sql"
 
     def render(self, template: str, **values: str) -> str:
-        return _template(self.templates(), template).substitute(values)
+        return _template(self.templates(), template).substitute(values, dollar=dollar_tag(values.values()))
 
     def event_log_fields(self) -> dict[str, str]:
         """The event log's identifiers, by their role names, for every template that writes it."""

@@ -159,3 +159,14 @@ def resolve(name: str, names: Iterable[str]) -> str | None:
         return name
     matches = [n for n in names if n.lower() == name.lower()]
     return matches[0] if len(matches) == 1 else None
+
+
+def dollar_tag(texts: Iterable[str]) -> str:
+    """A tag for a dollar-quoted body (`$tag$ ... $tag$`) that none of the texts put in it
+    holds: a table or column may be named `a$$b`, which would end a body quoted by `$$`."""
+    held = list(texts)
+    tag, more = "publisher", 0
+    while any(f"${tag}$" in text for text in held):
+        more += 1
+        tag = f"publisher_{more}"
+    return tag

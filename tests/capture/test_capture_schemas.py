@@ -130,6 +130,20 @@ def test_columns_named_like_plpgsql_keywords(spark, cycle_path, database, tmp_pa
     applied(h, f"DELETE FROM {t} WHERE {strict} = 1")
 
 
+@pytest.mark.parametrize("style", ["field", "row"])
+def test_names_with_dollar_quotes(spark, cycle_path, database, tmp_path, style):
+    """PostgreSQL quoted the capture's function bodies with `$$`: a table or column named with
+    `$$` in it ended the body early, and install failed with a syntax error."""
+    h = harness_for(spark, cycle_path, database, tmp_path)
+    name = "d$$t"
+    t = f"{h.db.schema}.{ident(h, name)}" if h.db.schema else ident(h, name)
+    key, dollars, tag = (ident(h, n) for n in ("id", "v$$w", "$publisher$"))
+    h.db.execute(f"CREATE TABLE {t} ({key} INTEGER, {dollars} VARCHAR(20), {tag} VARCHAR(20), PRIMARY KEY ({key}))")
+    h.install(name, style=style)
+    applied(h, f"INSERT INTO {t} VALUES (1, 'a', 'b'), (2, NULL, 'c')")
+    applied(h, f"UPDATE {t} SET {dollars} = 'a2', {tag} = NULL WHERE {key} = 1", f"DELETE FROM {t} WHERE {key} = 2")
+
+
 # --- case-insensitive collations and values that compare equal but print differently -------------
 
 CI_COLLATION = "CREATE COLLATION {s}.ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)"

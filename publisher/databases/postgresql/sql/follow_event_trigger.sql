@@ -9,7 +9,7 @@
 -- not even see the schema.
 CREATE OR REPLACE FUNCTION ${function}() RETURNS event_trigger
 LANGUAGE plpgsql
-AS $$$$
+AS $$${dollar}$$
 DECLARE
     _table record;
 BEGIN
@@ -58,4 +58,4 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN
     RAISE WARNING 'publisher: capture could not follow the migration: %', SQLERRM;
 END
-$$$$
+$$${dollar}$$

@@ -7,7 +7,7 @@
 -- A list with nothing to log is one row that is not logged.
 CREATE OR REPLACE FUNCTION ${function}(relation oid, style text, kind text) RETURNS text
 LANGUAGE sql STABLE
-AS $$$$
+AS $$${dollar}$$
     WITH value_column AS (
         SELECT row_number() OVER (ORDER BY a.attnum) AS position, a.attname AS name,
                a.atttypid = 'bytea'::regtype AS is_binary
@@ -44,4 +44,4 @@ AS $$$$
                                ', ' ORDER BY position) FROM text_of),
             '(0, 0, NULL::text, FALSE, NULL::text, NULL::text)')
     END
-$$$$
+$$${dollar}$$

@@ -10,7 +10,7 @@
 CREATE OR REPLACE FUNCTION ${function}() RETURNS trigger
 LANGUAGE plpgsql
 ${settings}
-AS $$$$
+AS $$${dollar}$$
 DECLARE
     _none text := format('(SELECT * FROM ONLY %s WHERE FALSE)', TG_RELID::regclass);
     _old text := _none || ' AS _o';
@@ -70,4 +70,4 @@ BEGIN
     USING CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     RETURN NULL;
 END
-$$$$
+$$${dollar}$$

@@ -7,7 +7,7 @@
 -- rejects such an event, saying why), never a NULL the event log refuses.
 CREATE OR REPLACE FUNCTION ${function}(relation oid, arguments text[], alias text) RETURNS text
 LANGUAGE sql STABLE
-AS $$$$
+AS $$${dollar}$$
     SELECT COALESCE(string_agg(
         format('%L || %s', part.name || '=', CASE
             WHEN a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype)
@@ -28,4 +28,4 @@ AS $$$$
         FROM generate_series(1, (coalesce(array_length(arguments, 1), 0) - 4) / 2) AS n
     ) AS part
     JOIN pg_catalog.pg_attribute AS a ON a.attrelid = relation AND a.attnum = part.attnum AND NOT a.attisdropped
-$$$$
+$$${dollar}$$

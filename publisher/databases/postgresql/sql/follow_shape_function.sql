@@ -3,7 +3,7 @@
 -- migration that changes it (not ENABLE TRIGGER, SET STATISTICS, ...) moves the table's capture.
 CREATE OR REPLACE FUNCTION ${function}(relation oid) RETURNS text
 LANGUAGE sql STABLE
-AS $$$$
+AS $$${dollar}$$
     SELECT string_agg(quote_ident(a.attname) || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
         || ' key ' || COALESCE((
             SELECT string_agg(quote_ident(k.attname), ', ' ORDER BY p.position)
@@ -13,4 +13,4 @@ AS $$$$
             WHERE i.indrelid = relation AND i.indisprimary), '')
     FROM pg_catalog.pg_attribute AS a
     WHERE a.attrelid = relation AND a.attnum > 0 AND NOT a.attisdropped
-$$$$
+$$${dollar}$$

@@ -4,7 +4,7 @@
 -- capture is off (the row trigger is missing or disabled: then it stays off).
 CREATE OR REPLACE FUNCTION ${function}(relation regclass, triggers text, arguments text) RETURNS void
 LANGUAGE plpgsql
-AS $$$$
+AS $$${dollar}$$
 DECLARE
     _names text[];
 BEGIN
@@ -26,4 +26,4 @@ BEGIN
     EXECUTE format('CREATE TRIGGER %I BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s(%s)',
                    _names[3], relation, ${follow_function_literal}, arguments);
 END
-$$$$
+$$${dollar}$$

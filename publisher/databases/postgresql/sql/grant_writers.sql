@@ -5,7 +5,7 @@
 -- PUBLIC first, then the roles that have members, so that a role that inherits the grant gets
 -- none of its own. Where the installing user may not grant it, nothing is installed: the error
 -- names the roles, since the capture would make every write of theirs fail.
-DO $$$$
+DO $$${dollar}$$
 DECLARE
     _role text;
     _refused text[] := '{}';
@@ -43,4 +43,4 @@ BEGIN
                    'with the capture installed, every write of theirs would fail';
     END IF;
 END
-$$$$
+$$${dollar}$$

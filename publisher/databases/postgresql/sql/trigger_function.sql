@@ -1,10 +1,10 @@
 -- The capture function of one table's inserted and deleted rows. ${settings_on} and
 -- ${settings_off} (DateStyle, TimeZone, ... where the table's columns need them) make a logged
--- value's text what query-back reads, whatever the changing session uses; $$$$ is
--- string.Template's spelling of $$.
+-- value's text what query-back reads, whatever the changing session uses; $$${dollar}$$ is
+-- string.Template's spelling of $tag$, a dollar quote whose tag no name in the body holds.
 CREATE OR REPLACE FUNCTION ${function}() RETURNS trigger
 LANGUAGE plpgsql
-AS $$$$
+AS $$${dollar}$$
 DECLARE
     _old_key text;
     _new_key text;
@@ -21,4 +21,4 @@ ${on_delete}
 ${settings_off}
     RETURN NULL;
 END
-$$$$
+$$${dollar}$$

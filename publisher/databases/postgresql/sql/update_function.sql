@@ -9,7 +9,7 @@
 -- statement) does not hold. ${settings_on}, ${settings_off}: see trigger_function.
 CREATE OR REPLACE FUNCTION ${function}() RETURNS trigger
 LANGUAGE plpgsql
-AS $$$$
+AS $$${dollar}$$
 DECLARE
     _publisher_settings text[];
 BEGIN
@@ -24,4 +24,4 @@ ${on_update}
 ${settings_off}
     RETURN NULL;
 END
-$$$$
+$$${dollar}$$
