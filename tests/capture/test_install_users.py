@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from conftest import TestDatabase
@@ -57,12 +58,18 @@ def _as(url: str, *statements: str) -> None:
         engine.dispose()
 
 
-def test_a_superusers_install_lets_every_writer_of_the_table_log_its_changes(postgresql_database, roles, tmp_path):
-    db = postgresql_database
+def installed_by_the_superuser(db: TestDatabase, tmp_path: Path) -> Path:
+    """`acct`'s capture installed by the test database's superuser; the configuration's path."""
     path = tmp_path / "publisher.toml"
     path.write_text(f'[database]\nurl = "{db.url}"\nschema = "{db.schema}"\n'
                     f'[output]\ndirectory = "{tmp_path / "out"}"\n', encoding="utf-8")
     assert main(["install", "-c", str(path), "--table", "acct"]) == 0
+    return path
+
+
+def test_a_superusers_install_lets_every_writer_of_the_table_log_its_changes(postgresql_database, roles, tmp_path):
+    db = postgresql_database
+    installed_by_the_superuser(db, tmp_path)
 
     acct = db.qualified("acct")
     _as(roles["app"], f"INSERT INTO {acct} VALUES ('00000000-0000-0000-0000-000000000001', DATE '2026-01-01', 'a')",
@@ -90,10 +97,7 @@ def test_a_superusers_install_lets_every_writer_of_the_table_log_its_changes(pos
 def test_a_writer_the_installing_user_may_not_grant_to_installs_nothing(postgresql_database, roles, tmp_path):
     """The capture would make every write of that role fail: the install stops, with the roles named."""
     db = postgresql_database
-    path = tmp_path / "publisher.toml"
-    path.write_text(f'[database]\nurl = "{db.url}"\nschema = "{db.schema}"\n'
-                    f'[output]\ndirectory = "{tmp_path / "out"}"\n', encoding="utf-8")
-    assert main(["install", "-c", str(path), "--table", "acct"]) == 0
+    path = installed_by_the_superuser(db, tmp_path)
     acct, later = db.qualified("acct"), make_url(roles["later"]).username
     db.execute(f"GRANT DELETE ON {acct} TO {later}")
     config = load_config(path, environ={})
