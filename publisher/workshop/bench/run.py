@@ -10,10 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +28,7 @@ from publisher.workshop.bench.floor import Floor, measure_floor
 from publisher.workshop.bench.mix import MIN_EVENTS, MIN_ROWS, Backlog, WorkloadError
 from publisher.workshop.bench.reference import ReferenceResult, run_reference
 from publisher.workshop.bench.sampling import Latency, Memory, ProcessSampler
+from publisher.workshop.bench.scratch import work_directory
 from publisher.workshop.bench.workload import Workload, discard, generate
 from publisher.workshop.bench.writers import DEFAULT_SCHEMA
 from publisher.workshop.databases import draining, named, of_url
@@ -211,16 +209,6 @@ def run_benchmark(options: BenchOptions, spark: SparkSession | None = None) -> B
                 active = SparkSession.getActiveSession()
                 if active is not None:
                     active.stop()
-
-
-@contextmanager
-def work_directory(path: Path | None) -> Iterator[Path]:
-    if path is not None:
-        path.mkdir(parents=True, exist_ok=True)
-        yield path
-        return
-    with tempfile.TemporaryDirectory(prefix="publisher-bench-") as name:
-        yield Path(name)
 
 
 def _run(

@@ -29,8 +29,9 @@ from publisher.snapshots.snapshot import CHUNK_ROWS, DIRECT_CHUNK_ROWS, Snapshot
 from publisher.workshop.bench.drain import DrainResult, count_new, drain
 from publisher.workshop.bench.floor import copy_out
 from publisher.workshop.bench.report import format_count, format_seconds, format_size
-from publisher.workshop.bench.run import BenchOptions, start_spark, warm_up, work_directory
+from publisher.workshop.bench.run import BenchOptions, start_spark, warm_up
 from publisher.workshop.bench.sampling import Memory, ProcessSampler
+from publisher.workshop.bench.scratch import work_directory
 from publisher.workshop.bench.workload import bench_config, load_usr
 from publisher.workshop.databases import copying, of_url
 

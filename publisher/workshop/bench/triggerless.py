@@ -25,8 +25,9 @@ from publisher.databases.workbench import Workbench
 from publisher.triggerless.cycle import ComparisonResult, run_comparison_cycle
 from publisher.workshop.bench.floor import vacuum
 from publisher.workshop.bench.report import format_count, format_seconds, format_size
-from publisher.workshop.bench.run import start_spark, work_directory
+from publisher.workshop.bench.run import start_spark
 from publisher.workshop.bench.sampling import Memory, ProcessSampler
+from publisher.workshop.bench.scratch import work_directory
 from publisher.workshop.bench.snapshot import CopyFloor, measure_copy_floor
 from publisher.workshop.bench.workload import bench_config, load_usr
 from publisher.workshop.databases import copying, of_url
