@@ -210,8 +210,9 @@ class Dialect:
         condition the key's index serves: a row-value comparison `(a, b) > (x, y)`."""
         return tuple_(*columns) > tuple_(*values)
 
-    def analyze(self, table: str) -> str:
-        """The statement that refreshes a table's statistics (`table` already quoted)."""
+    def analyze(self, table: str, columns: Sequence[str] = ()) -> str:
+        """The statement that refreshes a table's statistics (`table` and `columns` already
+        quoted): of `columns` only where the database can sample them alone, else the table's."""
         return f"ANALYZE {table}"
 
     def next_record_id_sql(self, log: str, record_id: str, record_id_name: str) -> str:

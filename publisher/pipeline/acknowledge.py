@@ -102,7 +102,7 @@ def mark_runs(
             still_new = (status == Status.NEW.value, lists.ids(record_id, ranges))
         else:
             if not analysed and lists.needs_statistics(ranges):
-                analyse(conn, table)
+                analyse(conn, table, (names.status, names.record_id))
                 analysed = True
             still_new = (status == Status.NEW.value, lists.ranges(record_id, ranges))
         statement = (
@@ -321,7 +321,7 @@ def refresh_statistics(engine: Engine, log: EventLogSource) -> None:
     INSERT) is told once, and the cycle stands."""
     try:
         with engine.begin() as conn:
-            analyse(conn, log.table)
+            analyse(conn, log.table, (log.columns.status, log.columns.record_id))
     except DBAPIError as exc:
         if exc.connection_invalidated:
             raise
@@ -338,6 +338,8 @@ _ANALYZE_REFUSED: set[tuple[str, str]] = set()
 """The event logs whose ANALYZE was refused and said so, once per process."""
 
 
-def analyse(conn: Connection, table: Table) -> None:
-    """ANALYZE the event log, within the connection's transaction."""
-    conn.exec_driver_sql(dialect_of(conn).analyze(conn.dialect.identifier_preparer.format_table(table)))
+def analyse(conn: Connection, table: Table, columns: Sequence[str]) -> None:
+    """ANALYZE the event log's `columns` (where the database samples columns alone), within the
+    connection's transaction."""
+    preparer = conn.dialect.identifier_preparer
+    conn.exec_driver_sql(dialect_of(conn).analyze(preparer.format_table(table), [preparer.quote(c) for c in columns]))

@@ -109,7 +109,7 @@ class MariaDB(Dialect):
             alternatives.append(and_(*equal, columns[i] > values[i]))
         return or_(*alternatives)
 
-    def analyze(self, table: str) -> str:
+    def analyze(self, table: str, columns: Sequence[str] = ()) -> str:
         return f"ANALYZE TABLE {table}"
 
     def current_schema_sql(self) -> str:

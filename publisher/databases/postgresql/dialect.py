@@ -1,6 +1,7 @@
 """PostgreSQL."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import ColumnElement, case, func, literal_column, null, text
@@ -68,6 +69,12 @@ class PostgreSQL(Dialect):
     status_writing = "publisher.pipeline.planning.WrittenBeside"
     """An open UPDATE of the event log's rows holds back no insert of the application's triggers."""
     copy_reader = "publisher.databases.postgresql.copy_read"
+
+    def analyze(self, table: str, columns: Sequence[str] = ()) -> str:
+        """Of `columns` only: the event log's statistics a cycle's plans need are its status's
+        and record_id's, and the texts of its old and new values took half of a whole ANALYZE's
+        time (0.1 of 0.2 s on 1M events); reltuples is counted all the same."""
+        return f"ANALYZE {table} ({', '.join(columns)})" if columns else f"ANALYZE {table}"
     lock = "publisher.databases.postgresql.lock.AdvisoryLock"
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""

@@ -1,0 +1,43 @@
+"""The refresh of the event log's statistics after a large acknowledgement: on PostgreSQL of the
+columns a cycle's plans need (status and record_id) and the table's row count; elsewhere of the
+table, as the database does it."""
+from __future__ import annotations
+
+import logging
+
+from harness import Harness
+from sqlalchemy import text
+
+from publisher.pipeline.acknowledge import refresh_statistics
+from publisher.pipeline.event_log import event_log_source
+
+
+def test_a_refresh_is_taken_by_every_database(spark, database, tmp_path, caplog) -> None:
+    h = Harness(spark, database, tmp_path)
+    h.create_event_log()
+    h.log(*[(4, "usr", f"idu={n}") for n in range(30)])
+    with caplog.at_level(logging.WARNING, logger="publisher"):
+        refresh_statistics(h.engine, event_log_source(h.config, h.engine))
+    assert not [r for r in caplog.records if "statistics" in r.getMessage()]
+
+
+def test_on_postgresql_the_status_and_record_id_are_analysed_and_the_rows_counted(
+        spark, postgresql_database, tmp_path) -> None:
+    h = Harness(spark, postgresql_database, tmp_path)
+    h.create_event_log()
+    h.log(*[(4, "usr", f"idu={n}", "cn", "old", "new") for n in range(30)], status="S")
+    h.log(*[(4, "usr", f"idu={n}") for n in range(10)])
+    log = event_log_source(h.config, h.engine)
+
+    refresh_statistics(h.engine, log)
+
+    with h.engine.connect() as conn:
+        analysed = dict(conn.execute(text(
+            "SELECT attname, most_common_vals::text FROM pg_stats WHERE schemaname = :schema AND tablename = :table"),
+            {"schema": log.schema, "table": log.name}).all())
+        rows = conn.execute(text("SELECT reltuples FROM pg_class WHERE oid = CAST(:table AS regclass)"),
+                            {"table": f"{log.schema}.{log.name}"}).scalar_one()
+    names = log.columns
+    assert set(analysed) == {names.status, names.record_id}, "the texts of old and new values are not sampled"
+    assert analysed[names.status] == "{S,N}"
+    assert rows == 40
