@@ -3,7 +3,8 @@ SQL expressions and statements that are spelled differently per database."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -214,6 +215,13 @@ class Dialect:
         """The statement that refreshes a table's statistics (`table` and `columns` already
         quoted): of `columns` only where the database can sample them alone, else the table's."""
         return f"ANALYZE {table}"
+
+    @contextmanager
+    def server_warnings(self, conn: Connection) -> Iterator[list[str]]:
+        """The warnings the server sends while the block runs on `conn`, where a statement it
+        refuses only warns (PostgreSQL's ANALYZE of a table its user may not analyze); here,
+        none."""
+        yield []
 
     def next_record_id_sql(self, log: str, record_id: str, record_id_name: str) -> str:
         """SQL of a record_id above every event logged so far in `log` (quoted, as its column

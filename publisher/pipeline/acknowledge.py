@@ -318,20 +318,28 @@ def refresh_statistics(engine: Engine, log: EventLogSource) -> None:
     picture of a table full of N rows for a while and finds the next cycle's few N rows by
     walking every processed one (0.7 s instead of 1 ms after a million-event drain). Only an
     aid: the cycle has acknowledged its events, so a user that may not (ANALYZE TABLE may need
-    INSERT) is told once, and the cycle stands."""
+    INSERT; PostgreSQL skips, with a warning, a table its user does not own) is told once, and
+    the cycle stands."""
     try:
-        with engine.begin() as conn:
+        with engine.begin() as conn, dialect_of(conn).server_warnings(conn) as warned:
             analyse(conn, log.table, (log.columns.status, log.columns.record_id))
     except DBAPIError as exc:
         if exc.connection_invalidated:
             raise
-        said = (str(engine.url), str(log.table))
-        if said not in _ANALYZE_REFUSED:
-            _ANALYZE_REFUSED.add(said)
-            _log.warning("could not refresh the statistics of the event log %s after a large acknowledgement (%s): "
-                         "cycles after a large drain may read it slowly until the database refreshes them itself; "
-                         "grant the publisher's user what ANALYZE needs (some databases: INSERT on the event log)",
-                         log.table, root_cause(exc))
+        _statistics_refused(engine, log, str(root_cause(exc)))
+        return
+    if warned:
+        _statistics_refused(engine, log, "; ".join(warned))
+
+
+def _statistics_refused(engine: Engine, log: EventLogSource, why: str) -> None:
+    said = (str(engine.url), str(log.table))
+    if said not in _ANALYZE_REFUSED:
+        _ANALYZE_REFUSED.add(said)
+        _log.warning("could not refresh the statistics of the event log %s after a large acknowledgement (%s): "
+                     "cycles after a large drain may read it slowly until the database refreshes them itself; "
+                     "give the publisher's user what ANALYZE needs (PostgreSQL 17 and later: MAINTAIN on it, "
+                     "before that only its owner may; MariaDB: INSERT on it)", log.table, why)
 
 
 _ANALYZE_REFUSED: set[tuple[str, str]] = set()

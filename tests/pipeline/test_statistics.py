@@ -4,10 +4,13 @@ table, as the database does it."""
 from __future__ import annotations
 
 import logging
+import uuid
 
 from harness import Harness
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
+from publisher.pipeline import acknowledge
 from publisher.pipeline.acknowledge import refresh_statistics
 from publisher.pipeline.event_log import event_log_source
 
@@ -41,3 +44,29 @@ def test_on_postgresql_the_status_and_record_id_are_analysed_and_the_rows_counte
     assert set(analysed) == {names.status, names.record_id}, "the texts of old and new values are not sampled"
     assert analysed[names.status] == "{S,N}"
     assert rows == 40
+
+
+def test_on_postgresql_a_user_that_may_not_analyse_is_told_once(
+        spark, postgresql_database, tmp_path, caplog, monkeypatch) -> None:
+    """PostgreSQL skips a table its user does not own with a WARNING, not an error: the refresh
+    did nothing and said nothing (the publisher's own user, as the getting-started guide makes
+    it, owns no event log)."""
+    db, role = postgresql_database, f"reader_{uuid.uuid4().hex[:8]}"
+    h = Harness(spark, db, tmp_path)
+    h.create_event_log()
+    log = event_log_source(h.config, h.engine)
+    db.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'Secret-9'", f"GRANT USAGE ON SCHEMA {db.schema} TO {role}",
+               f"GRANT SELECT, UPDATE ON {db.qualified(log.name)} TO {role}")
+    engine = create_engine(make_url(db.url).set(username=role, password="Secret-9"))
+    monkeypatch.setattr(acknowledge, "_ANALYZE_REFUSED", set())
+    try:
+        with caplog.at_level(logging.WARNING, logger="publisher"):
+            refresh_statistics(engine, log)
+            refresh_statistics(engine, log)
+    finally:
+        engine.dispose()
+        db.execute(f"DROP OWNED BY {role}", f"DROP ROLE {role}")
+    told = [r.getMessage() for r in caplog.records if "statistics" in r.getMessage()]
+    assert len(told) == 1, told
+    assert "only table or database owner can analyze it" in told[0] or "permission denied" in told[0]
+    assert "MAINTAIN on it" in told[0]
