@@ -70,6 +70,9 @@ class PostgreSQL(Dialect):
     status_writing = "publisher.pipeline.planning.WrittenBeside"
     """An open UPDATE of the event log's rows holds back no insert of the application's triggers."""
     copy_reader = "publisher.databases.postgresql.copy_read"
+    lock = "publisher.databases.postgresql.lock.AdvisoryLock"
+    gives_way_codes = frozenset({"55P03", "40P01"})
+    """lock_not_available (lock_timeout) and deadlock_detected."""
 
     def analyze(self, table: str, columns: Sequence[str] = ()) -> str:
         """Of `columns` only: the event log's statistics a cycle's plans need are its status's
@@ -94,9 +97,6 @@ class PostgreSQL(Dialect):
             yield said
         finally:
             driver.remove_notice_handler(heard)  # type: ignore[union-attr]
-    lock = "publisher.databases.postgresql.lock.AdvisoryLock"
-    gives_way_codes = frozenset({"55P03", "40P01"})
-    """lock_not_available (lock_timeout) and deadlock_detected."""
 
     def serves_subscribers(self) -> bool:
         """By transaction: the triggers log the transaction's id, and a snapshot shows which
