@@ -217,10 +217,10 @@ class Dialect:
         return f"ANALYZE {table}"
 
     @contextmanager
-    def server_warnings(self, conn: Connection) -> Iterator[list[str]]:
-        """The warnings the server sends while the block runs on `conn`, where a statement it
-        refuses only warns (PostgreSQL's ANALYZE of a table its user may not analyze); here,
-        none."""
+    def skipped_warnings(self, conn: Connection) -> Iterator[list[str]]:
+        """The warnings of a table skipped by the statements the block runs in `conn`'s
+        transaction, where the server skips rather than refuses (PostgreSQL's ANALYZE of a table
+        its user may not analyze); here, none: a refusal is an error."""
         yield []
 
     def next_record_id_sql(self, log: str, record_id: str, record_id_name: str) -> str:

@@ -321,15 +321,15 @@ def refresh_statistics(engine: Engine, log: EventLogSource) -> None:
     INSERT; PostgreSQL skips, with a warning, a table its user does not own) is told once, and
     the cycle stands."""
     try:
-        with engine.begin() as conn, dialect_of(conn).server_warnings(conn) as warned:
+        with engine.begin() as conn, dialect_of(conn).skipped_warnings(conn) as skipped:
             analyse(conn, log.table, (log.columns.status, log.columns.record_id))
     except DBAPIError as exc:
         if exc.connection_invalidated:
             raise
         _statistics_refused(engine, log, str(root_cause(exc)))
         return
-    if warned:
-        _statistics_refused(engine, log, "; ".join(warned))
+    if skipped:
+        _statistics_refused(engine, log, "; ".join(skipped))
 
 
 def _statistics_refused(engine: Engine, log: EventLogSource, why: str) -> None:

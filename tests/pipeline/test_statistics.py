@@ -50,13 +50,14 @@ def test_on_postgresql_a_user_that_may_not_analyse_is_told_once(
         spark, postgresql_database, tmp_path, caplog, monkeypatch) -> None:
     """PostgreSQL skips a table its user does not own with a WARNING, not an error: the refresh
     did nothing and said nothing (the publisher's own user, as the getting-started guide makes
-    it, owns no event log)."""
+    it, owns no event log). A user that asks for errors only is told as well."""
     db, role = postgresql_database, f"reader_{uuid.uuid4().hex[:8]}"
     h = Harness(spark, db, tmp_path)
     h.create_event_log()
     log = event_log_source(h.config, h.engine)
     db.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'Secret-9'", f"GRANT USAGE ON SCHEMA {db.schema} TO {role}",
-               f"GRANT SELECT, UPDATE ON {db.qualified(log.name)} TO {role}")
+               f"GRANT SELECT, UPDATE ON {db.qualified(log.name)} TO {role}",
+               f"ALTER ROLE {role} SET client_min_messages = error")
     engine = create_engine(make_url(db.url).set(username=role, password="Secret-9"))
     monkeypatch.setattr(acknowledge, "_ANALYZE_REFUSED", set())
     try:
@@ -70,3 +71,26 @@ def test_on_postgresql_a_user_that_may_not_analyse_is_told_once(
     assert len(told) == 1, told
     assert "only table or database owner can analyze it" in told[0] or "permission denied" in told[0]
     assert "MAINTAIN on it" in told[0]
+
+
+def test_on_postgresql_other_warnings_of_a_refresh_are_no_refusal(
+        spark, postgresql_database, tmp_path, caplog, monkeypatch) -> None:
+    """A statistics object on columns the refresh does not sample makes ANALYZE warn that it
+    could not compute it; the refresh itself ran."""
+    h = Harness(spark, postgresql_database, tmp_path)
+    h.create_event_log()
+    log = event_log_source(h.config, h.engine)
+    names = log.columns
+    postgresql_database.execute(
+        f"CREATE STATISTICS {log.schema}.log_keys ON {names.table_name}, {names.table_key} "
+        f"FROM {postgresql_database.qualified(log.name)}")
+    h.log(*[(4, "usr", f"idu={n}") for n in range(10)])
+    monkeypatch.setattr(acknowledge, "_ANALYZE_REFUSED", set())
+    with caplog.at_level(logging.WARNING, logger="publisher"):
+        refresh_statistics(h.engine, log)
+    assert not [r for r in caplog.records if "statistics" in r.getMessage()]
+    with h.engine.connect() as conn:
+        analysed = conn.execute(text(
+            "SELECT count(*) FROM pg_stats WHERE schemaname = :schema AND tablename = :table"),
+            {"schema": log.schema, "table": log.name}).scalar_one()
+    assert analysed == 2
