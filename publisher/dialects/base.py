@@ -60,6 +60,8 @@ class Dialect:
     gives_way_codes: ClassVar[frozenset[str]] = frozenset()
     gives_way_message: ClassVar[str | None] = None
     """The error codes (or message) of a statement that met another transaction's lock and gave way."""
+    analyze_needs: ClassVar[str] = "the rights ANALYZE needs on it"
+    """What the publisher's user needs to refresh the event log's statistics, as said when it could not."""
 
     def value_lists(self) -> ValueLists:
         """How a statement names many values of one column (keys, record_ids): a parameter each."""

@@ -338,8 +338,7 @@ def _statistics_refused(engine: Engine, log: EventLogSource, why: str) -> None:
         _ANALYZE_REFUSED.add(said)
         _log.warning("could not refresh the statistics of the event log %s after a large acknowledgement (%s): "
                      "cycles after a large drain may read it slowly until the database refreshes them itself; "
-                     "give the publisher's user what ANALYZE needs (PostgreSQL 17 and later: MAINTAIN on it, "
-                     "before that only its owner may; MariaDB: INSERT on it)", log.table, why)
+                     "give the publisher's user %s", log.table, why, dialect_of(engine).analyze_needs)
 
 
 _ANALYZE_REFUSED: set[tuple[str, str]] = set()

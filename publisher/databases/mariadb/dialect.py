@@ -30,6 +30,7 @@ class MariaDB(Dialect):
     gives_way_codes = frozenset({"1205", "1213"})
     """Lock wait timeout, and deadlock (InnoDB picks the transaction with less to undo: a snapshot's
     chunk rather than the application's)."""
+    analyze_needs = "INSERT on it"
 
     def boolean_type(self, sql_type: Any) -> bool:
         """MySQL and MariaDB make a BOOLEAN column TINYINT(1), and reflect it so."""

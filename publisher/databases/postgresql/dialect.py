@@ -73,6 +73,7 @@ class PostgreSQL(Dialect):
     lock = "publisher.databases.postgresql.lock.AdvisoryLock"
     gives_way_codes = frozenset({"55P03", "40P01"})
     """lock_not_available (lock_timeout) and deadlock_detected."""
+    analyze_needs = "MAINTAIN on it (PostgreSQL 17 and later; before that only its owner may)"
 
     def analyze(self, table: str, columns: Sequence[str] = ()) -> str:
         """Of `columns` only: the event log's statistics a cycle's plans need are its status's
